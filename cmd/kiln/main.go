@@ -1,0 +1,51 @@
+// Command kiln is a terminal wizard and headless CLI for the lifecycle of
+// kiln clusters and the projects that run on them.
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/kilnctl/kiln/internal/cli"
+	"github.com/kilnctl/kiln/internal/exit"
+)
+
+// Set through -ldflags "-X main.version=... -X main.commit=... -X main.date=...".
+var (
+	version = "dev"
+	commit  = "none"
+	date    = "unknown"
+)
+
+func main() {
+	os.Exit(run())
+}
+
+func run() int {
+	// The first Ctrl-C cancels the context: the engine stops at a safe point
+	// and reports what was left. A second one kills the process outright.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	go func() {
+		<-ctx.Done()
+		stop() // restore default handling: the next signal ends the process
+	}()
+
+	root := cli.NewRoot(cli.BuildInfo{Version: version, Commit: commit, Date: date})
+	err := root.ExecuteContext(ctx)
+	if err == nil {
+		return exit.OK
+	}
+	// This is the one place where errors become exit codes.
+	code := exit.Code(err)
+	if ctx.Err() != nil && code == exit.Failed {
+		code = exit.Interrupted
+	}
+	if !cli.Reported(err) {
+		fmt.Fprintf(os.Stderr, "kiln: %v\n", err)
+	}
+	return code
+}

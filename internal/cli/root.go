@@ -1,0 +1,148 @@
+// Package cli wires kiln's commands: flags -> engine call -> frontend.
+// One file per command.
+package cli
+
+import (
+	"errors"
+	"io"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+
+	"github.com/kilnctl/kiln/internal/exit"
+)
+
+// BuildInfo is stamped into the binary at build time.
+type BuildInfo struct {
+	Version, Commit, Date string
+}
+
+// globals are the common flags of DESIGN.md §4.
+type globals struct {
+	headless       bool
+	output         string
+	yes            bool
+	timeout        time.Duration
+	config         string
+	tokenDir       string
+	kubeconfig     string
+	context        string
+	region         string
+	regions        []string
+	keyringBackend string
+
+	stdin          io.Reader
+	stdout, stderr io.Writer
+}
+
+// NewRoot builds the kiln command tree.
+func NewRoot(info BuildInfo) *cobra.Command {
+	g := &globals{stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr}
+	root := &cobra.Command{
+		Use:   "kiln",
+		Short: "Create, inspect and tear down kiln clusters and their projects",
+		Long: `kiln manages the whole lifecycle of kiln clusters (a Kubernetes cluster with
+kiln's platform layer) and the projects that run on them.
+
+On a terminal, running kiln without a command opens the wizard. Every
+operation also runs headless (--headless, or automatically when stdin or
+stdout is not a terminal) and prints NDJSON events with -o json.`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		PersistentPreRunE: func(cmd *cobra.Command, args []string) error {
+			return g.validate()
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return cmd.Help()
+		},
+	}
+	root.SetIn(g.stdin)
+	root.SetOut(g.stdout)
+	root.SetErr(g.stderr)
+	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
+		return exit.Usage("%v (see `%s --help`)", err, cmd.CommandPath())
+	})
+
+	pf := root.PersistentFlags()
+	pf.BoolVar(&g.headless, "headless", false, "never open the wizard; print events (automatic when stdin or stdout is not a terminal)")
+	pf.StringVarP(&g.output, "output", "o", "text", "output format: text or json (NDJSON events on stdout)")
+	pf.BoolVar(&g.yes, "yes", false, "answer yes to confirmations (destroy)")
+	pf.DurationVar(&g.timeout, "timeout", 10*time.Minute, "give up waiting for readiness after this long (exit 5)")
+	pf.StringVarP(&g.config, "config", "c", "", "cluster config file (kind ClusterConfig)")
+	pf.StringVar(&g.tokenDir, "token-dir", "", "token directory (default: keyring entry, then $XDG_STATE_HOME/kiln/PROVIDER/NAME/tokens)")
+	pf.StringVar(&g.kubeconfig, "kubeconfig", "", "kubeconfig file (kube provider; default: $KUBECONFIG or ~/.kube/config)")
+	pf.StringVar(&g.context, "context", "", "kubeconfig context of the cluster (kube provider)")
+	pf.StringVar(&g.region, "region", "", "AWS region of the cluster (aws provider)")
+	pf.StringSliceVar(&g.regions, "regions", nil, "AWS regions to search (aws provider; default: every region)")
+	pf.StringVar(&g.keyringBackend, "keyring-backend", "auto", "keyring: auto, secret-service, keychain, wincred or file")
+
+	root.AddCommand(
+		newVersionCmd(g, info),
+		newCompletionCmd(root),
+	)
+	for _, c := range root.Commands() {
+		wrapArgs(c)
+	}
+	return root
+}
+
+func (g *globals) validate() error {
+	switch g.output {
+	case "text", "json":
+	default:
+		return exit.Usage("--output/-o: %q is not a format; use text or json", g.output)
+	}
+	if g.timeout <= 0 {
+		return exit.Usage("--timeout: must be positive, got %s", g.timeout)
+	}
+	return nil
+}
+
+// interactive reports whether the wizard may be used: both ends are a
+// terminal and --headless was not given.
+func (g *globals) interactive() bool {
+	if g.headless {
+		return false
+	}
+	in, ok1 := g.stdin.(*os.File)
+	out, ok2 := g.stdout.(*os.File)
+	return ok1 && ok2 && term.IsTerminal(int(in.Fd())) && term.IsTerminal(int(out.Fd()))
+}
+
+// wrapArgs turns cobra's positional-argument errors into usage errors (exit 2).
+func wrapArgs(c *cobra.Command) {
+	if c.Args != nil {
+		orig := c.Args
+		c.Args = func(cmd *cobra.Command, args []string) error {
+			if err := orig(cmd, args); err != nil {
+				return exit.Usage("%v; usage: %s", err, cmd.UseLine())
+			}
+			return nil
+		}
+	}
+	for _, sub := range c.Commands() {
+		wrapArgs(sub)
+	}
+}
+
+// reportedError marks an error whose message the frontend already showed
+// (as a result event or line), so main does not print it twice.
+type reportedError struct{ err error }
+
+func (e *reportedError) Error() string { return e.err.Error() }
+func (e *reportedError) Unwrap() error { return e.err }
+
+// Reported reports whether err was already shown to the user.
+func Reported(err error) bool {
+	var r *reportedError
+	return errors.As(err, &r)
+}
+
+func markReported(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &reportedError{err: err}
+}
