@@ -1,0 +1,197 @@
+// Package config is kiln's cluster config file (DESIGN.md §5a): its types,
+// defaults, strict decoding and validation, the canonical form stored in
+// ConfigMap kiln-system/kiln-config (key config.yaml), and the comparison
+// used to refuse `kiln create --continue` with a config that differs from
+// the installed one.
+//
+// Every problem with user input is reported with file, line, column and the
+// field path, all problems at once, classified exit.Usage (exit code 2).
+package config
+
+import (
+	"slices"
+)
+
+// Contract values (DESIGN.md §5, §5a).
+const (
+	// APIVersion is the only accepted apiVersion.
+	APIVersion = "kiln.dev/v1alpha1"
+	// Kind is the only accepted kind.
+	Kind = "ClusterConfig"
+
+	// DefaultTenant is the tenant used when the config lists none.
+	DefaultTenant = "default"
+	// DefaultDomainSuffix is appended to NAME for the default domain.
+	DefaultDomainSuffix = ".kiln.test"
+	// DefaultImage is the default stack's image: a small public web server.
+	DefaultImage = "nginx:1.27-alpine"
+	// DefaultGatewayImage is the gateway's image. The gateway runs as a
+	// non-root user with every capability dropped, so it needs the
+	// unprivileged nginx build, which listens on 8080.
+	DefaultGatewayImage = "nginxinc/nginx-unprivileged:1.27-alpine"
+	// DefaultGatewayReplicas is the gateway replica count when unset.
+	DefaultGatewayReplicas int32 = 1
+	// DefaultStackName is the name of the stack used when the config lists none.
+	DefaultStackName = "default"
+	// DefaultStackPort is the default stack's container port.
+	DefaultStackPort int32 = 80
+	// DefaultCPU is a stack's CPU request when unset.
+	DefaultCPU = "50m"
+	// DefaultMemory is a stack's memory request when unset.
+	DefaultMemory = "64Mi"
+
+	// MaxNameLength bounds cluster NAMEs, tenant and project names.
+	MaxNameLength = 40
+	// MaxGatewayReplicas bounds spec.gateway.replicas.
+	MaxGatewayReplicas int32 = 10
+
+	// TenantNamespacePrefix prefixes a tenant's namespace.
+	TenantNamespacePrefix = "kiln-tenant-"
+)
+
+// ClusterConfig is the cluster config file (kind ClusterConfig).
+type ClusterConfig struct {
+	APIVersion string   `json:"apiVersion" yaml:"apiVersion"`
+	Kind       string   `json:"kind" yaml:"kind"`
+	Metadata   Metadata `json:"metadata" yaml:"metadata"`
+	Spec       Spec     `json:"spec" yaml:"spec"`
+}
+
+// Metadata names the cluster; if set, Name must equal the CLI NAME.
+type Metadata struct {
+	Name string `json:"name,omitempty" yaml:"name,omitempty"`
+}
+
+// Spec is the desired platform.
+type Spec struct {
+	// Tenants is a set: order is kept but not significant.
+	Tenants []string `json:"tenants,omitempty" yaml:"tenants,omitempty"`
+	Domain  string   `json:"domain,omitempty" yaml:"domain,omitempty"`
+	Gateway Gateway  `json:"gateway" yaml:"gateway"`
+	// Stacks is ordered.
+	Stacks []Stack `json:"stacks,omitempty" yaml:"stacks,omitempty"`
+}
+
+// Gateway is the kiln-system/kiln-gateway Deployment.
+type Gateway struct {
+	Image    string `json:"image,omitempty" yaml:"image,omitempty"`
+	Replicas int32  `json:"replicas,omitempty" yaml:"replicas,omitempty"`
+}
+
+// Stack is an image plus resources that projects run (DESIGN.md §10).
+type Stack struct {
+	Name   string `json:"name" yaml:"name"`
+	Image  string `json:"image" yaml:"image"`
+	Port   int32  `json:"port" yaml:"port"`
+	CPU    string `json:"cpu,omitempty" yaml:"cpu,omitempty"`
+	Memory string `json:"memory,omitempty" yaml:"memory,omitempty"`
+}
+
+// DefaultDomain is the domain used for cluster NAME when none is configured.
+func DefaultDomain(name string) string { return name + DefaultDomainSuffix }
+
+// DefaultStack is the stack used when the config lists none.
+func DefaultStack() Stack {
+	return Stack{
+		Name:   DefaultStackName,
+		Image:  DefaultImage,
+		Port:   DefaultStackPort,
+		CPU:    DefaultCPU,
+		Memory: DefaultMemory,
+	}
+}
+
+// Default is the effective config used without -c/--config.
+func Default(name string) *ClusterConfig {
+	return &ClusterConfig{
+		APIVersion: APIVersion,
+		Kind:       Kind,
+		Metadata:   Metadata{Name: name},
+		Spec: Spec{
+			Tenants: []string{DefaultTenant},
+			Domain:  DefaultDomain(name),
+			Gateway: Gateway{Image: DefaultGatewayImage, Replicas: DefaultGatewayReplicas},
+			Stacks:  []Stack{DefaultStack()},
+		},
+	}
+}
+
+// ApplyDefaults fills unset optional fields: apiVersion and kind, the
+// domain (from Metadata.Name, which the caller sets from the CLI NAME; left
+// empty unless Metadata.Name is a valid NAME), gateway image and replicas, tenants and
+// stacks when nil, and each stack's cpu and memory. A non-nil empty Tenants
+// or Stacks is kept (and fails validation). It does not set Metadata.Name.
+func (c *ClusterConfig) ApplyDefaults() {
+	c.applyDefaults(nil)
+}
+
+// applyDefaults fills every optional field that is unset. With set == nil a
+// field is unset when it holds its zero value (nil for slices); otherwise
+// when its path is not in set (what the file spelled out, even as 0 or "").
+func (c *ClusterConfig) applyDefaults(set map[string]bool) {
+	unset := func(path string, zero bool) bool {
+		if set == nil {
+			return zero
+		}
+		return !set[path]
+	}
+	if set == nil {
+		// A file must spell these out; a config built in Go need not.
+		if c.APIVersion == "" {
+			c.APIVersion = APIVersion
+		}
+		if c.Kind == "" {
+			c.Kind = Kind
+		}
+	}
+	s := &c.Spec
+	if unset("spec.tenants", s.Tenants == nil) {
+		s.Tenants = []string{DefaultTenant}
+	}
+	if unset("spec.domain", s.Domain == "") && labelProblem(c.Metadata.Name, MaxNameLength) == "" {
+		s.Domain = DefaultDomain(c.Metadata.Name)
+	}
+	if unset("spec.gateway.image", s.Gateway.Image == "") {
+		s.Gateway.Image = DefaultGatewayImage
+	}
+	if unset("spec.gateway.replicas", s.Gateway.Replicas == 0) {
+		s.Gateway.Replicas = DefaultGatewayReplicas
+	}
+	if unset("spec.stacks", s.Stacks == nil) {
+		s.Stacks = []Stack{DefaultStack()}
+	}
+	for i := range s.Stacks {
+		st := &s.Stacks[i]
+		p := stackPath(i)
+		if unset(p+".cpu", st.CPU == "") {
+			st.CPU = DefaultCPU
+		}
+		if unset(p+".memory", st.Memory == "") {
+			st.Memory = DefaultMemory
+		}
+	}
+}
+
+// Stack returns the stack called name.
+func (c *ClusterConfig) Stack(name string) (Stack, bool) {
+	for _, s := range c.Spec.Stacks {
+		if s.Name == name {
+			return s, true
+		}
+	}
+	return Stack{}, false
+}
+
+// TenantNamespace is the namespace of tenant: kiln-tenant-TENANT.
+func TenantNamespace(tenant string) string { return TenantNamespacePrefix + tenant }
+
+// clone returns a deep copy of c (a zero config for nil).
+func (c *ClusterConfig) clone() *ClusterConfig {
+	if c == nil {
+		return &ClusterConfig{}
+	}
+	out := *c
+	out.Spec.Tenants = slices.Clone(c.Spec.Tenants)
+	out.Spec.Stacks = slices.Clone(c.Spec.Stacks)
+	return &out
+}

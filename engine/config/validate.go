@@ -1,0 +1,161 @@
+package config
+
+import (
+	"fmt"
+	"strings"
+	"unicode"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/kilnctl/kiln/internal/exit"
+)
+
+// Validate checks an effective config (defaults applied) for cluster NAME;
+// with name "" the NAME is metadata.name, which must then be valid. All
+// problems are reported at once, by field path; the error is exit.Usage and
+// wraps Problems.
+func (c *ClusterConfig) Validate(name string) error {
+	if name != "" {
+		if err := ValidateName(name); err != nil {
+			return err
+		}
+	}
+	ps := Problems(validate(c, name, func(string) bool { return false }))
+	if len(ps) > 0 {
+		sortProblems(ps)
+		return exit.Usage("%w", ps)
+	}
+	return nil
+}
+
+// validate checks values. present says whether the source spelled a path
+// out; it only chooses between "required" and a message about the zero
+// value given.
+func validate(c *ClusterConfig, name string, present func(string) bool) []Problem {
+	var ps []Problem
+	bad := func(path, format string, args ...any) {
+		ps = append(ps, Problem{Path: path, Message: fmt.Sprintf(format, args...)})
+	}
+	exact := func(path, got, want string) {
+		switch {
+		case got == want:
+		case got == "" && !present(path):
+			bad(path, "required; must be %s", want)
+		default:
+			bad(path, "must be %s, got %s", want, quoteShort(got))
+		}
+	}
+	exact("apiVersion", c.APIVersion, APIVersion)
+	exact("kind", c.Kind, Kind)
+
+	switch got := c.Metadata.Name; {
+	case name != "" && got != name:
+		bad("metadata.name", "%s does not match NAME %q given on the command line", quoteShort(got), name)
+	case name == "" && got == "":
+		bad("metadata.name", "required")
+	case name == "":
+		if r := labelProblem(got, MaxNameLength); r != "" {
+			bad("metadata.name", "%s: %s", quoteShort(got), r)
+		}
+	}
+
+	s := &c.Spec
+	if len(s.Tenants) == 0 {
+		bad("spec.tenants", "must list at least one tenant (leave it out for [%s])", DefaultTenant)
+	}
+	firstTenant := map[string]int{}
+	for i, t := range s.Tenants {
+		p := indexPath("spec.tenants", i)
+		if r := labelProblem(t, MaxNameLength); r != "" {
+			bad(p, "tenant %s: %s", quoteShort(t), r)
+			continue
+		}
+		if j, dup := firstTenant[t]; dup {
+			bad(p, "duplicate tenant %q (also %s)", t, indexPath("spec.tenants", j))
+			continue
+		}
+		firstTenant[t] = i
+	}
+
+	switch r := domainProblem(s.Domain); {
+	case s.Domain == "" && !present("spec.domain"):
+		if labelProblem(c.Metadata.Name, MaxNameLength) == "" {
+			bad("spec.domain", "required")
+		} // else the default could not be derived; metadata.name is reported
+	case s.Domain == "":
+		bad("spec.domain", "%s", r)
+	case r != "":
+		bad("spec.domain", "%s: %s", quoteShort(s.Domain), r)
+	}
+
+	imageProblem(bad, "spec.gateway.image", s.Gateway.Image, present)
+	if r := s.Gateway.Replicas; r < 1 || r > MaxGatewayReplicas {
+		if r == 0 && !present("spec.gateway.replicas") {
+			bad("spec.gateway.replicas", "required")
+		} else {
+			bad("spec.gateway.replicas", "must be between 1 and %d, got %d", MaxGatewayReplicas, r)
+		}
+	}
+
+	if len(s.Stacks) == 0 {
+		bad("spec.stacks", "must list at least one stack (leave it out for the default stack)")
+	}
+	firstStack := map[string]int{}
+	for i, st := range s.Stacks {
+		sp := stackPath(i)
+		np := sp + ".name"
+		switch r := labelProblem(st.Name, MaxNameLength); {
+		case st.Name == "" && !present(np):
+			bad(np, "required")
+		case r != "":
+			bad(np, "stack name %s: %s", quoteShort(st.Name), r)
+		default:
+			if j, dup := firstStack[st.Name]; dup {
+				bad(np, "duplicate stack name %q (also %s)", st.Name, stackPath(j))
+			} else {
+				firstStack[st.Name] = i
+			}
+		}
+		imageProblem(bad, sp+".image", st.Image, present)
+		if st.Port < 1 || st.Port > 65535 {
+			if st.Port == 0 && !present(sp+".port") {
+				bad(sp+".port", "required (1-65535)")
+			} else {
+				bad(sp+".port", "must be between 1 and 65535, got %d", st.Port)
+			}
+		}
+		quantityProblem(bad, sp+".cpu", st.CPU, present, "100m")
+		quantityProblem(bad, sp+".memory", st.Memory, present, "128Mi")
+	}
+	return ps
+}
+
+func imageProblem(bad func(string, string, ...any), path, image string, present func(string) bool) {
+	switch {
+	case image == "" && !present(path):
+		bad(path, "required")
+	case strings.TrimSpace(image) == "":
+		bad(path, "must not be empty")
+	case strings.IndexFunc(image, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }) >= 0:
+		bad(path, "image %s must not contain spaces or control characters", quoteShort(image))
+	}
+}
+
+func quantityProblem(bad func(string, string, ...any), path, v string, present func(string) bool, example string) {
+	if v == "" {
+		if present(path) {
+			bad(path, "must not be empty")
+		} else {
+			bad(path, "required")
+		}
+		return
+	}
+	q, err := resource.ParseQuantity(v)
+	if err != nil {
+		bad(path, "%s is not a quantity (e.g. %s)", quoteShort(v), example)
+		return
+	}
+	if q.Sign() <= 0 {
+		bad(path, "must be greater than zero, got %s", quoteShort(v))
+	}
+}
