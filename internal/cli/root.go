@@ -79,6 +79,11 @@ stdout is not a terminal) and prints NDJSON events with -o json.`,
 	pf.StringVar(&g.keyringBackend, "keyring-backend", "auto", "keyring: auto, secret-service, keychain, wincred or file")
 
 	root.AddCommand(
+		newCreateCmd(g),
+		newWaitCmd(g),
+		newStatusCmd(g),
+		newDestroyCmd(g),
+		newTokensCmd(g),
 		newVersionCmd(g, info),
 		newCompletionCmd(root),
 	)

@@ -1,0 +1,137 @@
+// Package engine is kiln's UI-agnostic, phased engine. Every operation runs
+// as named, idempotent phases (discover → plan → credentials →
+// infrastructure → platform → readiness) and reports every observable fact
+// as an Event through one Sink. Frontends (the Bubble Tea wizard, headless
+// text and NDJSON) only render events and answer confirmations.
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/kilnctl/kiln/creds"
+	"github.com/kilnctl/kiln/internal/exit"
+)
+
+// Confirmer answers the questions an operation must ask. The wizard asks
+// the user; headless answers from --continue / --yes.
+type Confirmer interface {
+	// ConfirmContinue is asked when the platform is already installed: true
+	// continues with the key material the cluster already trusts.
+	ConfirmContinue(ctx context.Context, q ContinueQuestion) (bool, error)
+	// ConfirmDestroy is asked before anything is removed.
+	ConfirmDestroy(ctx context.Context, q DestroyQuestion) (bool, error)
+}
+
+// ContinueQuestion says what exists when the platform is already installed.
+type ContinueQuestion struct {
+	Provider, Name, Location string
+	TrustedKeyIDs            []string
+	// TokenDir is a local token dir holding a trusted key ("" if none found).
+	TokenDir string
+}
+
+// DestroyQuestion says what destroy would remove.
+type DestroyQuestion struct {
+	Provider, Name, Location string
+	Tenants                  []string
+	TokenDir                 string
+}
+
+// Keyring remembers which token dir belongs to which cluster.
+type Keyring interface {
+	Get(provider, name string) (creds.Entry, bool, error)
+	Put(creds.Entry) error
+	Delete(provider, name string) error
+}
+
+// Engine runs operations. Construct it with its dependencies; it holds no
+// per-operation state.
+type Engine struct {
+	Sink    Sink
+	Confirm Confirmer
+	Keyring Keyring
+	// Now is the clock (default time.Now).
+	Now func() time.Time
+}
+
+func (e *Engine) now() time.Time {
+	if e.Now != nil {
+		return e.Now()
+	}
+	return time.Now()
+}
+
+func (e *Engine) emit(ev Event) {
+	if ev.Time.IsZero() {
+		ev.Time = e.now()
+	}
+	if e.Sink != nil {
+		e.Sink.Emit(ev)
+	}
+}
+
+func (e *Engine) logf(level, format string, args ...any) {
+	e.emit(Event{Type: TypeLog, Level: level, Message: fmt.Sprintf(format, args...)})
+}
+
+func (e *Engine) resource(kind, ns, name, status, msg string) {
+	e.emit(Event{Type: TypeResource, Kind: kind, Namespace: ns, Name: name, Status: status, Message: msg})
+}
+
+// phase runs one named step, reporting started and succeeded/failed with
+// the elapsed time. A step returning errSkipped is reported as skipped.
+func (e *Engine) phase(ctx context.Context, name string, run func(context.Context) error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	start := e.now()
+	e.emit(Event{Type: TypePhase, Phase: name, State: PhaseStarted})
+	err := run(ctx)
+	elapsed := time.Since(start).Milliseconds()
+	var skip *skipped
+	switch {
+	case errors.As(err, &skip):
+		e.emit(Event{Type: TypePhase, Phase: name, State: PhaseSkipped, ElapsedMS: elapsed, Message: skip.reason})
+		err = nil
+	case err != nil:
+		e.emit(Event{Type: TypePhase, Phase: name, State: PhaseFailed, ElapsedMS: elapsed, Message: err.Error()})
+	default:
+		e.emit(Event{Type: TypePhase, Phase: name, State: PhaseSucceeded, ElapsedMS: elapsed})
+	}
+	checkpoint("after-" + name)
+	return err
+}
+
+type skipped struct{ reason string }
+
+func (s *skipped) Error() string { return "skipped: " + s.reason }
+
+func skip(format string, args ...any) error { return &skipped{reason: fmt.Sprintf(format, args...)} }
+
+// finish emits the result event for an operation and returns err unchanged.
+func (e *Engine) finish(err error, okMessage, tokenDir string) error {
+	if err == nil {
+		e.emit(Event{Type: TypeResult, OK: true, ExitCode: exit.OK, Message: okMessage, TokenDir: tokenDir})
+		return nil
+	}
+	e.emit(Event{Type: TypeResult, OK: false, ExitCode: exit.Code(err), Message: err.Error(), TokenDir: tokenDir})
+	return err
+}
+
+// CrashEnv names the environment variable of the crash-test hook: when it
+// equals a checkpoint's name, kiln SIGKILLs itself there. Tests use it to
+// prove that a run killed at any point converges when run again.
+const CrashEnv = "KILN_TEST_CRASH_AT"
+
+func checkpoint(name string) {
+	if at := os.Getenv(CrashEnv); at != "" && at == name {
+		if p, err := os.FindProcess(os.Getpid()); err == nil {
+			_ = p.Kill() // SIGKILL on Unix: no deferred cleanup runs
+		}
+		select {} // the signal is delivered asynchronously
+	}
+}

@@ -1,0 +1,191 @@
+package engine
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// Event types (DESIGN.md §8, contract).
+const (
+	TypePhase     = "phase"
+	TypeDiscovery = "discovery"
+	TypeDecision  = "decision"
+	TypeResource  = "resource"
+	TypeLog       = "log"
+	TypeResult    = "result"
+)
+
+// Phase states.
+const (
+	PhaseStarted   = "started"
+	PhaseSucceeded = "succeeded"
+	PhaseFailed    = "failed"
+	PhaseSkipped   = "skipped"
+)
+
+// Resource statuses (the kstatus vocabulary kiln reports).
+const (
+	StatusInProgress  = "InProgress"
+	StatusCurrent     = "Current"
+	StatusFailed      = "Failed"
+	StatusNotFound    = "NotFound"
+	StatusTerminating = "Terminating"
+)
+
+// Log levels.
+const (
+	LevelInfo  = "info"
+	LevelWarn  = "warn"
+	LevelError = "error"
+)
+
+// Event is one observable fact of an operation. Frontends render events;
+// they never compute state on their own. Which fields are meaningful depends
+// on Type; MarshalJSON writes exactly the fields of DESIGN.md §8.
+type Event struct {
+	Time time.Time
+	Type string
+
+	// phase
+	Phase     string
+	State     string
+	ElapsedMS int64
+	Message   string // phase, resource, log, result
+
+	// discovery
+	Clusters []ClusterInfo
+
+	// decision
+	Decision string
+	Reason   string
+
+	// resource
+	Kind      string
+	Namespace string
+	Name      string
+	Status    string
+
+	// log
+	Level string
+
+	// result
+	OK       bool
+	ExitCode int
+	TokenDir string // empty means null
+}
+
+// ClusterInfo is one cluster found by discovery.
+type ClusterInfo struct {
+	Provider string   `json:"provider"`
+	Name     string   `json:"name"`
+	Location string   `json:"location"`
+	Infra    string   `json:"infra"`
+	Platform string   `json:"platform"`
+	KeyIDs   []string `json:"key_ids"`
+	TokenDir *string  `json:"token_dir"`
+	// Error says why the location could not be inspected (unreachable
+	// context, denied region); such a location is reported, not fatal.
+	Error string `json:"error,omitempty"`
+}
+
+// Infra states reported by discovery.
+const (
+	InfraPresent     = "present"
+	InfraAbsent      = "absent"
+	InfraPartial     = "partial"
+	InfraUnreachable = "unreachable"
+)
+
+// Platform states reported by discovery.
+const (
+	PlatformInstalled = "installed"
+	PlatformAbsent    = "absent"
+)
+
+func nullable(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+// MarshalJSON writes the event in the NDJSON schema of DESIGN.md §8.
+func (e Event) MarshalJSON() ([]byte, error) {
+	ts := e.Time.UTC().Format(time.RFC3339Nano)
+	switch e.Type {
+	case TypePhase:
+		return json.Marshal(struct {
+			Time      string `json:"time"`
+			Type      string `json:"type"`
+			Phase     string `json:"phase"`
+			State     string `json:"state"`
+			ElapsedMS int64  `json:"elapsed_ms"`
+			Message   string `json:"message"`
+		}{ts, e.Type, e.Phase, e.State, e.ElapsedMS, e.Message})
+	case TypeDiscovery:
+		clusters := e.Clusters
+		if clusters == nil {
+			clusters = []ClusterInfo{}
+		}
+		for i := range clusters {
+			if clusters[i].KeyIDs == nil {
+				clusters[i].KeyIDs = []string{}
+			}
+		}
+		return json.Marshal(struct {
+			Time     string        `json:"time"`
+			Type     string        `json:"type"`
+			Clusters []ClusterInfo `json:"clusters"`
+		}{ts, e.Type, clusters})
+	case TypeDecision:
+		return json.Marshal(struct {
+			Time     string `json:"time"`
+			Type     string `json:"type"`
+			Decision string `json:"decision"`
+			Reason   string `json:"reason"`
+		}{ts, e.Type, e.Decision, e.Reason})
+	case TypeResource:
+		return json.Marshal(struct {
+			Time      string `json:"time"`
+			Type      string `json:"type"`
+			Kind      string `json:"kind"`
+			Namespace string `json:"namespace"`
+			Name      string `json:"name"`
+			Status    string `json:"status"`
+			Message   string `json:"message"`
+		}{ts, e.Type, e.Kind, e.Namespace, e.Name, e.Status, e.Message})
+	case TypeLog:
+		return json.Marshal(struct {
+			Time    string `json:"time"`
+			Type    string `json:"type"`
+			Level   string `json:"level"`
+			Message string `json:"message"`
+		}{ts, e.Type, e.Level, e.Message})
+	case TypeResult:
+		return json.Marshal(struct {
+			Time     string  `json:"time"`
+			Type     string  `json:"type"`
+			OK       bool    `json:"ok"`
+			ExitCode int     `json:"exit_code"`
+			Message  string  `json:"message"`
+			TokenDir *string `json:"token_dir"`
+		}{ts, e.Type, e.OK, e.ExitCode, e.Message, nullable(e.TokenDir)})
+	}
+	return json.Marshal(struct {
+		Time    string `json:"time"`
+		Type    string `json:"type"`
+		Message string `json:"message"`
+	}{ts, e.Type, e.Message})
+}
+
+// Sink receives every event of an operation, in order. Emit must not block
+// for long: the engine calls it from its own goroutines.
+type Sink interface {
+	Emit(Event)
+}
+
+// SinkFunc adapts a function to a Sink.
+type SinkFunc func(Event)
+
+// Emit calls f.
+func (f SinkFunc) Emit(e Event) { f(e) }

@@ -1,0 +1,46 @@
+package platform
+
+import (
+	"context"
+	"fmt"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/kilnctl/kiln/engine/readiness"
+)
+
+// Delete asks the API server to delete ref. Deletion is foreground, so a
+// Deployment disappears only after its ReplicaSets and pods are gone, and a
+// Namespace after everything in it. Missing is not an error. Callers verify
+// the object is gone with readiness.Watcher and the Gone goal.
+func Delete(ctx context.Context, cs kubernetes.Interface, ref readiness.Ref) error {
+	fg := metav1.DeletePropagationForeground
+	opts := metav1.DeleteOptions{PropagationPolicy: &fg}
+	var err error
+	switch ref.Kind {
+	case readiness.KindNamespace:
+		err = cs.CoreV1().Namespaces().Delete(ctx, ref.Name, opts)
+	case readiness.KindConfigMap:
+		err = cs.CoreV1().ConfigMaps(ref.Namespace).Delete(ctx, ref.Name, opts)
+	case readiness.KindSecret:
+		err = cs.CoreV1().Secrets(ref.Namespace).Delete(ctx, ref.Name, opts)
+	case readiness.KindServiceAcc:
+		err = cs.CoreV1().ServiceAccounts(ref.Namespace).Delete(ctx, ref.Name, opts)
+	case readiness.KindService:
+		err = cs.CoreV1().Services(ref.Namespace).Delete(ctx, ref.Name, opts)
+	case readiness.KindDeployment:
+		err = cs.AppsV1().Deployments(ref.Namespace).Delete(ctx, ref.Name, opts)
+	case readiness.KindIngress:
+		err = cs.NetworkingV1().Ingresses(ref.Namespace).Delete(ctx, ref.Name, opts)
+	case readiness.KindLease:
+		err = cs.CoordinationV1().Leases(ref.Namespace).Delete(ctx, ref.Name, opts)
+	default:
+		return fmt.Errorf("platform: cannot delete %s", ref)
+	}
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("delete %s: %w", ref, err)
+	}
+	return nil
+}

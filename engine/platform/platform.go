@@ -1,0 +1,309 @@
+// Package platform builds, applies, reads and removes the in-cluster objects
+// kiln installs (DESIGN.md §5): namespace kiln-system, the kiln-auth and
+// kiln-config ConfigMaps, tenant namespaces and the gateway.
+package platform
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	appsac "k8s.io/client-go/applyconfigurations/apps/v1"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/kilnctl/kiln/engine/config"
+	"github.com/kilnctl/kiln/engine/readiness"
+)
+
+// Names of the platform objects (contract).
+const (
+	Namespace     = "kiln-system"
+	ConfigMapName = "kiln-config"
+	ConfigKey     = "config.yaml"
+	AuthName      = "kiln-auth"
+	AuthKey       = "keys.json"
+	GatewayName   = "kiln-gateway"
+	LockName      = "kiln-lock"
+
+	FieldManager    = "kiln"
+	LabelManagedBy  = "app.kubernetes.io/managed-by"
+	LabelCluster    = "kiln.dev/cluster"
+	LabelTenant     = "kiln.dev/tenant"
+	LabelName       = "app.kubernetes.io/name"
+	AnnotationHash  = "kiln.dev/applied-hash"
+	gatewayPort     = 8080
+	authMountPath   = "/etc/kiln/auth"
+	tenantNamespace = "kiln-tenant-"
+)
+
+// TenantNamespace is the namespace of a tenant.
+func TenantNamespace(tenant string) string { return tenantNamespace + tenant }
+
+func labels(cluster string) map[string]string {
+	return map[string]string{LabelManagedBy: "kiln", LabelCluster: cluster}
+}
+
+// Object is one desired platform object: a server-side apply configuration
+// and the reference readiness uses to follow it.
+type Object struct {
+	Ref   readiness.Ref
+	Apply any // a client-go apply configuration
+}
+
+// NamespaceObject is kiln-system.
+func NamespaceObject(cluster string) Object {
+	return Object{
+		Ref:   readiness.Ref{Kind: readiness.KindNamespace, Name: Namespace},
+		Apply: corev1ac.Namespace(Namespace).WithLabels(labels(cluster)),
+	}
+}
+
+// AuthObject is kiln-auth: key id -> PEM public key of every trusted key.
+func AuthObject(cluster string, keys map[string]string) (Object, error) {
+	data, err := json.Marshal(keys) // map keys marshal sorted: stable bytes
+	if err != nil {
+		return Object{}, err
+	}
+	return Object{
+		Ref: readiness.Ref{Kind: readiness.KindConfigMap, Namespace: Namespace, Name: AuthName},
+		Apply: corev1ac.ConfigMap(AuthName, Namespace).WithLabels(labels(cluster)).
+			WithData(map[string]string{AuthKey: string(data)}),
+	}, nil
+}
+
+// ConfigObject is kiln-config, the "platform installed" marker.
+func ConfigObject(cluster string, cfg *config.ClusterConfig) (Object, error) {
+	data, err := cfg.Canonical()
+	if err != nil {
+		return Object{}, err
+	}
+	return Object{
+		Ref: readiness.Ref{Kind: readiness.KindConfigMap, Namespace: Namespace, Name: ConfigMapName},
+		Apply: corev1ac.ConfigMap(ConfigMapName, Namespace).WithLabels(labels(cluster)).
+			WithData(map[string]string{ConfigKey: string(data)}),
+	}, nil
+}
+
+// TenantObjects are the tenant namespaces.
+func TenantObjects(cluster string, tenants []string) []Object {
+	var out []Object
+	for _, t := range tenants {
+		l := labels(cluster)
+		l[LabelTenant] = t
+		out = append(out, Object{
+			Ref:   readiness.Ref{Kind: readiness.KindNamespace, Name: TenantNamespace(t)},
+			Apply: corev1ac.Namespace(TenantNamespace(t)).WithLabels(l),
+		})
+	}
+	return out
+}
+
+// GatewayObjects are the gateway's ServiceAccount, Deployment and Service.
+//
+// Least privilege: the gateway reads the trusted keys from the mounted
+// kiln-auth ConfigMap, so it needs no Kubernetes API access at all; its
+// ServiceAccount has no bindings and no token is mounted. It runs as
+// non-root with every capability dropped and a read-only root filesystem.
+func GatewayObjects(cluster string, cfg *config.ClusterConfig) []Object {
+	l := labels(cluster)
+	sel := map[string]string{LabelName: GatewayName, LabelCluster: cluster}
+	podLabels := labels(cluster)
+	podLabels[LabelName] = GatewayName
+	sa := corev1ac.ServiceAccount(GatewayName, Namespace).WithLabels(l).WithAutomountServiceAccountToken(false)
+	container := corev1ac.Container().
+		WithName("gateway").
+		WithImage(cfg.Spec.Gateway.Image).
+		WithPorts(corev1ac.ContainerPort().WithName("http").WithContainerPort(gatewayPort)).
+		WithEnv(corev1ac.EnvVar().WithName("KILN_CLUSTER").WithValue(cluster),
+			corev1ac.EnvVar().WithName("KILN_AUTH_KEYS").WithValue(authMountPath+"/"+AuthKey)).
+		WithVolumeMounts(
+			corev1ac.VolumeMount().WithName("auth").WithMountPath(authMountPath).WithReadOnly(true),
+			corev1ac.VolumeMount().WithName("tmp").WithMountPath("/tmp"),
+		).
+		WithReadinessProbe(corev1ac.Probe().WithHTTPGet(corev1ac.HTTPGetAction().WithPath("/").WithPort(intstr.FromString("http")))).
+		WithResources(corev1ac.ResourceRequirements().WithRequests(corev1.ResourceList{
+			corev1.ResourceCPU:    mustQuantity("10m"),
+			corev1.ResourceMemory: mustQuantity("32Mi"),
+		})).
+		WithSecurityContext(corev1ac.SecurityContext().
+			WithAllowPrivilegeEscalation(false).
+			WithReadOnlyRootFilesystem(true).
+			WithRunAsNonRoot(true).
+			WithCapabilities(corev1ac.Capabilities().WithDrop("ALL")))
+	dep := appsac.Deployment(GatewayName, Namespace).WithLabels(l).
+		WithSpec(appsac.DeploymentSpec().
+			WithReplicas(cfg.Spec.Gateway.Replicas).
+			WithSelector(metav1ac.LabelSelector().WithMatchLabels(sel)).
+			WithTemplate(corev1ac.PodTemplateSpec().
+				WithLabels(podLabels).
+				WithSpec(corev1ac.PodSpec().
+					WithServiceAccountName(GatewayName).
+					WithAutomountServiceAccountToken(false).
+					WithSecurityContext(corev1ac.PodSecurityContext().WithRunAsNonRoot(true).WithRunAsUser(101)).
+					WithContainers(container).
+					WithVolumes(
+						corev1ac.Volume().WithName("auth").WithConfigMap(corev1ac.ConfigMapVolumeSource().WithName(AuthName)),
+						corev1ac.Volume().WithName("tmp").WithEmptyDir(corev1ac.EmptyDirVolumeSource()),
+					))))
+	svc := corev1ac.Service(GatewayName, Namespace).WithLabels(l).
+		WithSpec(corev1ac.ServiceSpec().
+			WithSelector(sel).
+			WithPorts(corev1ac.ServicePort().WithName("http").WithPort(80).WithTargetPort(intstr.FromString("http"))))
+	return []Object{
+		{Ref: readiness.Ref{Kind: readiness.KindServiceAcc, Namespace: Namespace, Name: GatewayName}, Apply: sa},
+		{Ref: readiness.Ref{Kind: readiness.KindDeployment, Namespace: Namespace, Name: GatewayName}, Apply: dep},
+		{Ref: readiness.Ref{Kind: readiness.KindService, Namespace: Namespace, Name: GatewayName}, Apply: svc},
+	}
+}
+
+// State is what a cluster's API says about the platform.
+type State struct {
+	// NamespaceExists: kiln-system exists; Cluster is its kiln.dev/cluster label.
+	NamespaceExists bool
+	Cluster         string
+	// Installed: kiln-config exists. Config is its parsed content.
+	Installed bool
+	Config    *config.ClusterConfig
+	ConfigRaw string
+	// Keys are kiln-auth's trusted keys (key id -> PEM); nil when absent.
+	Keys map[string]string
+}
+
+// KeyIDs are the trusted key ids, sorted.
+func (s *State) KeyIDs() []string {
+	ids := make([]string, 0, len(s.Keys))
+	for id := range s.Keys {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	return ids
+}
+
+// Read reads the platform state with three GETs.
+func Read(ctx context.Context, cs kubernetes.Interface) (*State, error) {
+	st := &State{}
+	ns, err := cs.CoreV1().Namespaces().Get(ctx, Namespace, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return st, nil
+	case err != nil:
+		return nil, fmt.Errorf("get namespace %s: %w", Namespace, err)
+	}
+	st.NamespaceExists = true
+	st.Cluster = ns.Labels[LabelCluster]
+	auth, err := cs.CoreV1().ConfigMaps(Namespace).Get(ctx, AuthName, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+	case err != nil:
+		return nil, fmt.Errorf("get configmap %s/%s: %w", Namespace, AuthName, err)
+	default:
+		keys := map[string]string{}
+		if raw := auth.Data[AuthKey]; raw != "" {
+			if err := json.Unmarshal([]byte(raw), &keys); err != nil {
+				return nil, fmt.Errorf("configmap %s/%s key %s is not a JSON object of key id to PEM: %w", Namespace, AuthName, AuthKey, err)
+			}
+		}
+		st.Keys = keys
+	}
+	cm, err := cs.CoreV1().ConfigMaps(Namespace).Get(ctx, ConfigMapName, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+	case err != nil:
+		return nil, fmt.Errorf("get configmap %s/%s: %w", Namespace, ConfigMapName, err)
+	default:
+		st.Installed = true
+		st.ConfigRaw = cm.Data[ConfigKey]
+		cfg, err := config.ParseCanonical([]byte(st.ConfigRaw))
+		if err != nil {
+			return nil, fmt.Errorf("configmap %s/%s: %w", Namespace, ConfigMapName, err)
+		}
+		st.Config = cfg
+		if st.Cluster == "" {
+			st.Cluster = cfg.Metadata.Name
+		}
+	}
+	return st, nil
+}
+
+// Ensure applies obj with server-side apply (field manager kiln, forced)
+// unless the live object already carries the hash of this exact apply
+// configuration, so re-running kiln on a converged cluster sends no writes.
+// It reports whether it wrote.
+func Ensure(ctx context.Context, cs kubernetes.Interface, obj Object) (bool, error) {
+	raw, err := json.Marshal(obj.Apply)
+	if err != nil {
+		return false, err
+	}
+	hash := shortHash(raw)
+	live, err := liveAnnotation(ctx, cs, obj.Ref)
+	if err != nil {
+		return false, err
+	}
+	if live == hash {
+		return false, nil
+	}
+	ann := map[string]string{AnnotationHash: hash}
+	opts := metav1.ApplyOptions{FieldManager: FieldManager, Force: true}
+	switch a := obj.Apply.(type) {
+	case *corev1ac.NamespaceApplyConfiguration:
+		_, err = cs.CoreV1().Namespaces().Apply(ctx, a.WithAnnotations(ann), opts)
+	case *corev1ac.ConfigMapApplyConfiguration:
+		_, err = cs.CoreV1().ConfigMaps(*a.Namespace).Apply(ctx, a.WithAnnotations(ann), opts)
+	case *corev1ac.SecretApplyConfiguration:
+		_, err = cs.CoreV1().Secrets(*a.Namespace).Apply(ctx, a.WithAnnotations(ann), opts)
+	case *corev1ac.ServiceAccountApplyConfiguration:
+		_, err = cs.CoreV1().ServiceAccounts(*a.Namespace).Apply(ctx, a.WithAnnotations(ann), opts)
+	case *corev1ac.ServiceApplyConfiguration:
+		_, err = cs.CoreV1().Services(*a.Namespace).Apply(ctx, a.WithAnnotations(ann), opts)
+	case *appsac.DeploymentApplyConfiguration:
+		_, err = cs.AppsV1().Deployments(*a.Namespace).Apply(ctx, a.WithAnnotations(ann), opts)
+	default:
+		return false, fmt.Errorf("platform: cannot apply %T", obj.Apply)
+	}
+	if err != nil {
+		return false, fmt.Errorf("apply %s: %w", obj.Ref, err)
+	}
+	return true, nil
+}
+
+func liveAnnotation(ctx context.Context, cs kubernetes.Interface, ref readiness.Ref) (string, error) {
+	var meta metav1.Object
+	var err error
+	g := metav1.GetOptions{}
+	switch ref.Kind {
+	case readiness.KindNamespace:
+		meta, err = cs.CoreV1().Namespaces().Get(ctx, ref.Name, g)
+	case readiness.KindConfigMap:
+		meta, err = cs.CoreV1().ConfigMaps(ref.Namespace).Get(ctx, ref.Name, g)
+	case readiness.KindSecret:
+		meta, err = cs.CoreV1().Secrets(ref.Namespace).Get(ctx, ref.Name, g)
+	case readiness.KindServiceAcc:
+		meta, err = cs.CoreV1().ServiceAccounts(ref.Namespace).Get(ctx, ref.Name, g)
+	case readiness.KindService:
+		meta, err = cs.CoreV1().Services(ref.Namespace).Get(ctx, ref.Name, g)
+	case readiness.KindDeployment:
+		var d *appsv1.Deployment
+		d, err = cs.AppsV1().Deployments(ref.Namespace).Get(ctx, ref.Name, g)
+		meta = d
+	default:
+		return "", fmt.Errorf("platform: cannot read %s", ref)
+	}
+	if apierrors.IsNotFound(err) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("get %s: %w", ref, err)
+	}
+	if meta.GetDeletionTimestamp() != nil {
+		return "", nil // being deleted: it must be applied again
+	}
+	return meta.GetAnnotations()[AnnotationHash], nil
+}

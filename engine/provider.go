@@ -1,0 +1,51 @@
+package engine
+
+import (
+	"context"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/kilnctl/kiln/engine/platform"
+)
+
+// Location is one place a provider searched: a kubeconfig context or an AWS
+// region, with what was found there.
+type Location struct {
+	// Name is the context or region.
+	Name string
+	// Err says why the location could not be inspected; such a location is
+	// reported, not fatal.
+	Err error
+	// State is the platform state read from the location's cluster (nil when
+	// there is no cluster or it was unreachable).
+	State *platform.State
+	// Infra is one of the Infra* constants.
+	Infra string
+	// Cluster is the kiln cluster name found there ("" if none).
+	Cluster string
+	// Client reaches the location's cluster (nil when none).
+	Client kubernetes.Interface
+	REST   *rest.Config
+}
+
+// Provider finds and provisions the infrastructure a kiln cluster runs on.
+// The kube provider uses existing clusters; the aws provider creates EKS.
+type Provider interface {
+	// Name is "kube" or "aws".
+	Name() string
+	// Target is the location the user chose (--context / --region), or the
+	// provider's default; "" if there is none.
+	Target() string
+	// Discover searches every location, in parallel, for kiln clusters
+	// (name is the one the operation is about; providers may use it to
+	// narrow their search, e.g. by tag).
+	Discover(ctx context.Context, name string) ([]Location, error)
+	// EnsureInfrastructure makes the cluster exist at location (idempotent)
+	// and returns a client for it. skipped is true when there was nothing to
+	// do (the kube provider: the cluster already exists).
+	EnsureInfrastructure(ctx context.Context, name, location string, sink Sink) (loc Location, skipped bool, err error)
+	// DestroyInfrastructure removes what EnsureInfrastructure created,
+	// verified. skipped as above.
+	DestroyInfrastructure(ctx context.Context, name, location string, sink Sink) (skipped bool, err error)
+}

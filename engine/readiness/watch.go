@@ -1,0 +1,268 @@
+package readiness
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/kilnctl/kiln/internal/exit"
+)
+
+// Goal says when an object is where the caller wants it.
+type Goal func(Result) bool
+
+// Ready is the goal of provisioning.
+func Ready(r Result) bool { return r.Status == Current }
+
+// Gone is the goal of deprovisioning: the object no longer exists.
+func Gone(r Result) bool { return r.Status == NotFound }
+
+// Watcher follows objects until they reach a goal, reporting each status
+// change through OnChange.
+type Watcher struct {
+	Client kubernetes.Interface
+	// OnChange is called (serialized) with the first status seen for each
+	// object and then on every change of status or message.
+	OnChange func(Ref, Result)
+
+	mu sync.Mutex
+}
+
+// Until blocks until every ref satisfies goal, the context ends, or the
+// object Failed (for the Ready goal). It returns the last result of each ref.
+// When ctx's deadline passes, the error is an exit.Timeout naming every
+// object that is not there yet.
+func (w *Watcher) Until(ctx context.Context, refs []Ref, goal Goal) (map[Ref]Result, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	results := make(map[Ref]Result, len(refs))
+	var mu sync.Mutex
+	errs := make(chan error, len(refs))
+	for _, ref := range refs {
+		go func() {
+			errs <- w.follow(ctx, ref, goal, func(r Result) {
+				mu.Lock()
+				results[ref] = r
+				mu.Unlock()
+			})
+		}()
+	}
+	var first error
+	for range refs {
+		if err := <-errs; err != nil && first == nil {
+			first = err
+			cancel() // one failure ends the wait for the others
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if first == nil {
+		return results, nil
+	}
+	if errors.Is(first, context.DeadlineExceeded) || errors.Is(first, context.Canceled) {
+		var pending []string
+		for _, ref := range refs {
+			if r, ok := results[ref]; !ok || !goal(r) {
+				msg := "no status yet"
+				if ok {
+					msg = r.Status + ": " + r.Message
+				}
+				pending = append(pending, fmt.Sprintf("%s (%s)", ref, msg))
+			}
+		}
+		sort.Strings(pending)
+		what := "not reached: " + strings.Join(pending, "; ")
+		if errors.Is(first, context.DeadlineExceeded) {
+			return results, exit.Deadline("timed out waiting; %s", what)
+		}
+		return results, fmt.Errorf("wait interrupted; %s: %w", what, first)
+	}
+	return results, first
+}
+
+// follow watches the sources that can change ref's status and recomputes
+// the status on each event.
+func (w *Watcher) follow(ctx context.Context, ref Ref, goal Goal, record func(Result)) error {
+	kick := make(chan struct{}, 1)
+	notify := func() {
+		select {
+		case kick <- struct{}{}:
+		default:
+		}
+	}
+	srcs := sources(w.Client, ref)
+	for _, s := range srcs {
+		go s.run(ctx, notify)
+	}
+	var last *Result
+	var lastErr error
+	for {
+		select {
+		case <-ctx.Done():
+			if lastErr != nil {
+				return fmt.Errorf("%w (last error: %v)", ctx.Err(), lastErr)
+			}
+			return ctx.Err()
+		case <-kick:
+		}
+		r, err := Compute(ctx, w.Client, ref)
+		if err != nil {
+			lastErr = err
+			continue // the next event or relist tries again
+		}
+		if last == nil || *last != r {
+			last = &r
+			record(r)
+			if w.OnChange != nil {
+				w.mu.Lock()
+				w.OnChange(ref, r)
+				w.mu.Unlock()
+			}
+		}
+		if goal(r) {
+			return nil
+		}
+		if r.Status == Failed && !goal(r) {
+			return fmt.Errorf("%s failed: %s", ref, r.Message)
+		}
+	}
+}
+
+// source is one list+watch stream whose events may change a status.
+type source struct {
+	list  func(context.Context, metav1.ListOptions) (runtime.Object, error)
+	watch func(context.Context, metav1.ListOptions) (watch.Interface, error)
+	opts  metav1.ListOptions
+}
+
+// run lists (to learn the resourceVersion), then watches from there, and
+// relists when the watch ends. Every list and every event kicks.
+func (s source) run(ctx context.Context, kick func()) {
+	backoff := 100 * time.Millisecond
+	for ctx.Err() == nil {
+		list, err := s.list(ctx, s.opts)
+		if err != nil {
+			if !retryWait(ctx, &backoff) {
+				return
+			}
+			continue
+		}
+		backoff = 100 * time.Millisecond
+		kick()
+		lm, err := meta.ListAccessor(list)
+		if err != nil {
+			return
+		}
+		opts := s.opts
+		opts.ResourceVersion = lm.GetResourceVersion()
+		opts.AllowWatchBookmarks = true
+		wi, err := s.watch(ctx, opts)
+		if err != nil {
+			if !retryWait(ctx, &backoff) {
+				return
+			}
+			continue
+		}
+		drain(ctx, wi, kick)
+	}
+}
+
+func drain(ctx context.Context, wi watch.Interface, kick func()) {
+	defer wi.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case ev, ok := <-wi.ResultChan():
+			if !ok || ev.Type == watch.Error {
+				return // relist
+			}
+			if ev.Type != watch.Bookmark {
+				kick()
+			}
+		}
+	}
+}
+
+// retryWait backs off after a failed list or watch call (an API error, not
+// a readiness poll), doubling up to 2s.
+func retryWait(ctx context.Context, backoff *time.Duration) bool {
+	t := time.NewTimer(*backoff)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+	}
+	if *backoff < 2*time.Second {
+		*backoff *= 2
+	}
+	return true
+}
+
+func byName(name string) metav1.ListOptions {
+	return metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", name).String()}
+}
+
+// newSource adapts a typed client's List and Watch.
+func newSource[L runtime.Object](list func(context.Context, metav1.ListOptions) (L, error), w func(context.Context, metav1.ListOptions) (watch.Interface, error), opts metav1.ListOptions) source {
+	return source{
+		list:  func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return list(ctx, o) },
+		watch: w,
+		opts:  opts,
+	}
+}
+
+// sources returns the streams that can change ref's status: the object
+// itself, plus EndpointSlices for a Service, plus Services and
+// EndpointSlices of the namespace for an Ingress.
+func sources(cs kubernetes.Interface, ref Ref) []source {
+	ns, self := ref.Namespace, byName(ref.Name)
+	slices := cs.DiscoveryV1().EndpointSlices(ns)
+	services := cs.CoreV1().Services(ns)
+	switch ref.Kind {
+	case KindNamespace:
+		c := cs.CoreV1().Namespaces()
+		return []source{newSource(c.List, c.Watch, self)}
+	case KindConfigMap:
+		c := cs.CoreV1().ConfigMaps(ns)
+		return []source{newSource(c.List, c.Watch, self)}
+	case KindSecret:
+		c := cs.CoreV1().Secrets(ns)
+		return []source{newSource(c.List, c.Watch, self)}
+	case KindLease:
+		c := cs.CoordinationV1().Leases(ns)
+		return []source{newSource(c.List, c.Watch, self)}
+	case KindServiceAcc:
+		c := cs.CoreV1().ServiceAccounts(ns)
+		return []source{newSource(c.List, c.Watch, self)}
+	case KindDeployment:
+		c := cs.AppsV1().Deployments(ns)
+		return []source{newSource(c.List, c.Watch, self)}
+	case KindService:
+		return []source{
+			newSource(services.List, services.Watch, self),
+			newSource(slices.List, slices.Watch, metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=" + ref.Name}),
+		}
+	case KindIngress:
+		c := cs.NetworkingV1().Ingresses(ns)
+		return []source{
+			newSource(c.List, c.Watch, self),
+			newSource(services.List, services.Watch, metav1.ListOptions{}),
+			newSource(slices.List, slices.Watch, metav1.ListOptions{}),
+		}
+	}
+	return nil
+}

@@ -1,0 +1,134 @@
+package engine
+
+import (
+	"crypto/rsa"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"strings"
+
+	"github.com/kilnctl/kiln/creds"
+	"github.com/kilnctl/kiln/internal/exit"
+)
+
+// candidate is a place a cluster's token dir may be.
+type candidate struct {
+	Path   string
+	Source string // "--token-dir", "keyring", "default path"
+}
+
+// candidates lists, in lookup order, where the token dir of provider/name
+// may be: --token-dir, the keyring entry, the default path (DESIGN.md §6).
+func (e *Engine) candidates(provider, name, flag string) ([]candidate, error) {
+	var out []candidate
+	seen := map[string]bool{}
+	add := func(path, source string) {
+		if path != "" && !seen[path] {
+			seen[path] = true
+			out = append(out, candidate{path, source})
+		}
+	}
+	add(flag, "--token-dir")
+	if e.Keyring != nil {
+		entry, ok, err := e.Keyring.Get(provider, name)
+		if err != nil {
+			e.logf(LevelWarn, "keyring: %v", err)
+		} else if ok {
+			add(entry.TokenDir, "keyring")
+		}
+	}
+	def, err := creds.DefaultDir(provider, name)
+	if err != nil {
+		return nil, err
+	}
+	add(def, "default path")
+	return out, nil
+}
+
+// loadCandidate loads a token dir if it exists. (nil, nil) means absent. A
+// dir that exists but is broken, or belongs to another cluster, is bad input:
+// kiln never overwrites it.
+func loadCandidate(c candidate, provider, name string) (*creds.TokenDir, error) {
+	td, err := creds.Load(c.Path)
+	if errors.Is(err, fs.ErrNotExist) {
+		if _, statErr := os.Stat(c.Path); errors.Is(statErr, fs.ErrNotExist) {
+			return nil, nil
+		}
+	}
+	if err != nil {
+		return nil, exit.Usage("token dir %s (from %s) is unusable: %v; move it aside or run `kiln tokens forget %s %s`", c.Path, c.Source, err, provider, name)
+	}
+	if td.Manifest.Cluster != name || td.Manifest.Provider != provider {
+		return nil, exit.Usage("token dir %s (from %s) belongs to cluster %s/%s, not %s/%s", c.Path, c.Source, td.Manifest.Provider, td.Manifest.Cluster, provider, name)
+	}
+	return td, nil
+}
+
+// findTrusted returns the first candidate token dir whose key the cluster
+// trusts. It also returns every candidate that exists (trusted or not).
+func findTrusted(cands []candidate, provider, name string, trusted map[string]string) (*creds.TokenDir, []*creds.TokenDir, error) {
+	var found []*creds.TokenDir
+	for _, c := range cands {
+		td, err := loadCandidate(c, provider, name)
+		if err != nil {
+			return nil, found, err
+		}
+		if td == nil {
+			continue
+		}
+		found = append(found, td)
+		if _, ok := trusted[td.Manifest.KeyID]; ok {
+			return td, found, nil
+		}
+	}
+	return nil, found, nil
+}
+
+func describeCandidates(cands []candidate) string {
+	var parts []string
+	for _, c := range cands {
+		parts = append(parts, fmt.Sprintf("%s (%s)", c.Path, c.Source))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// trustedKeys parses kiln-auth's PEM keys.
+func trustedKeys(keys map[string]string) (map[string]*rsa.PublicKey, error) {
+	out := make(map[string]*rsa.PublicKey, len(keys))
+	for id, pemText := range keys {
+		pub, err := creds.ParsePublicKeyPEM([]byte(pemText))
+		if err != nil {
+			return nil, fmt.Errorf("kiln-auth key %s: %w", id, err)
+		}
+		if got, err := creds.KeyID(pub); err != nil || got != id {
+			return nil, fmt.Errorf("kiln-auth key %s: the PEM's key id is %s", id, got)
+		}
+		out[id] = pub
+	}
+	return out, nil
+}
+
+// verifyTokens checks every tenant's token against the cluster's trusted
+// keys; the error names each tenant whose token does not verify.
+func verifyTokens(td *creds.TokenDir, keys map[string]string, tenants []string) error {
+	trusted, err := trustedKeys(keys)
+	if err != nil {
+		return err
+	}
+	var bad []string
+	for _, t := range tenants {
+		tok, ok := td.Tokens[t]
+		if !ok {
+			bad = append(bad, fmt.Sprintf("tenant %s: no token in %s", t, td.Path))
+			continue
+		}
+		if err := creds.VerifyToken(tok, trusted, td.Manifest.Cluster, t); err != nil {
+			bad = append(bad, fmt.Sprintf("tenant %s: %v", t, err))
+		}
+	}
+	if len(bad) > 0 {
+		return fmt.Errorf("token verification failed: %s", strings.Join(bad, "; "))
+	}
+	return nil
+}

@@ -1,0 +1,89 @@
+package cli
+
+import (
+	"github.com/spf13/cobra"
+)
+
+func newCreateCmd(g *globals) *cobra.Command {
+	var cont bool
+	cmd := &cobra.Command{
+		Use:   "create PROVIDER NAME",
+		Short: "Create a kiln cluster, or continue an installed one with --continue",
+		Long: `create discovers existing clusters first (every kubeconfig context), then
+decides: fresh (generate keys, install the platform), resume (an earlier
+create stopped part-way), or continue (the platform is installed).
+
+When the platform is already installed, create changes nothing and exits 3
+unless --continue is given; continuing reuses the key the cluster already
+trusts and never regenerates it. --continue on a cluster without the
+platform is a plain create, so automation can always pass it.`,
+		Example: `  kiln create kube dev1 --context kind-dev1
+  kiln create kube dev1 --context kind-dev1 -c kiln.yaml --headless -o json
+  kiln create kube dev1 --continue`,
+		Args: cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			p, err := g.provider(args[0])
+			if err != nil {
+				return err
+			}
+			e, err := g.newEngine(false, cont)
+			if err != nil {
+				return err
+			}
+			req := g.request(p, args[1])
+			req.Continue = cont
+			return done(e.Create(cmd.Context(), req))
+		},
+	}
+	cmd.Flags().BoolVar(&cont, "continue", false, "continue an installed platform with the key material it already trusts")
+	return cmd
+}
+
+func newWaitCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "wait PROVIDER NAME",
+		Short: "Wait until the platform is ready and every tenant token verifies",
+		Long: `wait needs no config file: it finds the cluster, reads its tenants from
+kiln-config, streams the readiness of every platform object and verifies
+every token in the token dir against kiln-auth. Exit 0 when all is ready,
+5 when --timeout passes, 1 naming a tenant whose token does not verify.`,
+		Example: `  kiln wait kube dev1 --timeout 2m
+  kiln wait kube dev1 -o json`,
+		Args: cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			p, err := g.provider(args[0])
+			if err != nil {
+				return err
+			}
+			e, err := g.newEngine(false, false)
+			if err != nil {
+				return err
+			}
+			return done(e.Wait(cmd.Context(), g.request(p, args[1])))
+		},
+	}
+}
+
+func newDestroyCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "destroy PROVIDER NAME",
+		Short: "Remove the platform (verified), then the infrastructure, and set the token dir aside",
+		Long: `destroy asks for confirmation (headless: --yes, otherwise exit 3), removes
+the platform objects in reverse order and verifies each is gone, removes
+the keyring entry and moves the token dir aside (it is never deleted).`,
+		Example: `  kiln destroy kube dev1
+  kiln destroy kube dev1 --yes --headless`,
+		Args: cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			p, err := g.provider(args[0])
+			if err != nil {
+				return err
+			}
+			e, err := g.newEngine(false, false)
+			if err != nil {
+				return err
+			}
+			return done(e.Destroy(cmd.Context(), g.request(p, args[1])))
+		},
+	}
+}

@@ -1,0 +1,93 @@
+package cli
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+
+	"golang.org/x/term"
+
+	"github.com/kilnctl/kiln/creds"
+	"github.com/kilnctl/kiln/engine"
+	"github.com/kilnctl/kiln/engine/provider/kube"
+	"github.com/kilnctl/kiln/internal/exit"
+)
+
+// provider builds the provider named on the command line.
+func (g *globals) provider(name string) (engine.Provider, error) {
+	switch name {
+	case "kube":
+		if g.region != "" || len(g.regions) > 0 {
+			return nil, exit.Usage("--region/--regions: only for PROVIDER aws, not kube")
+		}
+		return kube.New(g.kubeconfig, g.context), nil
+	case "aws":
+		return nil, exit.Usage("PROVIDER aws: not available in this build yet; use kube (an existing cluster through kubeconfig)")
+	}
+	return nil, exit.Usage("PROVIDER %q: must be kube or aws", name)
+}
+
+// sink is the headless frontend: NDJSON on stdout with -o json, readable
+// lines on stderr otherwise.
+func (g *globals) sink(quiet bool) engine.Sink {
+	if g.output == "json" {
+		return newJSONSink(g.stdout)
+	}
+	return &textSink{w: g.stderr, quiet: quiet}
+}
+
+// keyring opens the keyring. A keyring that cannot be opened is not fatal:
+// kiln warns and still finds token dirs by --token-dir and the default path.
+// A bad --keyring-backend is bad input.
+func (g *globals) keyring(sink engine.Sink) (engine.Keyring, error) {
+	opts := creds.StoreOptions{Backend: g.keyringBackend}
+	if in, ok := g.stdin.(*os.File); ok && term.IsTerminal(int(in.Fd())) {
+		opts.Passphrase = func(prompt string) (string, error) {
+			fmt.Fprint(g.stderr, prompt)
+			b, err := term.ReadPassword(int(in.Fd()))
+			fmt.Fprintln(g.stderr)
+			return string(b), err
+		}
+	}
+	store, err := creds.OpenStore(opts)
+	if err != nil {
+		if exit.Code(err) == exit.BadInput && g.keyringBackend != "auto" {
+			return nil, err
+		}
+		sink.Emit(engine.Event{Type: engine.TypeLog, Level: engine.LevelWarn,
+			Message: fmt.Sprintf("keyring unavailable (%v); token dirs are found by --token-dir and the default path", err)})
+		return nil, nil
+	}
+	return store, nil
+}
+
+// newEngine wires an engine to the headless frontend.
+func (g *globals) newEngine(quiet, cont bool) (*engine.Engine, error) {
+	sink := g.sink(quiet)
+	kr, err := g.keyring(sink)
+	if err != nil {
+		return nil, err
+	}
+	var confirm engine.Confirmer = headlessConfirmer{cont: cont, yes: g.yes}
+	if !g.headless && g.stdinIsTerminal() && g.output == "text" {
+		confirm = promptConfirmer{in: bufio.NewReader(g.stdin), out: g.stderr}
+	}
+	e := &engine.Engine{Sink: sink, Confirm: confirm}
+	if kr != nil {
+		e.Keyring = kr
+	}
+	return e, nil
+}
+
+func (g *globals) stdinIsTerminal() bool {
+	in, ok := g.stdin.(*os.File)
+	return ok && term.IsTerminal(int(in.Fd()))
+}
+
+func (g *globals) request(p engine.Provider, name string) engine.Request {
+	return engine.Request{Provider: p, Name: name, ConfigPath: g.config, TokenDir: g.tokenDir, Timeout: g.timeout, Yes: g.yes}
+}
+
+// done marks an engine error as reported: the engine already emitted it as
+// the result event, so main only sets the exit code.
+func done(err error) error { return markReported(err) }

@@ -1,0 +1,203 @@
+package cli
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/kilnctl/kiln/engine"
+)
+
+// jsonSink writes each event as one JSON line (DESIGN.md §8).
+type jsonSink struct {
+	mu  sync.Mutex
+	enc *json.Encoder
+}
+
+func newJSONSink(w io.Writer) *jsonSink { return &jsonSink{enc: json.NewEncoder(w)} }
+
+func (s *jsonSink) Emit(e engine.Event) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_ = s.enc.Encode(e)
+}
+
+// textSink prints events as readable lines: ✓/✗ per phase with elapsed
+// time, a line per resource status change, warnings and the result.
+type textSink struct {
+	mu sync.Mutex
+	w  io.Writer
+	// quiet prints only warnings, errors and failed phases (status uses it:
+	// its report is the table).
+	quiet bool
+}
+
+func (s *textSink) Emit(e engine.Event) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if line := formatText(e, s.quiet); line != "" {
+		fmt.Fprintln(s.w, line)
+	}
+}
+
+func formatText(e engine.Event, quiet bool) string {
+	switch e.Type {
+	case engine.TypePhase:
+		switch e.State {
+		case engine.PhaseStarted:
+			if quiet {
+				return ""
+			}
+			return fmt.Sprintf("• %s ...", e.Phase)
+		case engine.PhaseSucceeded:
+			if quiet {
+				return ""
+			}
+			return fmt.Sprintf("✓ %s (%s)", e.Phase, elapsed(e.ElapsedMS))
+		case engine.PhaseSkipped:
+			if quiet {
+				return ""
+			}
+			return fmt.Sprintf("- %s skipped: %s", e.Phase, e.Message)
+		case engine.PhaseFailed:
+			return fmt.Sprintf("✗ %s (%s)", e.Phase, elapsed(e.ElapsedMS))
+		}
+	case engine.TypeDiscovery:
+		if quiet {
+			return ""
+		}
+		var b strings.Builder
+		for i, c := range e.Clusters {
+			if i > 0 {
+				b.WriteString("\n")
+			}
+			name := c.Name
+			if name == "" {
+				name = "(no kiln cluster)"
+			}
+			fmt.Fprintf(&b, "  found %s %s: %s, infra %s, platform %s", c.Provider, c.Location, name, c.Infra, c.Platform)
+			if len(c.KeyIDs) > 0 {
+				fmt.Fprintf(&b, ", keys %s", strings.Join(c.KeyIDs, ","))
+			}
+			if c.TokenDir != nil {
+				fmt.Fprintf(&b, ", token dir %s", *c.TokenDir)
+			}
+			if c.Error != "" {
+				fmt.Fprintf(&b, " (%s)", c.Error)
+			}
+		}
+		return b.String()
+	case engine.TypeDecision:
+		if quiet {
+			return ""
+		}
+		return fmt.Sprintf("→ %s: %s", e.Decision, e.Reason)
+	case engine.TypeResource:
+		if quiet {
+			return ""
+		}
+		ref := strings.ToLower(e.Kind) + "/" + e.Name
+		if e.Namespace != "" {
+			ref = strings.ToLower(e.Kind) + " " + e.Namespace + "/" + e.Name
+		}
+		return fmt.Sprintf("  %s %s %s", statusMark(e.Status), ref, strings.TrimSpace(e.Status+" "+dash(e.Message)))
+	case engine.TypeLog:
+		if quiet && e.Level == engine.LevelInfo {
+			return ""
+		}
+		if e.Level == engine.LevelInfo {
+			return "  " + e.Message
+		}
+		return fmt.Sprintf("  %s: %s", e.Level, e.Message)
+	case engine.TypeResult:
+		if e.OK {
+			if quiet {
+				return ""
+			}
+			return "✓ " + e.Message
+		}
+		return fmt.Sprintf("✗ %s (exit %d)", e.Message, e.ExitCode)
+	}
+	return ""
+}
+
+func dash(s string) string {
+	if s == "" {
+		return ""
+	}
+	return "— " + s
+}
+
+func statusMark(s string) string {
+	switch s {
+	case engine.StatusCurrent:
+		return "✓"
+	case engine.StatusFailed:
+		return "✗"
+	case engine.StatusNotFound:
+		return "○"
+	default:
+		return "…"
+	}
+}
+
+func elapsed(ms int64) string {
+	d := time.Duration(ms) * time.Millisecond
+	if d < time.Second {
+		return fmt.Sprintf("%dms", ms)
+	}
+	return d.Round(100 * time.Millisecond).String()
+}
+
+// headlessConfirmer answers from the flags: --continue and --yes. It never
+// prompts, so automation gets exit 3 instead of a hang.
+type headlessConfirmer struct {
+	cont, yes bool
+}
+
+func (c headlessConfirmer) ConfirmContinue(context.Context, engine.ContinueQuestion) (bool, error) {
+	return c.cont, nil
+}
+
+func (c headlessConfirmer) ConfirmDestroy(context.Context, engine.DestroyQuestion) (bool, error) {
+	return c.yes, nil
+}
+
+// promptConfirmer asks on the terminal (used when stdin is a TTY and the
+// operation runs without the wizard).
+type promptConfirmer struct {
+	in  *bufio.Reader
+	out io.Writer
+}
+
+func (p promptConfirmer) ask(question string) bool {
+	fmt.Fprintf(p.out, "%s [y/N] ", question)
+	line, _ := p.in.ReadString('\n')
+	ans := strings.ToLower(strings.TrimSpace(line))
+	return ans == "y" || ans == "yes"
+}
+
+func (p promptConfirmer) ConfirmContinue(_ context.Context, q engine.ContinueQuestion) (bool, error) {
+	fmt.Fprintf(p.out, "\nkiln platform %s is already installed in %s %s.\n", q.Name, q.Provider, q.Location)
+	fmt.Fprintf(p.out, "  trusted keys: %s\n", strings.Join(q.TrustedKeyIDs, ", "))
+	if q.TokenDir != "" {
+		fmt.Fprintf(p.out, "  token dir:    %s (holds a trusted key)\n", q.TokenDir)
+	} else {
+		fmt.Fprintf(p.out, "  token dir:    none found with a trusted key\n")
+	}
+	fmt.Fprintf(p.out, "Continuing reuses the key the cluster already trusts; nothing is regenerated.\n")
+	return p.ask("Continue with existing credentials?"), nil
+}
+
+func (p promptConfirmer) ConfirmDestroy(_ context.Context, q engine.DestroyQuestion) (bool, error) {
+	fmt.Fprintf(p.out, "\nThis removes kiln cluster %s from %s %s: its platform and tenant namespaces %s.\n",
+		q.Name, q.Provider, q.Location, strings.Join(q.Tenants, ", "))
+	fmt.Fprintf(p.out, "Type the cluster name to confirm: ")
+	line, _ := p.in.ReadString('\n')
+	return strings.TrimSpace(line) == q.Name, nil
+}
