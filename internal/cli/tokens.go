@@ -60,8 +60,8 @@ func newTokensCmd(g *globals) *cobra.Command {
 		},
 	})
 	cmd.AddCommand(&cobra.Command{
-		Use:   "forget PROVIDER NAME",
-		Short: "Remove a cluster's keyring entry (the token dir itself stays on disk)",
+		Use:     "forget PROVIDER NAME",
+		Short:   "Remove a cluster's keyring entry (the token dir itself stays on disk)",
 		Example: `  kiln tokens forget kube dev1`,
 		Args:    cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
