@@ -178,6 +178,11 @@ func (e *Engine) discoverTarget(ctx context.Context, req Request, create bool) (
 			where = append(where, l.Name)
 		}
 	}
+	if create && !isExplicit(req, p) && len(where) == 1 {
+		// NAME is unique per kubeconfig/account: without an explicit
+		// location, operate where it lives.
+		target = where[0]
+	}
 	if create || target != "" && isExplicit(req, p) {
 		if target == "" {
 			return Location{}, nil, exit.Usage("%s: no default location; pass %s", targetFlag(p), targetFlag(p))
@@ -323,6 +328,18 @@ func (r *run) decide(ctx context.Context, st *platform.State) (string, string, e
 		}
 		r.td = td
 		return DecisionContinue, fmt.Sprintf("platform installed in %s %s; continuing with trusted key %s from %s", locationNoun(p), r.loc.Name, td.Manifest.KeyID, td.Path), nil
+	}
+	// Before anything is written: every token dir candidate that exists
+	// must be usable and belong to this cluster (exit 2 otherwise, and
+	// nothing on disk or in the cluster is touched).
+	var keys map[string]string
+	if st != nil {
+		keys = st.Keys
+	}
+	if _, _, err := findTrusted(r.cands(), p.Name(), name, keys); err != nil {
+		return "", "", err
+	}
+	switch {
 	case st != nil && (st.NamespaceExists || len(st.Keys) > 0):
 		r.setConfig()
 		return DecisionResume, fmt.Sprintf("%s exists in %s %s but kiln-config does not: an earlier create stopped part-way; resuming", platform.Namespace, locationNoun(p), r.loc.Name), nil
@@ -396,6 +413,16 @@ func (r *run) credentials(ctx context.Context) error {
 		ctx = r.lockCtx
 	}
 	if r.decision == DecisionContinue {
+		if missing := missingTenants(r.td, r.cfg.Spec.Tenants); len(missing) > 0 {
+			// Tenants added to kiln-config since the token dir was written:
+			// sign their tokens with the key the cluster already trusts.
+			td, err := creds.AddTenants(r.td.Path, missing, e.now())
+			if err != nil {
+				return err
+			}
+			r.td = td
+			e.logf(LevelInfo, "signed tokens for new tenants %s with trusted key %s", strings.Join(missing, ", "), td.Manifest.KeyID)
+		}
 		if r.td.Manifest.State == creds.StatePending {
 			// The cluster already trusts this key (kiln-auth has it and
 			// kiln-config exists): the earlier run died before committing.

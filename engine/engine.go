@@ -127,7 +127,26 @@ func (e *Engine) finish(err error, okMessage, tokenDir string) error {
 // prove that a run killed at any point converges when run again.
 const CrashEnv = "KILN_TEST_CRASH_AT"
 
+// PauseEnv and PauseFileEnv name the pause hook: at the checkpoint named by
+// PauseEnv, kiln creates PAUSEFILE.reached and waits until PAUSEFILE exists.
+// Tests use it to hold an operation at a known point (the lock held, say).
+const (
+	PauseEnv     = "KILN_TEST_PAUSE_AT"
+	PauseFileEnv = "KILN_TEST_PAUSE_FILE"
+)
+
 func checkpoint(name string) {
+	if at := os.Getenv(PauseEnv); at != "" && at == name {
+		if f := os.Getenv(PauseFileEnv); f != "" {
+			_ = os.WriteFile(f+".reached", nil, 0o600)
+			for {
+				if _, err := os.Stat(f); err == nil {
+					break
+				}
+				time.Sleep(20 * time.Millisecond) // test hook only
+			}
+		}
+	}
 	if at := os.Getenv(CrashEnv); at != "" && at == name {
 		if p, err := os.FindProcess(os.Getpid()); err == nil {
 			_ = p.Kill() // SIGKILL on Unix: no deferred cleanup runs

@@ -52,6 +52,7 @@ type Lock struct {
 	lease    *coordinationv1.Lease
 	mu       sync.Mutex
 	stop     context.CancelFunc
+	cancelOp context.CancelCauseFunc
 	done     chan struct{}
 	released bool
 }
@@ -121,7 +122,7 @@ func Acquire(ctx context.Context, cs kubernetes.Interface, opts Options) (*Lock,
 		}
 		opCtx, cancel := context.WithCancelCause(ctx)
 		rctx, stop := context.WithCancel(context.Background())
-		l.stop = stop
+		l.stop, l.cancelOp = stop, cancel
 		go l.renew(rctx, cancel)
 		return l, opCtx, nil
 	}
@@ -129,9 +130,12 @@ func Acquire(ctx context.Context, cs kubernetes.Interface, opts Options) (*Lock,
 }
 
 func (l *Lock) spec(acquire, renew metav1.MicroTime, transitions int32) coordinationv1.LeaseSpec {
+	// Whole seconds, rounded up: a sub-second Duration truncated to 0 would
+	// make the lease look expired to every other contender at once.
+	secs := int32((l.opts.Duration + time.Second - 1) / time.Second)
 	return coordinationv1.LeaseSpec{
 		HolderIdentity:       ptr.To(l.holder),
-		LeaseDurationSeconds: ptr.To(int32(l.opts.Duration / time.Second)),
+		LeaseDurationSeconds: ptr.To(secs),
 		AcquireTime:          &acquire,
 		RenewTime:            &renew,
 		LeaseTransitions:     ptr.To(transitions),
@@ -205,6 +209,9 @@ func (l *Lock) renew(ctx context.Context, cancelOp context.CancelCauseFunc) {
 		if err == nil || ctx.Err() != nil {
 			continue
 		}
+		if apierrors.IsConflict(err) && l.stillOurs(ctx) {
+			continue // an earlier renewal landed although its response was lost
+		}
 		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
 			cancelOp(fmt.Errorf("lost lease %s/%s: %w", l.opts.Namespace, l.opts.Name, err))
 			return
@@ -218,6 +225,27 @@ func (l *Lock) renew(ctx context.Context, cancelOp context.CancelCauseFunc) {
 	}
 }
 
+// stillOurs re-reads the lease after a conflict. An update whose response
+// never arrived (a client timeout, or a renewal cut off by StopRenewing) may
+// still have been applied, leaving l.lease one resourceVersion behind. If
+// the holder and acquire time are still ours, the lease is adopted as
+// current and stillOurs reports true.
+func (l *Lock) stillOurs(ctx context.Context) bool {
+	cur, err := l.cs.CoordinationV1().Leases(l.opts.Namespace).Get(ctx, l.opts.Name, metav1.GetOptions{})
+	if err != nil {
+		return false
+	}
+	mine := l.lease.Spec.AcquireTime
+	s := cur.Spec
+	if s.HolderIdentity == nil || *s.HolderIdentity != l.holder || s.AcquireTime == nil || mine == nil || !s.AcquireTime.Equal(mine) {
+		return false
+	}
+	l.mu.Lock()
+	l.lease = cur
+	l.mu.Unlock()
+	return true
+}
+
 // Holder is this lock's holder identity.
 func (l *Lock) Holder() string { return l.holder }
 
@@ -229,25 +257,33 @@ func (l *Lock) StopRenewing() {
 }
 
 // Release gives the lease up: it clears the holder (guarded by
-// resourceVersion, so a lease someone else took over is left alone).
+// resourceVersion, so a lease someone else took over is left alone) and
+// cancels the operation context, since work must not go on unlocked.
 func (l *Lock) Release(ctx context.Context) error {
 	l.StopRenewing()
 	l.mu.Lock()
-	defer l.mu.Unlock()
 	if l.released {
+		l.mu.Unlock()
 		return nil
 	}
 	l.released = true
-	upd := l.lease.DeepCopy()
-	upd.Spec.HolderIdentity = nil
-	upd.Spec.RenewTime = nil
-	upd.Spec.AcquireTime = nil
-	_, err := l.cs.CoordinationV1().Leases(l.opts.Namespace).Update(ctx, upd, metav1.UpdateOptions{FieldManager: "kiln"})
-	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+	l.mu.Unlock()
+	l.cancelOp(fmt.Errorf("released lease %s/%s", l.opts.Namespace, l.opts.Name))
+	for attempt := 0; ; attempt++ {
+		upd := l.lease.DeepCopy()
+		upd.Spec.HolderIdentity = nil
+		upd.Spec.RenewTime = nil
+		upd.Spec.AcquireTime = nil
+		_, err := l.cs.CoordinationV1().Leases(l.opts.Namespace).Update(ctx, upd, metav1.UpdateOptions{FieldManager: "kiln"})
+		if apierrors.IsConflict(err) && attempt == 0 && l.stillOurs(ctx) {
+			continue // our last renewal landed unseen: clear from there
+		}
+		if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("release lease %s/%s: %w", l.opts.Namespace, l.opts.Name, err)
+		}
 		return nil
 	}
-	if err != nil {
-		return fmt.Errorf("release lease %s/%s: %w", l.opts.Namespace, l.opts.Name, err)
-	}
-	return nil
 }

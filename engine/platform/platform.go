@@ -7,12 +7,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"sort"
 
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	appsac "k8s.io/client-go/applyconfigurations/apps/v1"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
@@ -38,7 +39,6 @@ const (
 	LabelCluster    = "kiln.dev/cluster"
 	LabelTenant     = "kiln.dev/tenant"
 	LabelName       = "app.kubernetes.io/name"
-	AnnotationHash  = "kiln.dev/applied-hash"
 	gatewayPort     = 8080
 	authMountPath   = "/etc/kiln/auth"
 	tenantNamespace = "kiln-tenant-"
@@ -234,76 +234,115 @@ func Read(ctx context.Context, cs kubernetes.Interface) (*State, error) {
 }
 
 // Ensure applies obj with server-side apply (field manager kiln, forced)
-// unless the live object already carries the hash of this exact apply
-// configuration, so re-running kiln on a converged cluster sends no writes.
-// It reports whether it wrote.
+// unless it would change nothing: when the object exists, a dry-run apply
+// is compared with the live object first. Re-running kiln on a converged
+// cluster therefore writes nothing, and drift in fields kiln owns (an image
+// changed by hand, say) is put back. It reports whether it wrote.
 func Ensure(ctx context.Context, cs kubernetes.Interface, obj Object) (bool, error) {
-	raw, err := json.Marshal(obj.Apply)
+	live, err := getLive(ctx, cs, obj.Ref)
 	if err != nil {
 		return false, err
 	}
-	hash := shortHash(raw)
-	live, err := liveAnnotation(ctx, cs, obj.Ref)
-	if err != nil {
+	if live != nil {
+		dry, err := apply(ctx, cs, obj, true)
+		if err != nil {
+			return false, err
+		}
+		if same, err := equivalent(live, dry); err != nil || same {
+			return false, err
+		}
+	}
+	if _, err := apply(ctx, cs, obj, false); err != nil {
 		return false, err
-	}
-	if live == hash {
-		return false, nil
-	}
-	ann := map[string]string{AnnotationHash: hash}
-	opts := metav1.ApplyOptions{FieldManager: FieldManager, Force: true}
-	switch a := obj.Apply.(type) {
-	case *corev1ac.NamespaceApplyConfiguration:
-		_, err = cs.CoreV1().Namespaces().Apply(ctx, a.WithAnnotations(ann), opts)
-	case *corev1ac.ConfigMapApplyConfiguration:
-		_, err = cs.CoreV1().ConfigMaps(*a.Namespace).Apply(ctx, a.WithAnnotations(ann), opts)
-	case *corev1ac.SecretApplyConfiguration:
-		_, err = cs.CoreV1().Secrets(*a.Namespace).Apply(ctx, a.WithAnnotations(ann), opts)
-	case *corev1ac.ServiceAccountApplyConfiguration:
-		_, err = cs.CoreV1().ServiceAccounts(*a.Namespace).Apply(ctx, a.WithAnnotations(ann), opts)
-	case *corev1ac.ServiceApplyConfiguration:
-		_, err = cs.CoreV1().Services(*a.Namespace).Apply(ctx, a.WithAnnotations(ann), opts)
-	case *appsac.DeploymentApplyConfiguration:
-		_, err = cs.AppsV1().Deployments(*a.Namespace).Apply(ctx, a.WithAnnotations(ann), opts)
-	default:
-		return false, fmt.Errorf("platform: cannot apply %T", obj.Apply)
-	}
-	if err != nil {
-		return false, fmt.Errorf("apply %s: %w", obj.Ref, err)
 	}
 	return true, nil
 }
 
-func liveAnnotation(ctx context.Context, cs kubernetes.Interface, ref readiness.Ref) (string, error) {
-	var meta metav1.Object
+func apply(ctx context.Context, cs kubernetes.Interface, obj Object, dryRun bool) (runtime.Object, error) {
+	opts := metav1.ApplyOptions{FieldManager: FieldManager, Force: true}
+	if dryRun {
+		opts.DryRun = []string{metav1.DryRunAll}
+	}
+	var out runtime.Object
+	var err error
+	switch a := obj.Apply.(type) {
+	case *corev1ac.NamespaceApplyConfiguration:
+		out, err = cs.CoreV1().Namespaces().Apply(ctx, a, opts)
+	case *corev1ac.ConfigMapApplyConfiguration:
+		out, err = cs.CoreV1().ConfigMaps(*a.Namespace).Apply(ctx, a, opts)
+	case *corev1ac.SecretApplyConfiguration:
+		out, err = cs.CoreV1().Secrets(*a.Namespace).Apply(ctx, a, opts)
+	case *corev1ac.ServiceAccountApplyConfiguration:
+		out, err = cs.CoreV1().ServiceAccounts(*a.Namespace).Apply(ctx, a, opts)
+	case *corev1ac.ServiceApplyConfiguration:
+		out, err = cs.CoreV1().Services(*a.Namespace).Apply(ctx, a, opts)
+	case *appsac.DeploymentApplyConfiguration:
+		out, err = cs.AppsV1().Deployments(*a.Namespace).Apply(ctx, a, opts)
+	default:
+		return nil, fmt.Errorf("platform: cannot apply %T", obj.Apply)
+	}
+	if err != nil {
+		what := "apply"
+		if dryRun {
+			what = "dry-run apply"
+		}
+		return nil, fmt.Errorf("%s %s: %w", what, obj.Ref, err)
+	}
+	return out, nil
+}
+
+// getLive returns the live object, or nil when it does not exist or is
+// being deleted (then it must be applied again once gone).
+func getLive(ctx context.Context, cs kubernetes.Interface, ref readiness.Ref) (runtime.Object, error) {
+	var obj runtime.Object
 	var err error
 	g := metav1.GetOptions{}
 	switch ref.Kind {
 	case readiness.KindNamespace:
-		meta, err = cs.CoreV1().Namespaces().Get(ctx, ref.Name, g)
+		obj, err = cs.CoreV1().Namespaces().Get(ctx, ref.Name, g)
 	case readiness.KindConfigMap:
-		meta, err = cs.CoreV1().ConfigMaps(ref.Namespace).Get(ctx, ref.Name, g)
+		obj, err = cs.CoreV1().ConfigMaps(ref.Namespace).Get(ctx, ref.Name, g)
 	case readiness.KindSecret:
-		meta, err = cs.CoreV1().Secrets(ref.Namespace).Get(ctx, ref.Name, g)
+		obj, err = cs.CoreV1().Secrets(ref.Namespace).Get(ctx, ref.Name, g)
 	case readiness.KindServiceAcc:
-		meta, err = cs.CoreV1().ServiceAccounts(ref.Namespace).Get(ctx, ref.Name, g)
+		obj, err = cs.CoreV1().ServiceAccounts(ref.Namespace).Get(ctx, ref.Name, g)
 	case readiness.KindService:
-		meta, err = cs.CoreV1().Services(ref.Namespace).Get(ctx, ref.Name, g)
+		obj, err = cs.CoreV1().Services(ref.Namespace).Get(ctx, ref.Name, g)
 	case readiness.KindDeployment:
-		var d *appsv1.Deployment
-		d, err = cs.AppsV1().Deployments(ref.Namespace).Get(ctx, ref.Name, g)
-		meta = d
+		obj, err = cs.AppsV1().Deployments(ref.Namespace).Get(ctx, ref.Name, g)
 	default:
-		return "", fmt.Errorf("platform: cannot read %s", ref)
+		return nil, fmt.Errorf("platform: cannot read %s", ref)
 	}
 	if apierrors.IsNotFound(err) {
-		return "", nil
+		return nil, nil
 	}
 	if err != nil {
-		return "", fmt.Errorf("get %s: %w", ref, err)
+		return nil, fmt.Errorf("get %s: %w", ref, err)
 	}
-	if meta.GetDeletionTimestamp() != nil {
-		return "", nil // being deleted: it must be applied again
+	if m, ok := obj.(metav1.Object); ok && m.GetDeletionTimestamp() != nil {
+		return nil, nil
 	}
-	return meta.GetAnnotations()[AnnotationHash], nil
+	return obj, nil
+}
+
+// equivalent compares two versions of an object, ignoring what the server
+// maintains by itself (managed fields, resource version, generation, status).
+func equivalent(a, b runtime.Object) (bool, error) {
+	ma, err := runtime.DefaultUnstructuredConverter.ToUnstructured(a)
+	if err != nil {
+		return false, err
+	}
+	mb, err := runtime.DefaultUnstructuredConverter.ToUnstructured(b)
+	if err != nil {
+		return false, err
+	}
+	for _, m := range []map[string]any{ma, mb} {
+		delete(m, "status")
+		if md, ok := m["metadata"].(map[string]any); ok {
+			delete(md, "managedFields")
+			delete(md, "resourceVersion")
+			delete(md, "generation")
+		}
+	}
+	return reflect.DeepEqual(ma, mb), nil
 }
