@@ -55,6 +55,7 @@ type run struct {
 	lock     *lock.Lock
 	lockCtx  context.Context
 	authKeys map[string]string // kiln-auth to apply (fresh/resume)
+	w        *readiness.Watcher
 }
 
 // Create discovers, decides, and creates or continues a kiln cluster.
@@ -617,9 +618,10 @@ func (r *run) verifyAuth(ctx context.Context, cs kubernetes.Interface) error {
 }
 
 func (r *run) watcher(cs kubernetes.Interface) *readiness.Watcher {
-	return &readiness.Watcher{Client: cs, OnChange: func(ref readiness.Ref, res readiness.Result) {
-		r.e.resource(ref.Kind, ref.Namespace, ref.Name, res.Status, res.Message)
-	}}
+	if r.w == nil {
+		r.w = r.e.watcher(cs)
+	}
+	return r.w
 }
 
 // ensure applies one object and waits until it is ready.

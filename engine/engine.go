@@ -10,9 +10,13 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sync"
 	"time"
 
+	"k8s.io/client-go/kubernetes"
+
 	"github.com/kilnctl/kiln/creds"
+	"github.com/kilnctl/kiln/engine/readiness"
 	"github.com/kilnctl/kiln/internal/exit"
 )
 
@@ -80,6 +84,24 @@ func (e *Engine) logf(level, format string, args ...any) {
 
 func (e *Engine) resource(kind, ns, name, status, msg string) {
 	e.emit(Event{Type: TypeResource, Kind: kind, Namespace: ns, Name: name, Status: status, Message: msg})
+}
+
+// watcher returns a readiness watcher that emits a resource event whenever
+// an object's status or message changes. Watchers made by one call share
+// the record of what was last emitted, so following the same object again
+// (wait's two steps, say) does not repeat an unchanged line.
+func (e *Engine) watcher(cs kubernetes.Interface) *readiness.Watcher {
+	var mu sync.Mutex
+	last := map[readiness.Ref]readiness.Result{}
+	return &readiness.Watcher{Client: cs, OnChange: func(ref readiness.Ref, res readiness.Result) {
+		mu.Lock()
+		prev, seen := last[ref]
+		last[ref] = res
+		mu.Unlock()
+		if !seen || prev != res {
+			e.resource(ref.Kind, ref.Namespace, ref.Name, res.Status, res.Message)
+		}
+	}}
 }
 
 // phase runs one named step, reporting started and succeeded/failed with

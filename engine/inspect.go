@@ -154,9 +154,7 @@ func (e *Engine) status(ctx context.Context, req Request, watch bool) (*ClusterS
 		e.logf(LevelInfo, "tokens: %s holds trusted key %s", out.TokenDir, out.KeyID)
 	}
 	if watch {
-		w := &readiness.Watcher{Client: loc.Client, OnChange: func(ref readiness.Ref, res readiness.Result) {
-			e.resource(ref.Kind, ref.Namespace, ref.Name, res.Status, res.Message)
-		}}
+		w := e.watcher(loc.Client)
 		never := func(readiness.Result) bool { return false }
 		_, err := w.Until(ctx, refs, never)
 		if errors.Is(err, context.Canceled) || ctx.Err() != nil {
@@ -190,9 +188,7 @@ func (e *Engine) wait(ctx context.Context, req Request) (*creds.TokenDir, error)
 		defer cancel()
 		// The platform may still be being created: wait for kiln-config
 		// first, then for everything it lists.
-		w := &readiness.Watcher{Client: loc.Client, OnChange: func(ref readiness.Ref, res readiness.Result) {
-			e.resource(ref.Kind, ref.Namespace, ref.Name, res.Status, res.Message)
-		}}
+		w := e.watcher(loc.Client)
 		cfgRef := readiness.Ref{Kind: readiness.KindConfigMap, Namespace: platform.Namespace, Name: platform.ConfigMapName}
 		if _, err := w.Until(wctx, []readiness.Ref{cfgRef}, readiness.Ready); err != nil {
 			return err
@@ -326,9 +322,7 @@ func (e *Engine) removePlatform(ctx context.Context, cs kubernetes.Interface, re
 	if err != nil {
 		return err
 	}
-	w := &readiness.Watcher{Client: cs, OnChange: func(ref readiness.Ref, res readiness.Result) {
-		e.resource(ref.Kind, ref.Namespace, ref.Name, res.Status, res.Message)
-	}}
+	w := e.watcher(cs)
 	gone := func(refs ...readiness.Ref) error {
 		for _, ref := range refs {
 			if err := platform.Delete(ctx, cs, ref); err != nil {
