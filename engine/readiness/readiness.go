@@ -237,19 +237,21 @@ func ingressResult(ctx context.Context, cs kubernetes.Interface, ing *networking
 		return Result{Failed, "no backend services"}, nil
 	}
 	for _, name := range backends {
-		_, err := cs.CoreV1().Services(ing.Namespace).Get(ctx, name, metav1.GetOptions{})
+		svc, err := cs.CoreV1().Services(ing.Namespace).Get(ctx, name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			return Result{InProgress, "backend svc/" + name + " missing"}, nil
 		}
 		if err != nil {
 			return Result{}, fmt.Errorf("get backend service %s/%s: %w", ing.Namespace, name, err)
 		}
-		n, err := ReadyEndpoints(ctx, cs, ing.Namespace, name)
+		// Judge the backend as a Service is judged, so an ExternalName
+		// backend (which never has endpoints) counts as ready.
+		r, err := serviceResult(ctx, cs, svc)
 		if err != nil {
 			return Result{}, err
 		}
-		if n == 0 {
-			return Result{InProgress, "backend svc/" + name + " has no ready endpoints"}, nil
+		if r.Status != Current {
+			return Result{InProgress, "backend svc/" + name + " has " + r.Message}, nil
 		}
 	}
 	msg := fmt.Sprintf("%d backend%s ready", len(backends), plural(len(backends)))

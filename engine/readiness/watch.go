@@ -45,6 +45,7 @@ type Watcher struct {
 // When ctx's deadline passes, the error is an exit.Timeout naming every
 // object that is not there yet.
 func (w *Watcher) Until(ctx context.Context, refs []Ref, goal Goal) (map[Ref]Result, error) {
+	parent := ctx
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	results := make(map[Ref]Result, len(refs))
@@ -87,7 +88,13 @@ func (w *Watcher) Until(ctx context.Context, refs []Ref, goal Goal) (map[Ref]Res
 		if errors.Is(first, context.DeadlineExceeded) {
 			return results, exit.Deadline("timed out waiting; %s", what)
 		}
-		return results, fmt.Errorf("wait interrupted; %s: %w", what, first)
+		// Report why the caller's context ended (a lost lock, say), not
+		// just "context canceled", which reads as a user interrupt.
+		cause := context.Cause(parent)
+		if cause == nil {
+			cause = first
+		}
+		return results, fmt.Errorf("wait interrupted; %s: %w", what, cause)
 	}
 	return results, first
 }
@@ -103,11 +110,15 @@ func (w *Watcher) follow(ctx context.Context, ref Ref, goal Goal, record func(Re
 		}
 	}
 	srcs := sources(w.Client, ref)
+	if len(srcs) == 0 {
+		return fmt.Errorf("readiness: unsupported kind %q of %s", ref.Kind, ref)
+	}
 	for _, s := range srcs {
 		go s.run(ctx, notify)
 	}
 	var last *Result
 	var lastErr error
+	backoff := 100 * time.Millisecond
 	for {
 		select {
 		case <-ctx.Done():
@@ -120,8 +131,16 @@ func (w *Watcher) follow(ctx context.Context, ref Ref, goal Goal, record func(Re
 		r, err := Compute(ctx, w.Client, ref)
 		if err != nil {
 			lastErr = err
-			continue // the next event or relist tries again
+			// The event that kicked this may have been the last one (a
+			// rolled-out Deployment goes quiet), so retry an API error
+			// on a backoff rather than wait for an event that never comes.
+			time.AfterFunc(backoff, notify)
+			if backoff < 2*time.Second {
+				backoff *= 2
+			}
+			continue
 		}
+		backoff = 100 * time.Millisecond
 		if last == nil || *last != r {
 			last = &r
 			record(r)

@@ -262,20 +262,36 @@ func TestUntilTimeoutNamesWhatIsPending(t *testing.T) {
 }
 
 func TestUntilCancelledIsNotATimeout(t *testing.T) {
-	ctx := testCtx(t)
-	ns := cluster.Namespace(t)
-	ref := Ref{Kind: KindConfigMap, Namespace: ns, Name: "never"}
-	rec := newRecorder()
-	wctx, cancel := context.WithCancel(ctx)
-	done := startUntil(wctx, &Watcher{Client: cluster.Client, OnChange: rec.onChange}, []Ref{ref}, Ready)
-	rec.waitSeen(t, ctx, is(NotFound), ref)
-	cancel()
-	r := await(t, ctx, done)
-	if !errors.Is(r.err, context.Canceled) || exit.Code(r.err) != exit.Interrupted {
-		t.Errorf("err = %v (exit %d), want context.Canceled (exit %d)", r.err, exit.Code(r.err), exit.Interrupted)
+	lost := errors.New("lost lease kiln-system/kiln-lock")
+	tests := []struct {
+		name     string
+		cause    error
+		wantIs   error
+		wantCode int
+	}{
+		{"interrupted", nil, context.Canceled, exit.Interrupted},
+		// The lock's context ends with a cause; the error must carry it
+		// rather than read as a user interrupt.
+		{"cancelled with a cause", lost, lost, exit.Failed},
 	}
-	if r.err != nil && !strings.Contains(r.err.Error(), ref.String()+" (NotFound: not found)") {
-		t.Errorf("error %q does not name %s and its last status", r.err, ref)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx := testCtx(t)
+			ns := cluster.Namespace(t)
+			ref := Ref{Kind: KindConfigMap, Namespace: ns, Name: "never"}
+			rec := newRecorder()
+			wctx, cancel := context.WithCancelCause(ctx)
+			done := startUntil(wctx, &Watcher{Client: cluster.Client, OnChange: rec.onChange}, []Ref{ref}, Ready)
+			rec.waitSeen(t, ctx, is(NotFound), ref)
+			cancel(tt.cause)
+			r := await(t, ctx, done)
+			if !errors.Is(r.err, tt.wantIs) || exit.Code(r.err) != tt.wantCode {
+				t.Errorf("err = %v (exit %d), want %v (exit %d)", r.err, exit.Code(r.err), tt.wantIs, tt.wantCode)
+			}
+			if r.err != nil && !strings.Contains(r.err.Error(), ref.String()+" (NotFound: not found)") {
+				t.Errorf("error %q does not name %s and its last status", r.err, ref)
+			}
+		})
 	}
 }
 
@@ -309,7 +325,8 @@ func TestUntilFailedDeploymentIsAnError(t *testing.T) {
 }
 
 func TestUntilUnsupportedKindFailsAtOnce(t *testing.T) {
-	ctx := testCtx(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
 	_, err := (&Watcher{Client: cluster.Client}).Until(ctx, []Ref{{Kind: "Pod", Namespace: "default", Name: "x"}}, Ready)
 	if err == nil || exit.Code(err) == exit.Timeout || !strings.Contains(err.Error(), `"Pod"`) {
 		t.Errorf("err = %v (exit %d), want an immediate error naming kind Pod", err, exit.Code(err))
@@ -384,7 +401,10 @@ func (c *closingWatch) watch(ctx context.Context, opts metav1.ListOptions) (watc
 	}
 	i := c.calls.Add(1)
 	if i > c.n {
-		c.live <- struct{}{}
+		select {
+		case c.live <- struct{}{}:
+		default:
+		}
 		return w, nil
 	}
 	w.Stop()

@@ -1,0 +1,68 @@
+package cli
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+
+	"github.com/kilnctl/kiln/engine"
+	"github.com/kilnctl/kiln/internal/exit"
+)
+
+func TestTextLines(t *testing.T) {
+	cases := []struct {
+		ev    engine.Event
+		quiet bool
+		want  string
+	}{
+		{engine.Event{Type: engine.TypePhase, Phase: "platform", State: engine.PhaseSucceeded, ElapsedMS: 239}, false, "✓ platform (239ms)"},
+		{engine.Event{Type: engine.TypePhase, Phase: "platform", State: engine.PhaseFailed, ElapsedMS: 1500}, false, "✗ platform (1.5s)"},
+		{engine.Event{Type: engine.TypePhase, Phase: "platform", State: engine.PhaseSucceeded}, true, ""},
+		{engine.Event{Type: engine.TypePhase, Phase: "infrastructure", State: engine.PhaseSkipped, Message: "exists"}, false, "- infrastructure skipped: exists"},
+		{engine.Event{Type: engine.TypeResource, Kind: "Deployment", Namespace: "kiln-system", Name: "kiln-gateway", Status: "InProgress", Message: "0/1 replicas available"}, false, "  … deployment kiln-system/kiln-gateway InProgress — 0/1 replicas available"},
+		{engine.Event{Type: engine.TypeResource, Kind: "Namespace", Name: "kiln-system", Status: "Current"}, false, "  ✓ namespace/kiln-system Current"},
+		{engine.Event{Type: engine.TypeDecision, Decision: "continue", Reason: "installed"}, false, "→ continue: installed"},
+		{engine.Event{Type: engine.TypeLog, Level: engine.LevelWarn, Message: "careful"}, true, "  warn: careful"},
+		{engine.Event{Type: engine.TypeLog, Level: engine.LevelInfo, Message: "fyi"}, true, ""},
+		{engine.Event{Type: engine.TypeResult, OK: false, ExitCode: 4, Message: "locked"}, true, "✗ locked (exit 4)"},
+		{engine.Event{Type: engine.TypeResult, OK: true, Message: "done"}, false, "✓ done"},
+	}
+	for _, tc := range cases {
+		if got := formatText(tc.ev, tc.quiet); got != tc.want {
+			t.Errorf("formatText(%+v, quiet=%v) = %q, want %q", tc.ev, tc.quiet, got, tc.want)
+		}
+	}
+}
+
+func TestJSONSinkWritesOneLinePerEvent(t *testing.T) {
+	var buf bytes.Buffer
+	s := newJSONSink(&buf)
+	s.Emit(engine.Event{Type: engine.TypeLog, Level: "info", Message: "a"})
+	s.Emit(engine.Event{Type: engine.TypeResult, OK: true})
+	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	if len(lines) != 2 || !strings.HasPrefix(lines[0], `{"time":`) || !strings.Contains(lines[1], `"type":"result"`) {
+		t.Fatalf("NDJSON output:\n%s", buf.String())
+	}
+}
+
+func TestUsageErrorsExit2(t *testing.T) {
+	cases := [][]string{
+		{"create"},
+		{"create", "kube"},
+		{"version", "extra"},
+		{"--nope"},
+		{"-o", "xml", "version"},
+		{"completion", "tcsh"},
+	}
+	for _, args := range cases {
+		root := NewRoot(BuildInfo{Version: "t"})
+		var out bytes.Buffer
+		root.SetArgs(args)
+		root.SetOut(&out)
+		root.SetErr(&out)
+		err := root.Execute()
+		if code := exit.Code(err); code != 2 {
+			t.Errorf("kiln %v: exit %d (%v), want 2", args, code, err)
+		}
+	}
+}
