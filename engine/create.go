@@ -56,6 +56,14 @@ type run struct {
 	lockCtx  context.Context
 	authKeys map[string]string // kiln-auth to apply (fresh/resume)
 	w        *readiness.Watcher
+	current  string // the phase running now, for the interrupt message
+	mutated  bool   // whether anything was written yet
+}
+
+// step runs one phase of create and records which one it is.
+func (r *run) step(ctx context.Context, name string, fn func(context.Context) error) error {
+	r.current = name
+	return r.e.phase(ctx, name, fn)
 }
 
 // Create discovers, decides, and creates or continues a kiln cluster.
@@ -74,18 +82,22 @@ func (e *Engine) Create(ctx context.Context, req Request) error {
 	if r.td != nil {
 		tokenDir = r.td.Path
 	}
-	if err != nil && ctx.Err() != nil && exit.Code(err) == exit.Failed {
-		err = exit.Interrupt("interrupted: %v", err)
-	}
-	if errors.Is(err, context.Canceled) && exit.Code(err) != exit.Interrupted {
-		err = exit.Interrupt("interrupted during %s", req.Name)
+	var classified *exit.Error
+	if err != nil && ctx.Err() != nil && !errors.As(err, &classified) {
+		// Ctrl-C: the engine stopped at the next safe point. Say what was
+		// left and how to finish; nothing done so far is lost.
+		left := "nothing was changed"
+		if r.mutated {
+			left = fmt.Sprintf("the cluster is partly set up; every phase is idempotent, so `kiln create %s %s --continue` finishes it with the same key", req.Provider.Name(), req.Name)
+		}
+		err = exit.Interrupt("interrupted during the %s phase: %s", r.current, left)
 	}
 	msg := fmt.Sprintf("cluster %s is ready (%s %s)", req.Name, req.Provider.Name(), r.loc.Name)
 	return e.finish(err, msg, tokenDir)
 }
 
 func (r *run) create(ctx context.Context) error {
-	e, req := r.e, r.req
+	req := r.req
 	if err := config.ValidateName(req.Name); err != nil {
 		return err
 	}
@@ -96,31 +108,31 @@ func (r *run) create(ctx context.Context) error {
 		}
 		r.userCfg = cfg
 	}
-	if err := e.phase(ctx, "discover", r.discover); err != nil {
+	if err := r.step(ctx, "discover", r.discover); err != nil {
 		return err
 	}
-	if err := e.phase(ctx, "plan", r.plan); err != nil {
+	if err := r.step(ctx, "plan", r.plan); err != nil {
 		return err
 	}
 	// From here on the operation mutates; ctx is replaced by the lock's
 	// context once the lock is held, so losing the lock stops the work.
-	if err := e.phase(ctx, "credentials", r.credentials); err != nil {
+	if err := r.step(ctx, "credentials", r.credentials); err != nil {
 		return err
 	}
 	opCtx := ctx
 	if r.lockCtx != nil {
 		opCtx = r.lockCtx
 	}
-	if err := e.phase(opCtx, "infrastructure", r.infrastructure); err != nil {
+	if err := r.step(opCtx, "infrastructure", r.infrastructure); err != nil {
 		return err
 	}
 	if r.lockCtx != nil {
 		opCtx = r.lockCtx
 	}
-	if err := e.phase(opCtx, "platform", r.platform); err != nil {
+	if err := r.step(opCtx, "platform", r.platform); err != nil {
 		return err
 	}
-	return e.phase(opCtx, "readiness", r.readiness)
+	return r.step(opCtx, "readiness", r.readiness)
 }
 
 // discover inspects every location, then picks the target and refuses a
@@ -372,6 +384,7 @@ func (r *run) acquire(ctx context.Context, cs kubernetes.Interface) error {
 	if r.lock != nil {
 		return nil
 	}
+	r.mutated = true
 	if err := r.ensure(ctx, cs, r.watcher(cs), platform.NamespaceObject(r.req.Name)); err != nil {
 		return err
 	}

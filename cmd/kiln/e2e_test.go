@@ -542,6 +542,9 @@ func TestInterruptedCreateExits130AndReleasesTheLock(t *testing.T) {
 	if !strings.Contains(out.String(), `"exit_code":130`) {
 		t.Errorf("no result event with exit code 130:\n%s", out.String())
 	}
+	if !strings.Contains(out.String(), "interrupted during the platform phase") || !strings.Contains(out.String(), "--continue") {
+		t.Errorf("the interrupt result does not say what was left and how to finish:\n%s", out.String())
+	}
 	// The lock was released: a rerun proceeds at once and converges.
 	expect(t, e.kiln("create", "kube", "eta", "--context", "kiln-b", "--continue"), 0)
 }
