@@ -2,6 +2,8 @@ package cli
 
 import (
 	"github.com/spf13/cobra"
+
+	"github.com/kilnctl/kiln/engine"
 )
 
 func newCreateCmd(g *globals) *cobra.Command {
@@ -22,17 +24,10 @@ platform is a plain create, so automation can always pass it.`,
   kiln create kube dev1 --continue`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			p, err := g.provider(args[0])
-			if err != nil {
-				return err
-			}
-			e, err := g.newEngine(false, cont)
-			if err != nil {
-				return err
-			}
-			req := g.request(p, args[1])
-			req.Continue = cont
-			return done(e.Create(cmd.Context(), req))
+			return g.runOp(args, cont, func(e *engine.Engine, req engine.Request) error {
+				req.Continue = cont
+				return e.Create(cmd.Context(), req)
+			})
 		},
 	}
 	cmd.Flags().BoolVar(&cont, "continue", false, "continue an installed platform with the key material it already trusts")
@@ -51,15 +46,9 @@ every token in the token dir against kiln-auth. Exit 0 when all is ready,
   kiln wait kube dev1 -o json`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			p, err := g.provider(args[0])
-			if err != nil {
-				return err
-			}
-			e, err := g.newEngine(false, false)
-			if err != nil {
-				return err
-			}
-			return done(e.Wait(cmd.Context(), g.request(p, args[1])))
+			return g.runOp(args, false, func(e *engine.Engine, req engine.Request) error {
+				return e.Wait(cmd.Context(), req)
+			})
 		},
 	}
 }
@@ -75,15 +64,9 @@ the keyring entry and moves the token dir aside (it is never deleted).`,
   kiln destroy kube dev1 --yes --headless`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			p, err := g.provider(args[0])
-			if err != nil {
-				return err
-			}
-			e, err := g.newEngine(false, false)
-			if err != nil {
-				return err
-			}
-			return done(e.Destroy(cmd.Context(), g.request(p, args[1])))
+			return g.runOp(args, false, func(e *engine.Engine, req engine.Request) error {
+				return e.Destroy(cmd.Context(), req)
+			})
 		},
 	}
 }

@@ -88,6 +88,20 @@ func (g *globals) request(p engine.Provider, name string) engine.Request {
 	return engine.Request{Provider: p, Name: name, ConfigPath: g.config, TokenDir: g.tokenDir, Timeout: g.timeout, Yes: g.yes}
 }
 
+// runOp runs a cluster operation for `CMD PROVIDER NAME` through the
+// headless frontend.
+func (g *globals) runOp(args []string, cont bool, op func(*engine.Engine, engine.Request) error) error {
+	p, err := g.provider(args[0])
+	if err != nil {
+		return err
+	}
+	e, err := g.newEngine(false, cont)
+	if err != nil {
+		return err
+	}
+	return done(op(e, g.request(p, args[1])))
+}
+
 // done marks an engine error as reported: the engine already emitted it as
 // the result event, so main only sets the exit code.
 func done(err error) error { return markReported(err) }
