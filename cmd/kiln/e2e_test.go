@@ -16,7 +16,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/kilnctl/kiln/creds"
@@ -457,17 +456,7 @@ func TestConcurrentCreatesAreSerialized(t *testing.T) {
 	skipShort(t)
 	e := newEnv(t)
 	cleanup(t, e, "zeta", "kiln-a")
-	pause := filepath.Join(t.TempDir(), "go")
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	first := e.command(ctx, []string{"KILN_TEST_PAUSE_AT=after-lock", "KILN_TEST_PAUSE_FILE=" + pause},
-		"create", "kube", "zeta", "--context", "kiln-a", "-o", "json")
-	var out1, err1 strings.Builder
-	first.Stdout, first.Stderr = &out1, &err1
-	if err := first.Start(); err != nil {
-		t.Fatal(err)
-	}
-	waitFile(t, pause+".reached")
+	first := e.startPaused("after-lock", "create", "kube", "zeta", "--context", "kiln-a", "-o", "json")
 
 	// The first holds the lock: a second create of the same cluster by
 	// another user exits 4 naming the holder.
@@ -480,32 +469,9 @@ func TestConcurrentCreatesAreSerialized(t *testing.T) {
 	r = other.kiln("destroy", "kube", "zeta", "--context", "kiln-a", "--yes")
 	expect(t, r, 4)
 
-	if err := os.WriteFile(pause, nil, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	err := first.Wait()
-	var b1, b2 = out1.String(), err1.String()
-	outputsMu.Lock()
-	outputs = append(outputs, b1, b2)
-	outputsMu.Unlock()
-	if err != nil {
-		t.Fatalf("first create failed: %v\n%s\n%s", err, b1, b2)
-	}
+	expect(t, first.resume(), 0)
 	if len(authKeys(t, clusterA.Client)) != 1 {
 		t.Error("more than one trusted key after concurrent creates")
-	}
-}
-
-func waitFile(t *testing.T, path string) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	err := wait.PollUntilContextCancel(ctx, 20*time.Millisecond, true, func(context.Context) (bool, error) {
-		_, err := os.Stat(path)
-		return err == nil, nil
-	})
-	if err != nil {
-		t.Fatalf("%s never appeared: %v", path, err)
 	}
 }
 
@@ -513,37 +479,17 @@ func TestInterruptedCreateExits130AndReleasesTheLock(t *testing.T) {
 	skipShort(t)
 	e := newEnv(t)
 	cleanup(t, e, "eta", "kiln-b")
-	pause := filepath.Join(t.TempDir(), "go")
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	cmd := e.command(ctx, []string{"KILN_TEST_PAUSE_AT=after-config", "KILN_TEST_PAUSE_FILE=" + pause},
-		"create", "kube", "eta", "--context", "kiln-b", "-o", "json")
-	var out, errb strings.Builder
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	if err := cmd.Start(); err != nil {
+	p := e.startPaused("after-config", "create", "kube", "eta", "--context", "kiln-b", "-o", "json")
+	if err := p.cmd.Process.Signal(syscall.SIGINT); err != nil {
 		t.Fatal(err)
 	}
-	waitFile(t, pause+".reached")
-	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
-		t.Fatal(err)
+	r := p.resume()
+	expect(t, r, 130)
+	if !strings.Contains(r.stdout, `"exit_code":130`) {
+		t.Errorf("no result event with exit code 130:\n%s", r.stdout)
 	}
-	_ = os.WriteFile(pause, nil, 0o600)
-	err := cmd.Wait()
-	outputsMu.Lock()
-	outputs = append(outputs, out.String(), errb.String())
-	outputsMu.Unlock()
-	code := 0
-	if ee, ok := err.(interface{ ExitCode() int }); ok {
-		code = ee.ExitCode()
-	}
-	if code != 130 {
-		t.Fatalf("interrupted create exited %d, want 130:\n%s\n%s", code, out.String(), errb.String())
-	}
-	if !strings.Contains(out.String(), `"exit_code":130`) {
-		t.Errorf("no result event with exit code 130:\n%s", out.String())
-	}
-	if !strings.Contains(out.String(), "interrupted during the platform phase") || !strings.Contains(out.String(), "--continue") {
-		t.Errorf("the interrupt result does not say what was left and how to finish:\n%s", out.String())
+	if !strings.Contains(r.stdout, "interrupted during the platform phase") || !strings.Contains(r.stdout, "--continue") {
+		t.Errorf("the interrupt result does not say what was left and how to finish:\n%s", r.stdout)
 	}
 	// The lock was released: a rerun proceeds at once and converges.
 	expect(t, e.kiln("create", "kube", "eta", "--context", "kiln-b", "--continue"), 0)

@@ -331,3 +331,53 @@ func waitNamespaceGone(t *testing.T, cs kubernetes.Interface, ns string) {
 		t.Fatalf("namespace %s not gone: %v", ns, err)
 	}
 }
+
+// paused is a kiln process held at a checkpoint by the pause hook.
+type paused struct {
+	e              *env
+	cmd            *exec.Cmd
+	cancel         context.CancelFunc
+	release        string
+	stdout, stderr bytes.Buffer
+}
+
+// startPaused starts kiln and returns once it has reached checkpoint point
+// and is waiting there.
+func (e *env) startPaused(point string, args ...string) *paused {
+	e.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	p := &paused{e: e, cancel: cancel, release: filepath.Join(e.t.TempDir(), "release")}
+	p.cmd = e.command(ctx, []string{"KILN_TEST_PAUSE_AT=" + point, "KILN_TEST_PAUSE_FILE=" + p.release}, args...)
+	p.cmd.Stdout, p.cmd.Stderr = &p.stdout, &p.stderr
+	if err := p.cmd.Start(); err != nil {
+		cancel()
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(cancel)
+	waitFile(e.t, p.release+".reached")
+	return p
+}
+
+// resume lets the process go on and waits for it to end.
+func (p *paused) resume() result {
+	p.e.t.Helper()
+	if err := os.WriteFile(p.release, nil, 0o600); err != nil {
+		p.e.t.Fatal(err)
+	}
+	err := p.cmd.Wait()
+	p.cancel()
+	return p.e.finish(p.cmd, err, &p.stdout, &p.stderr)
+}
+
+func waitFile(t *testing.T, path string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	err := wait.PollUntilContextCancel(ctx, 20*time.Millisecond, true, func(context.Context) (bool, error) {
+		_, err := os.Stat(path)
+		return err == nil, nil
+	})
+	if err != nil {
+		t.Fatalf("%s never appeared: %v", path, err)
+	}
+}
