@@ -427,7 +427,8 @@ func TestKilledCreateConverges(t *testing.T) {
 
 func crashAndRerun(t *testing.T, point, context string) {
 	e := newEnv(t)
-	name := "crash"
+	// NAME is unique per kubeconfig, and the two lanes share one.
+	name := "crash-" + strings.TrimPrefix(context, "kiln-")
 	cleanup(t, e, name, context)
 	r := e.kilnWith([]string{"KILN_TEST_CRASH_AT=" + point}, "create", "kube", name, "--context", context, "-o", "json")
 	if !r.killed {
