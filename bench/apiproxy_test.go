@@ -1,0 +1,185 @@
+package bench
+
+import (
+	"fmt"
+	"maps"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"github.com/kilnctl/kiln/internal/testcluster"
+)
+
+// apiProxy is a counting reverse proxy in front of the API server. Clients
+// reach it through Kubeconfig (context ContextName); it terminates TLS
+// itself and forwards with the cluster's own transport, so what it counts
+// is exactly what the client sent.
+type apiProxy struct {
+	Kubeconfig  string
+	ContextName string
+
+	mu     sync.Mutex
+	counts apiCounts
+}
+
+// apiCounts are the requests of one measured span.
+type apiCounts struct {
+	Reads  int            // GET: get, list and watch
+	DryRun map[string]int // writes with dryRun=All (never persisted) by "VERB resource/name"
+	Writes map[string]int // persisted writes by "VERB resource/name"
+}
+
+func startAPIProxy(b *testing.B, c *testcluster.Cluster, contextName string) *apiProxy {
+	b.Helper()
+	target, err := url.Parse(c.Server)
+	if err != nil {
+		b.Fatal(err)
+	}
+	transport, err := rest.TransportFor(c.RESTConfig)
+	if err != nil {
+		b.Fatal(err)
+	}
+	p := &apiProxy{ContextName: contextName, counts: newAPICounts()}
+	rp := &httputil.ReverseProxy{
+		Rewrite:       func(r *httputil.ProxyRequest) { r.SetURL(target) },
+		Transport:     transport,
+		FlushInterval: -1, // watches stream event by event
+		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			if r.Context().Err() != nil {
+				return // the client went away, e.g. kiln exited with a watch open
+			}
+			http.Error(w, "bench proxy: "+err.Error(), http.StatusBadGateway)
+		},
+	}
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p.count(r)
+		rp.ServeHTTP(w, r)
+	}))
+	srv.EnableHTTP2 = true // as client-go talks to a real API server
+	srv.StartTLS()
+	b.Cleanup(srv.Close)
+
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters[contextName] = &clientcmdapi.Cluster{Server: srv.URL, InsecureSkipTLSVerify: true}
+	cfg.AuthInfos[contextName] = &clientcmdapi.AuthInfo{Token: c.RESTConfig.BearerToken}
+	cfg.Contexts[contextName] = &clientcmdapi.Context{Cluster: contextName, AuthInfo: contextName}
+	cfg.CurrentContext = contextName
+	p.Kubeconfig = filepath.Join(b.TempDir(), "kubeconfig")
+	if err := clientcmd.WriteToFile(*cfg, p.Kubeconfig); err != nil {
+		b.Fatal(err)
+	}
+	return p
+}
+
+func (p *apiProxy) count(r *http.Request) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	switch {
+	case r.Method == http.MethodGet || r.Method == http.MethodHead:
+		p.counts.Reads++
+	case slices.Contains(r.URL.Query()["dryRun"], "All"):
+		p.counts.DryRun[r.Method+" "+resourcePath(r.URL.Path)]++
+	default:
+		p.counts.Writes[r.Method+" "+resourcePath(r.URL.Path)]++
+	}
+}
+
+// take returns the counts since the last take and starts afresh.
+func (p *apiProxy) take() apiCounts {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	c := p.counts
+	p.counts = newAPICounts()
+	return c
+}
+
+func newAPICounts() apiCounts {
+	return apiCounts{DryRun: map[string]int{}, Writes: map[string]int{}}
+}
+
+// resourcePath shortens an API path to "resource/name" (or "resource" for a
+// collection), e.g. /apis/coordination.k8s.io/v1/namespaces/kiln-system/leases/kiln-lock
+// to leases/kiln-lock.
+func resourcePath(path string) string {
+	parts := strings.Split(strings.Trim(path, "/"), "/")
+	switch {
+	case len(parts) >= 2 && parts[0] == "api":
+		parts = parts[2:]
+	case len(parts) >= 3 && parts[0] == "apis":
+		parts = parts[3:]
+	default:
+		return path
+	}
+	if len(parts) >= 3 && parts[0] == "namespaces" {
+		parts = parts[2:]
+	}
+	return strings.Join(parts, "/")
+}
+
+func (c *apiCounts) add(o apiCounts) {
+	if c.Writes == nil {
+		*c = newAPICounts()
+	}
+	c.Reads += o.Reads
+	for k, v := range o.DryRun {
+		c.DryRun[k] += v
+	}
+	for k, v := range o.Writes {
+		c.Writes[k] += v
+	}
+}
+
+// DryRuns are the dryRun=All writes.
+func (c apiCounts) DryRuns() int { return sum(c.DryRun, func(string) bool { return true }) }
+
+// LeaseWrites are the writes of coordination Leases (kiln's lock).
+func (c apiCounts) LeaseWrites() int { return sum(c.Writes, isLease) }
+
+// OtherWrites are every persisted write except the lock's.
+func (c apiCounts) OtherWrites() int {
+	return sum(c.Writes, func(k string) bool { return !isLease(k) })
+}
+
+func sum(m map[string]int, keep func(string) bool) int {
+	n := 0
+	for k, v := range m {
+		if keep(k) {
+			n += v
+		}
+	}
+	return n
+}
+
+func isLease(key string) bool {
+	return strings.Contains(key, " leases/") || strings.HasSuffix(key, " leases")
+}
+
+func (c apiCounts) String() string {
+	list := func(m map[string]int, keep func(string) bool) string {
+		var items []string
+		for _, k := range slices.Sorted(maps.Keys(m)) {
+			if keep(k) {
+				items = append(items, fmt.Sprintf("%s ×%d", k, m[k]))
+			}
+		}
+		if len(items) == 0 {
+			return "none"
+		}
+		return strings.Join(items, ", ")
+	}
+	all := func(string) bool { return true }
+	other := func(k string) bool { return !isLease(k) }
+	return fmt.Sprintf("reads %d; dry-run writes %d [%s]; lease writes %d [%s]; other writes %d [%s]",
+		c.Reads, c.DryRuns(), list(c.DryRun, all), c.LeaseWrites(), list(c.Writes, isLease),
+		c.OtherWrites(), list(c.Writes, other))
+}
