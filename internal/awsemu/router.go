@@ -1,11 +1,13 @@
 package awsemu
 
 import (
+	"bytes"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
 	"encoding/xml"
 	"fmt"
+	"io"
 	"mime"
 	"net/http"
 	"net/http/httputil"
@@ -68,6 +70,27 @@ func (e *Emulator) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 	if scope.service == iamSigningName {
 		b = e.backends[e.primary]
+	}
+
+	// Read the request body before forwarding. Streaming it lets kumo answer
+	// before the transport has seen the inbound body's EOF; the server then
+	// closes that body while the transport still reads it, the transport
+	// drops the upstream connection, and the client gets a truncated
+	// response (a few percent of Describe* answers of tens of kilobytes).
+	// AWS API request bodies are small.
+	if r.Body != nil && r.Body != http.NoBody {
+		body, err := io.ReadAll(r.Body)
+		_ = r.Body.Close()
+
+		if err != nil {
+			writeAWSError(w, r, scope.service, http.StatusBadRequest, ErrCodeServiceUnavailable,
+				fmt.Sprintf("awsemu: reading the request body: %v", err))
+
+			return
+		}
+
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		r.ContentLength = int64(len(body))
 	}
 
 	b.proxy.ServeHTTP(w, r)
