@@ -1,0 +1,33 @@
+package tui
+
+import (
+	"context"
+	"io"
+
+	tea "charm.land/bubbletea/v2"
+)
+
+// Run opens the wizard on in/out and returns when the user quits. environ
+// is the process environment (colour detection: NO_COLOR, TERM=dumb).
+func Run(ctx context.Context, backend Backend, in io.Reader, out io.Writer, environ []string) error {
+	bridge := NewBridge()
+	m := New(Options{Backend: backend, Bridge: bridge})
+	p := tea.NewProgram(m,
+		tea.WithContext(ctx),
+		tea.WithInput(in),
+		tea.WithOutput(out),
+		tea.WithEnvironment(environ),
+		tea.WithColorProfile(ColorProfile(out, environ)),
+	)
+	bridge.Start(p.Send)
+	_, err := p.Run()
+	// An operation still running when the program ends (its context was
+	// cancelled, say) is cancelled and awaited, so the engine releases its
+	// lock before kiln exits.
+	if m.run != nil {
+		m.run.cancel()
+	}
+	m.ops.Wait()
+	bridge.Stop()
+	return err
+}

@@ -1,0 +1,204 @@
+package tui_test
+
+import (
+	"context"
+	"io"
+	"regexp"
+	"strings"
+	"testing"
+
+	tea "charm.land/bubbletea/v2"
+	"github.com/charmbracelet/colorprofile"
+	"github.com/charmbracelet/x/ansi"
+	"github.com/charmbracelet/x/exp/golden"
+
+	"github.com/kilnctl/kiln/engine"
+	"github.com/kilnctl/kiln/tui"
+	"github.com/kilnctl/kiln/tui/tuitest"
+)
+
+func backend() *tuitest.Backend {
+	return &tuitest.Backend{
+		Contexts: []string{"kiln-local", "staging", "prod-eu"},
+		Current:  "kiln-local",
+		List: []tui.Cluster{
+			{Provider: "kube", Name: "dev1", Location: "kiln-local", Platform: engine.PlatformInstalled,
+				KeyIDs:   []string{"sha256:3f1c0a9be2d47d6b1e0f5a8c9d2e7b4a6c1f0e9d8b7a6c5d4e3f2a1b0c9d8e7f"},
+				TokenDir: "/home/dev/.local/state/kiln/kube/dev1/tokens"},
+			{Provider: "kube", Name: "ci7", Location: "prod-eu", Platform: engine.PlatformAbsent},
+			{Provider: "kube", Location: "staging", Platform: "?", Err: "context staging unreachable: connection refused"},
+		},
+	}
+}
+
+// sgrColour matches an SGR sequence that sets a colour.
+var sgrColour = regexp.MustCompile(`\x1b\[[0-9;:]*\b(3[0-9]|4[0-9]|9[0-7]|10[0-7])\b[0-9;:]*m`)
+
+func requireGolden(t *testing.T, screen string) {
+	t.Helper()
+	if sgrColour.MatchString(screen) {
+		t.Errorf("screen has colour under the Ascii profile: %q", screen)
+	}
+	if n := strings.Count(screen, "\n") + 1; n != 24 {
+		t.Errorf("screen has %d lines, want 24", n)
+	}
+	golden.RequireEqual(t, screen)
+}
+
+func TestHomeScreen(t *testing.T) {
+	h := tuitest.Start(t, backend(), tui.Options{})
+	h.WaitFor(t, "ci7")
+	h.Key("down")
+	requireGolden(t, h.WaitFor(t, "> kube   ci7"))
+}
+
+func TestCreateFormValidatesAsYouType(t *testing.T) {
+	h := tuitest.Start(t, backend(), tui.Options{})
+	h.WaitFor(t, "dev1")
+	h.Key("n")
+	h.WaitFor(t, "New kiln cluster")
+	h.TM.Type("Dev_1")
+	h.WaitFor(t, "✗ NAME \"Dev_1\"")
+	for range 5 {
+		h.Key("backspace")
+	}
+	h.TM.Type("dev2")
+	h.Key("tab")
+	h.Key("right")
+	requireGolden(t, h.WaitFor(t, "‹ staging ›"))
+}
+
+func TestCreateFreshRunAndFinal(t *testing.T) {
+	b := backend()
+	gate := make(chan struct{})
+	b.OnCreate = tuitest.CreateScript("dev2", "staging", false, gate)
+	h := tuitest.Start(t, b, tui.Options{})
+	h.WaitFor(t, "dev1")
+	h.Key("n")
+	h.TM.Type("dev2")
+	h.Key("tab")
+	h.Key("right") // staging
+	h.Key("enter")
+	h.Key("enter")
+	h.Key("enter") // create button
+	t.Run("run view mid-way", func(t *testing.T) {
+		requireGolden(t, h.WaitFor(t, "no ready endpoints"))
+	})
+	close(gate)
+	t.Run("final", func(t *testing.T) {
+		requireGolden(t, h.WaitFor(t, "Next"))
+	})
+	if got := b.Requests; len(got) != 1 || got[0] != (tui.CreateRequest{Provider: "kube", Name: "dev2", Location: "staging"}) {
+		t.Errorf("create requests = %+v", got)
+	}
+}
+
+func TestAlreadyInstalledContinue(t *testing.T) {
+	b := backend()
+	b.OnCreate = tuitest.CreateScript("dev1", "kiln-local", true, nil)
+	h := tuitest.Start(t, b, tui.Options{})
+	h.WaitFor(t, "dev1")
+	h.Key("c") // continue the selected cluster
+	requireGolden(t, h.WaitFor(t, "Continue with existing credentials"))
+	h.Key("left") // focus moves from Cancel to Continue
+	h.Key("enter")
+	h.WaitFor(t, "✓ cluster dev1 is ready")
+}
+
+func TestAlreadyInstalledCancelChangesNothing(t *testing.T) {
+	b := backend()
+	b.OnCreate = tuitest.CreateScript("dev1", "kiln-local", true, nil)
+	h := tuitest.Start(t, b, tui.Options{})
+	h.WaitFor(t, "dev1")
+	h.Key("c")
+	h.WaitFor(t, "Continue with existing credentials")
+	h.Key("enter") // focus starts on Cancel
+	got := h.WaitFor(t, "nothing was changed (exit 3)")
+	if strings.Contains(got, "credentials ") {
+		t.Errorf("credentials phase ran after cancel:\n%s", got)
+	}
+}
+
+func TestCtrlCAsksThenCancels(t *testing.T) {
+	b := backend()
+	b.OnCreate = tuitest.CreateScript("dev2", "kiln-local", false, make(chan struct{}))
+	h := tuitest.Start(t, b, tui.Options{})
+	h.WaitFor(t, "dev1")
+	h.Key("n")
+	h.TM.Type("dev2")
+	h.Key("enter")
+	h.Key("enter")
+	h.Key("enter")
+	h.Key("enter")
+	h.WaitFor(t, "no ready endpoints")
+	h.Key("ctrl+c")
+	h.WaitFor(t, "Cancel the running create?")
+	h.Key("n")
+	h.WaitFor(t, "? help")
+	h.Key("ctrl+c")
+	h.Key("y")
+	h.WaitFor(t, "interrupted during dev2 (exit 130)")
+}
+
+func TestDestroyRequiresTypingName(t *testing.T) {
+	b := backend()
+	asked := make(chan bool, 1)
+	b.OnDestroy = func(ctx context.Context, sink engine.Sink, c engine.Confirmer) error {
+		ok, err := c.ConfirmDestroy(ctx, engine.DestroyQuestion{Provider: "kube", Name: "dev1", Location: "kiln-local", Tenants: []string{"default"}})
+		asked <- ok
+		if err != nil || !ok {
+			sink.Emit(engine.Event{Type: engine.TypeResult, ExitCode: 3, Message: "nothing was changed"})
+			return err
+		}
+		sink.Emit(engine.Event{Type: engine.TypeResult, OK: true, Message: "cluster dev1 destroyed"})
+		return nil
+	}
+	h := tuitest.Start(t, b, tui.Options{})
+	h.WaitFor(t, "dev1")
+	h.Key("d")
+	h.WaitFor(t, "Type the cluster name to confirm")
+	h.TM.Type("dev")
+	h.Key("enter")
+	h.WaitFor(t, "type the cluster name exactly")
+	h.TM.Type("1")
+	h.Key("enter")
+	if !<-asked {
+		t.Fatal("destroy was not confirmed after typing the name")
+	}
+	h.WaitFor(t, "✓ cluster dev1 destroyed")
+}
+
+func TestHelpAndResize(t *testing.T) {
+	h := tuitest.Start(t, backend(), tui.Options{})
+	h.WaitFor(t, "dev1")
+	h.Key("?")
+	h.WaitFor(t, "Keys on this screen")
+	h.Key("esc")
+	h.WaitFor(t, "Kiln clusters")
+	h.TM.Send(tea.WindowSizeMsg{Width: 60, Height: 12})
+	got := h.WaitFor(t, "Kiln clusters")
+	for _, l := range strings.Split(ansi.Strip(got), "\n") {
+		if w := ansi.StringWidth(l); w > 60 {
+			t.Errorf("line wider than 60: %q", l)
+		}
+	}
+	if n := strings.Count(got, "\n") + 1; n != 12 {
+		t.Errorf("%d lines at height 12", n)
+	}
+}
+
+func TestColorProfile(t *testing.T) {
+	for _, tc := range []struct {
+		env  []string
+		want colorprofile.Profile
+	}{
+		{[]string{"TERM=xterm-256color", "NO_COLOR=yes"}, colorprofile.Ascii},
+		{[]string{"TERM=xterm-256color", "NO_COLOR="}, colorprofile.Ascii},
+		{[]string{"TERM=dumb", "CLICOLOR_FORCE=1"}, colorprofile.Ascii},
+		{[]string{"TERM=xterm-256color", "CLICOLOR_FORCE=1"}, colorprofile.ANSI256},
+	} {
+		if got := tui.ColorProfile(io.Discard, tc.env); got != tc.want {
+			t.Errorf("%v: profile %v, want %v", tc.env, got, tc.want)
+		}
+	}
+}

@@ -1,0 +1,257 @@
+// Package tuitest drives the wizard in tests: a scripted Backend that
+// emits a fixed create through any Sink, and a Harness that runs the model
+// under teatest and reads its screen without racing the program.
+package tuitest
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	tea "charm.land/bubbletea/v2"
+	"github.com/charmbracelet/colorprofile"
+	"github.com/charmbracelet/x/ansi"
+	"github.com/charmbracelet/x/exp/teatest/v2"
+
+	"github.com/kilnctl/kiln/engine"
+	"github.com/kilnctl/kiln/tui"
+)
+
+// T0 is the fixed clock of every test.
+var T0 = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+
+// Script emits an operation's events through sink and asks confirm.
+type Script func(ctx context.Context, sink engine.Sink, confirm engine.Confirmer) error
+
+// Backend is a tui.Backend whose operations run scripts.
+type Backend struct {
+	Contexts             []string
+	Current              string
+	List                 []tui.Cluster
+	OnCreate             Script
+	OnInspect, OnDestroy Script
+
+	mu       sync.Mutex
+	Requests []tui.CreateRequest
+}
+
+func (b *Backend) Locations() ([]string, string, error) { return b.Contexts, b.Current, nil }
+
+func (b *Backend) Clusters(context.Context) ([]tui.Cluster, error) { return b.List, nil }
+
+func (b *Backend) Create(ctx context.Context, req tui.CreateRequest, sink engine.Sink, c engine.Confirmer) error {
+	b.mu.Lock()
+	b.Requests = append(b.Requests, req)
+	b.mu.Unlock()
+	return run(ctx, b.OnCreate, sink, c)
+}
+
+func (b *Backend) Inspect(ctx context.Context, _ tui.Target, sink engine.Sink, c engine.Confirmer) error {
+	return run(ctx, b.OnInspect, sink, c)
+}
+
+func (b *Backend) Destroy(ctx context.Context, _ tui.Target, sink engine.Sink, c engine.Confirmer) error {
+	return run(ctx, b.OnDestroy, sink, c)
+}
+
+func run(ctx context.Context, s Script, sink engine.Sink, c engine.Confirmer) error {
+	if s == nil {
+		return nil
+	}
+	return s(ctx, sink, c)
+}
+
+// CreateScript is the event sequence of a create of NAME in LOCATION, shaped
+// like the engine's. With installed, the platform is found installed and
+// confirm is asked; a refusal ends with exit 3. Before the readiness phase
+// it waits for gate (if not nil), so a test can look at the run mid-way.
+func CreateScript(name, location string, installed bool, gate <-chan struct{}) Script {
+	return func(ctx context.Context, sink engine.Sink, confirm engine.Confirmer) error {
+		at := T0
+		emit := func(ev engine.Event) {
+			at = at.Add(10 * time.Millisecond)
+			ev.Time = at
+			sink.Emit(ev)
+		}
+		phase := func(p, state string, ms int64, msg string) {
+			emit(engine.Event{Type: engine.TypePhase, Phase: p, State: state, ElapsedMS: ms, Message: msg})
+		}
+		res := func(kind, ns, n, status, msg string) {
+			emit(engine.Event{Type: engine.TypeResource, Kind: kind, Namespace: ns, Name: n, Status: status, Message: msg})
+		}
+		keyID := "sha256:3f1c0a9be2d47d6b1e0f5a8c9d2e7b4a6c1f0e9d8b7a6c5d4e3f2a1b0c9d8e7f"
+		phase("discover", engine.PhaseStarted, 0, "")
+		info := engine.ClusterInfo{Provider: "kube", Location: location, Infra: engine.InfraPresent, Platform: engine.PlatformAbsent}
+		if installed {
+			info.Name, info.Platform, info.KeyIDs = name, engine.PlatformInstalled, []string{keyID}
+		}
+		emit(engine.Event{Type: engine.TypeDiscovery, Clusters: []engine.ClusterInfo{info,
+			{Provider: "kube", Location: "staging", Infra: engine.InfraUnreachable, Platform: engine.PlatformAbsent, Error: "connection refused"}}})
+		emit(engine.Event{Type: engine.TypeLog, Level: engine.LevelWarn, Message: "kube staging: connection refused"})
+		phase("discover", engine.PhaseSucceeded, 412, "")
+		phase("plan", engine.PhaseStarted, 0, "")
+		decision, reason := engine.DecisionFresh, "no kiln platform in context "+location
+		if installed {
+			ok, err := confirm.ConfirmContinue(ctx, engine.ContinueQuestion{Provider: "kube", Name: name, Location: location,
+				TrustedKeyIDs: []string{keyID}, TokenDir: "/home/dev/.local/state/kiln/kube/" + name + "/tokens"})
+			if err != nil || !ok {
+				phase("plan", engine.PhaseFailed, 5, "already installed; nothing was changed")
+				emit(engine.Event{Type: engine.TypeResult, ExitCode: 3, Message: "kiln platform " + name + " is already installed; nothing was changed"})
+				return context.Canceled
+			}
+			decision, reason = engine.DecisionContinue, "platform installed; continuing with trusted key "+keyID[:19]
+		}
+		emit(engine.Event{Type: engine.TypeDecision, Decision: decision, Reason: reason})
+		phase("plan", engine.PhaseSucceeded, 8, "")
+		phase("credentials", engine.PhaseStarted, 0, "")
+		phase("credentials", engine.PhaseSucceeded, 230, "")
+		phase("infrastructure", engine.PhaseStarted, 0, "")
+		phase("infrastructure", engine.PhaseSkipped, 1, "existing cluster")
+		phase("platform", engine.PhaseStarted, 0, "")
+		res("Namespace", "", "kiln-system", engine.StatusCurrent, "")
+		res("ConfigMap", "kiln-system", "kiln-auth", engine.StatusCurrent, "")
+		res("ConfigMap", "kiln-system", "kiln-config", engine.StatusCurrent, "")
+		res("Namespace", "", "kiln-tenant-default", engine.StatusCurrent, "")
+		res("Deployment", "kiln-system", "kiln-gateway", engine.StatusInProgress, "0/1 replicas available")
+		res("Service", "kiln-system", "kiln-gateway", engine.StatusInProgress, "no ready endpoints")
+		phase("platform", engine.PhaseSucceeded, 1840, "")
+		phase("readiness", engine.PhaseStarted, 0, "")
+		if gate != nil {
+			select {
+			case <-gate:
+			case <-ctx.Done():
+				phase("readiness", engine.PhaseFailed, 100, "interrupted")
+				emit(engine.Event{Type: engine.TypeResult, ExitCode: 130, Message: "interrupted during " + name})
+				return ctx.Err()
+			}
+		}
+		res("Deployment", "kiln-system", "kiln-gateway", engine.StatusCurrent, "1/1 replicas available")
+		res("Service", "kiln-system", "kiln-gateway", engine.StatusCurrent, "1 ready endpoint")
+		phase("readiness", engine.PhaseSucceeded, 2310, "")
+		emit(engine.Event{Type: engine.TypeResult, OK: true, Message: "cluster " + name + " is ready (kube " + location + ")",
+			TokenDir: "/home/dev/.local/state/kiln/kube/" + name + "/tokens"})
+		return nil
+	}
+}
+
+// probe asks the running model for its screen and recorded events.
+type probe struct{ reply chan snapshot }
+
+type snapshot struct {
+	content string
+	events  []engine.Event
+}
+
+// probed wraps the model so tests read it on the program's goroutine.
+type probed struct{ m *tui.Model }
+
+func (p probed) Init() tea.Cmd { return p.m.Init() }
+
+func (p probed) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
+	if pr, ok := msg.(probe); ok {
+		pr.reply <- snapshot{content: p.m.View().Content, events: append([]engine.Event(nil), p.m.Recorded()...)}
+		return p, nil
+	}
+	_, cmd := p.m.Update(msg)
+	return p, cmd
+}
+
+func (p probed) View() tea.View { return p.m.View() }
+
+// Harness runs the wizard at 80x24 with the Ascii profile.
+type Harness struct {
+	TM     *teatest.TestModel
+	Bridge *tui.Bridge
+}
+
+// Start runs a model over backend; opts.Backend and opts.Bridge are set.
+func Start(t testing.TB, backend tui.Backend, opts tui.Options) *Harness {
+	t.Helper()
+	br := tui.NewBridge()
+	opts.Backend, opts.Bridge = backend, br
+	if opts.Now == nil {
+		opts.Now = func() time.Time { return T0 }
+	}
+	opts.Static = true
+	tm := teatest.NewTestModel(t, probed{m: tui.New(opts)},
+		teatest.WithInitialTermSize(80, 24),
+		teatest.WithProgramOptions(tea.WithColorProfile(colorprofile.Ascii)))
+	br.Start(tm.Send)
+	h := &Harness{TM: tm, Bridge: br}
+	t.Cleanup(func() {
+		_ = tm.Quit()
+		tm.WaitFinished(t, teatest.WithFinalTimeout(5*time.Second))
+		br.Stop()
+	})
+	return h
+}
+
+func (h *Harness) snap() snapshot {
+	reply := make(chan snapshot, 1)
+	h.TM.Send(probe{reply: reply})
+	return <-reply
+}
+
+// Screen is the current screen with colour removed (the Ascii profile).
+func (h *Harness) Screen() string { return Ascii(h.snap().content) }
+
+// Events are the events the model received (Options.Record).
+func (h *Harness) Events() []engine.Event { return h.snap().events }
+
+// WaitFor waits until the screen contains s, failing after 5 s.
+func (h *Harness) WaitFor(t testing.TB, s string) string {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		got := h.Screen()
+		if strings.Contains(ansi.Strip(got), s) {
+			return got
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("screen never showed %q; last screen:\n%s", s, got)
+		}
+		time.Sleep(5 * time.Millisecond) // polling the program, not waiting for settling
+	}
+}
+
+// Key sends one key: a name like "enter", "tab", "esc", "right",
+// "ctrl+c", or a single character.
+func (h *Harness) Key(name string) {
+	var k tea.KeyPressMsg
+	switch name {
+	case "enter":
+		k.Code = tea.KeyEnter
+	case "tab":
+		k.Code = tea.KeyTab
+	case "esc":
+		k.Code = tea.KeyEscape
+	case "right":
+		k.Code = tea.KeyRight
+	case "left":
+		k.Code = tea.KeyLeft
+	case "down":
+		k.Code = tea.KeyDown
+	case "up":
+		k.Code = tea.KeyUp
+	case "backspace":
+		k.Code = tea.KeyBackspace
+	case "ctrl+c":
+		k.Code, k.Mod = 'c', tea.ModCtrl
+	default:
+		r := []rune(name)[0]
+		k.Code, k.Text = r, name
+	}
+	h.TM.Send(k)
+}
+
+// Ascii renders styled text as the Ascii colour profile would: no colour,
+// attributes kept.
+func Ascii(s string) string {
+	var b bytes.Buffer
+	w := &colorprofile.Writer{Forward: &b, Profile: colorprofile.Ascii}
+	_, _ = w.WriteString(s)
+	return b.String()
+}
