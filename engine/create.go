@@ -40,6 +40,12 @@ type Request struct {
 	TokenDir string
 	// Timeout bounds the waits for readiness (exit 5 when it passes).
 	Timeout time.Duration
+	// Repair is status --repair: heal what is missing of projects whose
+	// desired state is running.
+	Repair bool
+	// Snapshot, for status --watch, receives the complete status once
+	// before changes stream (text mode prints its table then).
+	Snapshot func(*ClusterStatus)
 }
 
 // run is the state of one create.

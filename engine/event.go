@@ -13,6 +13,9 @@ const (
 	TypeResource  = "resource"
 	TypeLog       = "log"
 	TypeResult    = "result"
+	// TypeProject reports a project's observed state (kiln project
+	// inspect/list, kiln status): computed from live objects.
+	TypeProject = "project"
 )
 
 // Phase states.
@@ -67,6 +70,9 @@ type Event struct {
 
 	// log
 	Level string
+
+	// project
+	Project *ProjectStatus
 
 	// result
 	OK       bool
@@ -161,6 +167,16 @@ func (e Event) MarshalJSON() ([]byte, error) {
 			Level   string `json:"level"`
 			Message string `json:"message"`
 		}{ts, e.Type, e.Level, e.Message})
+	case TypeProject:
+		p := ProjectStatus{}
+		if e.Project != nil {
+			p = *e.Project
+		}
+		return json.Marshal(struct {
+			Time string `json:"time"`
+			Type string `json:"type"`
+			ProjectStatus
+		}{ts, e.Type, p})
 	case TypeResult:
 		return json.Marshal(struct {
 			Time     string  `json:"time"`

@@ -43,6 +43,8 @@ type ClusterStatus struct {
 	KeyTrusted bool           `json:"key_trusted"`
 	// TokenProblem says why the token dir is not usable ("" when fine).
 	TokenProblem string `json:"token_problem,omitempty"`
+	// Projects are every project's observed state.
+	Projects []ProjectStatus `json:"projects"`
 }
 
 // platformRefs lists every platform object in apply order.
@@ -63,8 +65,10 @@ func platformRefs(name string, cfg *config.ClusterConfig) []readiness.Ref {
 
 // locate discovers and returns the location where NAME's platform lives.
 // A cluster that is not found is bad input (exit 2): the NAME is wrong or
-// the kubeconfig does not reach it.
-func (e *Engine) locate(ctx context.Context, req Request) (Location, []candidate, error) {
+// the kubeconfig does not reach it. With infraOK, a location holding only
+// part of NAME's infrastructure (see infraOnly) is returned too: destroy
+// removes what is there.
+func (e *Engine) locate(ctx context.Context, req Request, infraOK bool) (Location, []candidate, error) {
 	if err := config.ValidateName(req.Name); err != nil {
 		return Location{}, nil, err
 	}
@@ -79,6 +83,9 @@ func (e *Engine) locate(ctx context.Context, req Request) (Location, []candidate
 		}
 		if err != nil {
 			return err
+		}
+		if infraOK && infraOnly(loc, req.Name) {
+			return nil
 		}
 		if loc.State == nil || (!loc.State.Installed && !loc.State.NamespaceExists) {
 			return exit.Usage("no kiln cluster %s in %s %s", req.Name, locationNoun(req.Provider), loc.Name)
@@ -104,7 +111,7 @@ func (e *Engine) Status(ctx context.Context, req Request, watch bool) (*ClusterS
 }
 
 func (e *Engine) status(ctx context.Context, req Request, watch bool) (*ClusterStatus, error) {
-	loc, cands, err := e.locate(ctx, req)
+	loc, cands, err := e.locate(ctx, req, false)
 	if err != nil {
 		return nil, err
 	}
@@ -133,6 +140,20 @@ func (e *Engine) status(ctx context.Context, req Request, watch bool) (*ClusterS
 	if err != nil {
 		return out, err
 	}
+	if ps.Installed && ps.Config != nil {
+		ops := e.opsFor(loc, req)
+		if req.Repair {
+			if err := e.repairProjects(ctx, ops); err != nil {
+				return out, err
+			}
+		}
+		if out.Projects, err = ops.List(ctx, ""); err != nil {
+			return out, err
+		}
+		for i := range out.Projects {
+			e.emit(Event{Type: TypeProject, Project: &out.Projects[i]})
+		}
+	}
 	td, found, err := findTrusted(cands, req.Provider.Name(), req.Name, ps.Keys)
 	switch {
 	case err != nil:
@@ -154,6 +175,9 @@ func (e *Engine) status(ctx context.Context, req Request, watch bool) (*ClusterS
 		e.logf(LevelInfo, "tokens: %s holds trusted key %s", out.TokenDir, out.KeyID)
 	}
 	if watch {
+		if req.Snapshot != nil {
+			req.Snapshot(out)
+		}
 		w := e.watcher(loc.Client)
 		never := func(readiness.Result) bool { return false }
 		_, err := w.Until(ctx, refs, never)
@@ -178,7 +202,7 @@ func (e *Engine) Wait(ctx context.Context, req Request) error {
 }
 
 func (e *Engine) wait(ctx context.Context, req Request) (*creds.TokenDir, error) {
-	loc, cands, err := e.locate(ctx, req)
+	loc, cands, err := e.locate(ctx, req, false)
 	if err != nil {
 		return nil, err
 	}
@@ -238,9 +262,12 @@ func (e *Engine) Destroy(ctx context.Context, req Request) error {
 }
 
 func (e *Engine) destroy(ctx context.Context, req Request) (string, error) {
-	loc, cands, err := e.locate(ctx, req)
+	loc, cands, err := e.locate(ctx, req, true)
 	if err != nil {
 		return "", err
+	}
+	if infraOnly(loc, req.Name) {
+		return "", e.destroyInfraOnly(ctx, req, loc)
 	}
 	cfg := config.Default(req.Name)
 	if loc.State.Config != nil {

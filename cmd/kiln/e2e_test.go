@@ -1,6 +1,8 @@
 package main
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -726,4 +728,84 @@ func TestSecretServiceKeyring(t *testing.T) {
 
 func nsObj(name string) *corev1.Namespace {
 	return &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
+}
+
+func TestStatusWatchStreamsChanges(t *testing.T) {
+	skipShort(t)
+	e := newEnv(t)
+	cleanup(t, e, "lambda", "kiln-a")
+	expect(t, e.kiln("create", "kube", "lambda", "--context", "kiln-a"), 0)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := e.command(ctx, nil, "status", "kube", "lambda", "--watch", "-o", "json")
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	lines := make(chan string)
+	var all strings.Builder
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			all.WriteString(sc.Text() + "\n")
+			lines <- sc.Text()
+		}
+		close(lines)
+	}()
+	// next returns the next resource event about the gateway Deployment.
+	next := func() map[string]any {
+		t.Helper()
+		for {
+			select {
+			case l, ok := <-lines:
+				if !ok {
+					t.Fatalf("status --watch ended early:\n%s", stderr.String())
+				}
+				var ev map[string]any
+				if json.Unmarshal([]byte(l), &ev) == nil && ev["type"] == "resource" && ev["kind"] == "Deployment" {
+					return ev
+				}
+			case <-ctx.Done():
+				t.Fatal("no deployment event")
+			}
+		}
+	}
+	// The snapshot, then the watch's own first observation.
+	if ev := next(); ev["status"] != "Current" {
+		t.Fatalf("first deployment status %v", ev)
+	}
+	cs := clusterA.Client
+	scale, err := cs.AppsV1().Deployments("kiln-system").GetScale(ctx, "kiln-gateway", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	scale.Spec.Replicas = 2
+	if _, err := cs.AppsV1().Deployments("kiln-system").UpdateScale(ctx, "kiln-gateway", scale, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// The change streams in: the deployment reaches 2/2 available.
+	for {
+		ev := next()
+		if ev["status"] == "Current" && ev["message"] == "2/2 replicas available" {
+			break
+		}
+	}
+	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	for range lines {
+	}
+	err = cmd.Wait()
+	outputsMu.Lock()
+	outputs = append(outputs, all.String(), stderr.String())
+	outputsMu.Unlock()
+	if err != nil {
+		t.Fatalf("status --watch ended with %v after Ctrl-C, want exit 0:\n%s\n%s", err, all.String(), stderr.String())
+	}
 }

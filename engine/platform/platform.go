@@ -18,6 +18,7 @@ import (
 	appsac "k8s.io/client-go/applyconfigurations/apps/v1"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
+	networkingac "k8s.io/client-go/applyconfigurations/networking/v1"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/kilnctl/kiln/engine/config"
@@ -278,6 +279,8 @@ func apply(ctx context.Context, cs kubernetes.Interface, obj Object, dryRun bool
 		out, err = cs.CoreV1().Services(*a.Namespace).Apply(ctx, a, opts)
 	case *appsac.DeploymentApplyConfiguration:
 		out, err = cs.AppsV1().Deployments(*a.Namespace).Apply(ctx, a, opts)
+	case *networkingac.IngressApplyConfiguration:
+		out, err = cs.NetworkingV1().Ingresses(*a.Namespace).Apply(ctx, a, opts)
 	default:
 		return nil, fmt.Errorf("platform: cannot apply %T", obj.Apply)
 	}
@@ -310,6 +313,8 @@ func getLive(ctx context.Context, cs kubernetes.Interface, ref readiness.Ref) (r
 		obj, err = cs.CoreV1().Services(ref.Namespace).Get(ctx, ref.Name, g)
 	case readiness.KindDeployment:
 		obj, err = cs.AppsV1().Deployments(ref.Namespace).Get(ctx, ref.Name, g)
+	case readiness.KindIngress:
+		obj, err = cs.NetworkingV1().Ingresses(ref.Namespace).Get(ctx, ref.Name, g)
 	default:
 		return nil, fmt.Errorf("platform: cannot read %s", ref)
 	}

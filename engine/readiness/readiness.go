@@ -156,6 +156,21 @@ func generic(kind string, obj runtime.Object) (Result, error) {
 	return Result{InProgress, msg}, nil
 }
 
+// Judge applies the generic rules (kstatus, and the replica message of a
+// Deployment) to an object already read, from a LIST say. What depends on
+// other objects (a Service's endpoints, an Ingress's backends) is the
+// caller's to add.
+func Judge(kind string, obj runtime.Object) (Result, error) {
+	res, err := generic(kind, obj)
+	if d, ok := obj.(*appsv1.Deployment); ok && err == nil && res.Status == Current {
+		res = deploymentResult(d, res)
+	}
+	return res, err
+}
+
+// CountReady counts the ready endpoints of EndpointSlices already read.
+func CountReady(slices []discoveryv1.EndpointSlice) int { return countReady(slices) }
+
 func replicaMessage(d *appsv1.Deployment) string {
 	want := int32(1)
 	if d.Spec.Replicas != nil {

@@ -114,6 +114,15 @@ func formatText(e engine.Event, quiet bool) string {
 			return "  " + e.Message
 		}
 		return fmt.Sprintf("  %s: %s", e.Level, e.Message)
+	case engine.TypeProject:
+		if quiet || e.Project == nil {
+			return ""
+		}
+		line := fmt.Sprintf("  project %s/%s: %s (desired %s)", e.Project.Tenant, e.Project.Project, e.Project.State, e.Project.Desired)
+		if len(e.Project.Reasons) > 0 {
+			line += " — " + strings.Join(e.Project.Reasons, "; ")
+		}
+		return line
 	case engine.TypeResult:
 		if e.OK {
 			if quiet {

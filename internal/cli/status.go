@@ -12,7 +12,7 @@ import (
 )
 
 func newStatusCmd(g *globals) *cobra.Command {
-	var watch bool
+	var watch, repair bool
 	cmd := &cobra.Command{
 		Use:   "status PROVIDER NAME",
 		Short: "Show the health of a cluster's platform, tenants and token dir, from live objects",
@@ -35,25 +35,33 @@ derives state from the live objects. --watch keeps streaming changes.`,
 			if err != nil {
 				return err
 			}
-			st, err := e.Status(cmd.Context(), g.request(p, args[1]), false)
+			req := g.request(p, args[1])
+			req.Repair = repair
+			if watch {
+				// One operation: the snapshot, then changes as they happen,
+				// until Ctrl-C (which ends --watch successfully).
+				req.Snapshot = func(st *engine.ClusterStatus) {
+					if g.output == "text" {
+						printStatus(g.stdout, st)
+						fmt.Fprintln(g.stderr, "watching for changes (Ctrl-C to stop) ...")
+						e.Sink = &textSink{w: g.stderr}
+					}
+				}
+				_, err := e.Status(cmd.Context(), req, true)
+				return done(err)
+			}
+			st, err := e.Status(cmd.Context(), req, false)
 			if err != nil {
 				return done(err)
 			}
 			if g.output == "text" {
 				printStatus(g.stdout, st)
 			}
-			if !watch {
-				return nil
-			}
-			if g.output == "text" {
-				fmt.Fprintln(g.stderr, "watching for changes (Ctrl-C to stop) ...")
-				e.Sink = &textSink{w: g.stderr}
-			}
-			_, err = e.Status(cmd.Context(), g.request(p, args[1]), true)
-			return done(err)
+			return nil
 		},
 	}
 	cmd.Flags().BoolVarP(&watch, "watch", "w", false, "keep streaming status changes until interrupted")
+	cmd.Flags().BoolVar(&repair, "repair", false, "first heal what is missing of projects whose desired state is running (never recreates healthy objects, never rotates tokens)")
 	return cmd
 }
 
@@ -87,4 +95,8 @@ func printStatus(w io.Writer, st *engine.ClusterStatus) {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", o.Kind, ns, o.Name, o.Status, o.Message)
 	}
 	_ = tw.Flush()
+	if len(st.Projects) > 0 {
+		fmt.Fprintln(w)
+		printProjects(w, st.Projects)
+	}
 }

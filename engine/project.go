@@ -1,0 +1,199 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/kilnctl/kiln/engine/config"
+	"github.com/kilnctl/kiln/engine/project"
+	"github.com/kilnctl/kiln/engine/readiness"
+	"github.com/kilnctl/kiln/internal/exit"
+)
+
+// ProjectStatus is a project's observed state (see engine/project).
+type ProjectStatus = project.Status
+
+// Project operations.
+const (
+	ProjectCreate      = "create"
+	ProjectStart       = "start"
+	ProjectSuspend     = "suspend"
+	ProjectRestack     = "restack"
+	ProjectDelete      = "delete"
+	ProjectInspect     = "inspect"
+	ProjectRotateToken = "rotate-token"
+	ProjectList        = "list"
+)
+
+// ProjectRequest is a project operation on cluster Request.Name.
+type ProjectRequest struct {
+	Request
+	Op string
+	// Ref is TENANT/PROJECT (empty for list and --all).
+	Ref string
+	// Stack is --stack (create, restack).
+	Stack string
+	// Tenant narrows list and --all.
+	Tenant string
+	// All runs start or suspend on every project (of Tenant, if set).
+	All         bool
+	Concurrency int
+}
+
+// reporter adapts the engine's event sink to project.Reporter.
+type reporter struct {
+	e *Engine
+	w *readiness.Watcher
+}
+
+func (r *reporter) Phase(ctx context.Context, name string, run func(context.Context) error) error {
+	return r.e.phase(ctx, name, run)
+}
+func (r *reporter) Resource(kind, ns, name, status, msg string) {
+	r.e.resource(kind, ns, name, status, msg)
+}
+func (r *reporter) Logf(level, format string, args ...any) { r.e.logf(level, format, args...) }
+func (r *reporter) Watcher() *readiness.Watcher            { return r.w }
+
+// projectOps locates the cluster and returns the project operations on it.
+func (e *Engine) projectOps(ctx context.Context, req Request) (*project.Ops, error) {
+	loc, _, err := e.locate(ctx, req, false)
+	if err != nil {
+		return nil, err
+	}
+	if !loc.State.Installed || loc.State.Config == nil {
+		return nil, exit.Usage("cluster %s: platform not installed (no kiln-config); run kiln create first", req.Name)
+	}
+	return e.opsFor(loc, req), nil
+}
+
+func (e *Engine) opsFor(loc Location, req Request) *project.Ops {
+	return &project.Ops{
+		Client: loc.Client, Cluster: req.Name, Config: loc.State.Config, Timeout: req.Timeout,
+		R: &reporter{e: e, w: e.watcher(loc.Client)}, Now: e.Now,
+	}
+}
+
+// Project runs one project operation and emits its result. inspect and
+// list return the observed states (also emitted as project events).
+func (e *Engine) Project(ctx context.Context, req ProjectRequest) ([]ProjectStatus, error) {
+	out, msg, err := e.project(ctx, req)
+	if err != nil && ctx.Err() != nil && exit.Code(err) == exit.Failed {
+		err = exit.Interrupt("interrupted: %v", err)
+	}
+	if errors.Is(err, context.Canceled) && exit.Code(err) != exit.Interrupted {
+		err = exit.Interrupt("interrupted during project %s %s", req.Op, req.Ref)
+	}
+	return out, e.finish(err, msg, "")
+}
+
+func (e *Engine) project(ctx context.Context, req ProjectRequest) ([]ProjectStatus, string, error) {
+	if err := config.ValidateName(req.Name); err != nil {
+		return nil, "", err
+	}
+	single := req.Op != ProjectList && !req.All
+	if single {
+		if _, _, err := config.ValidateProjectRef(req.Ref); err != nil {
+			return nil, "", err
+		}
+	}
+	if req.All && req.Op != ProjectStart && req.Op != ProjectSuspend {
+		return nil, "", exit.Usage("--all: only for project start and suspend")
+	}
+	ops, err := e.projectOps(ctx, req.Request)
+	if err != nil {
+		return nil, "", err
+	}
+	if !single {
+		if req.Op == ProjectList {
+			list, err := ops.List(ctx, req.Tenant)
+			if err != nil {
+				return nil, "", err
+			}
+			for i := range list {
+				e.emit(Event{Type: TypeProject, Project: &list[i]})
+			}
+			return list, fmt.Sprintf("%d project%s in cluster %s", len(list), plural(len(list)), req.Name), nil
+		}
+		okList, failed, err := ops.Bulk(ctx, req.Op, req.Tenant, req.Concurrency)
+		if err != nil {
+			return nil, "", fmt.Errorf("%s --all: %d succeeded, %d failed (%s): %w", req.Op, len(okList), len(failed), strings.Join(failed, ", "), err)
+		}
+		return nil, fmt.Sprintf("%s --all: %d project%s", req.Op, len(okList), plural(len(okList))), nil
+	}
+	r, err := ops.Parse(req.Ref)
+	if err != nil {
+		return nil, "", err
+	}
+	switch req.Op {
+	case ProjectInspect:
+		st, err := ops.Inspect(ctx, r)
+		if err != nil {
+			return nil, "", err
+		}
+		for _, o := range st.Objects {
+			e.resource(o.Kind, o.Namespace, o.Name, o.Status, o.Message)
+		}
+		e.emit(Event{Type: TypeProject, Project: st})
+		return []ProjectStatus{*st}, describeProject(st), nil
+	case ProjectCreate:
+		err = ops.Create(ctx, r, req.Stack)
+	case ProjectStart:
+		err = ops.Start(ctx, r)
+	case ProjectSuspend:
+		err = ops.Suspend(ctx, r)
+	case ProjectRestack:
+		err = ops.Restack(ctx, r, req.Stack)
+	case ProjectDelete:
+		err = ops.Delete(ctx, r)
+	case ProjectRotateToken:
+		err = ops.RotateToken(ctx, r)
+	default:
+		return nil, "", exit.Usage("project operation %q unknown", req.Op)
+	}
+	if err != nil {
+		return nil, "", err
+	}
+	msg := map[string]string{
+		ProjectCreate: "created and running", ProjectStart: "running", ProjectSuspend: "suspended",
+		ProjectRestack: "running with stack", ProjectDelete: "deleted", ProjectRotateToken: "token rotated; the Deployment runs with the new token",
+	}[req.Op]
+	if req.Op == ProjectRestack {
+		msg += " " + req.Stack
+	}
+	if req.Op == ProjectCreate || req.Op == ProjectStart || req.Op == ProjectRestack {
+		msg += " at " + ops.Host(r)
+	}
+	return nil, fmt.Sprintf("project %s %s", r, msg), nil
+}
+
+func describeProject(st *ProjectStatus) string {
+	msg := fmt.Sprintf("project %s/%s: %s (desired %s, stack %s)", st.Tenant, st.Project, st.State, st.Desired, st.Stack)
+	if len(st.Reasons) > 0 {
+		msg += ": " + strings.Join(st.Reasons, "; ")
+	}
+	return msg
+}
+
+func plural(n int) string {
+	if n == 1 {
+		return ""
+	}
+	return "s"
+}
+
+// repairProjects heals what is missing of projects whose desired state is
+// running (kiln status --repair).
+func (e *Engine) repairProjects(ctx context.Context, ops *project.Ops) error {
+	return e.phase(ctx, "repair", func(ctx context.Context) error {
+		repaired, err := ops.Repair(ctx)
+		if len(repaired) > 0 {
+			e.logf(LevelInfo, "repaired: %s", strings.Join(repaired, ", "))
+		} else if err == nil {
+			return skip("every project whose desired state is running has all its objects")
+		}
+		return err
+	})
+}

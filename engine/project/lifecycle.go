@@ -1,0 +1,415 @@
+package project
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/kilnctl/kiln/engine/config"
+	"github.com/kilnctl/kiln/engine/lock"
+	"github.com/kilnctl/kiln/engine/platform"
+	"github.com/kilnctl/kiln/engine/readiness"
+	"github.com/kilnctl/kiln/internal/exit"
+)
+
+// locked runs fn holding Lease kiln-project-P (exit 4 naming the holder
+// when another operation has it). fn's context ends if the lease is lost.
+func (o *Ops) locked(ctx context.Context, r Ref, op string, fn func(context.Context, *lock.Lock) error) error {
+	var l *lock.Lock
+	var lctx context.Context
+	err := o.R.Phase(ctx, "lock", func(ctx context.Context) error {
+		var err error
+		l, lctx, err = lock.Acquire(ctx, o.Client, lock.Options{
+			Namespace: r.Namespace(), Name: LeaseName(r.Project),
+			Operation: "project " + op + " " + r.String(), Labels: o.labels(r),
+		})
+		if err == nil {
+			o.R.Logf("info", "holding lease %s/%s as %s", r.Namespace(), LeaseName(r.Project), l.Holder())
+		}
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	defer func() {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if err := l.Release(rctx); err != nil {
+			o.R.Logf("warn", "%v", err)
+		}
+	}()
+	err = fn(lctx, l)
+	if err != nil && ctx.Err() == nil && lctx.Err() != nil {
+		err = fmt.Errorf("%w: %v", err, context.Cause(lctx))
+	}
+	return err
+}
+
+// precheck refuses bad input before anything is written: the tenant
+// namespace must exist, and for every operation but create the project too.
+func (o *Ops) precheck(ctx context.Context, r Ref, mustExist bool) (*Spec, error) {
+	if _, err := o.Client.CoreV1().Namespaces().Get(ctx, r.Namespace(), metav1.GetOptions{}); err != nil {
+		return nil, exit.Usage("tenant %q: namespace %s: %v", r.Tenant, r.Namespace(), err)
+	}
+	if !mustExist {
+		s, _, err := o.readSpec(ctx, r)
+		return s, err
+	}
+	return o.mustSpec(ctx, r)
+}
+
+// Create records the project (desired running, the stack) and provisions it.
+// Creating an existing project with the same stack is a start; with another
+// stack it is refused (use restack).
+func (o *Ops) Create(ctx context.Context, r Ref, stackName string) error {
+	st, err := o.stack(stackName)
+	if err != nil {
+		return err
+	}
+	cur, err := o.precheck(ctx, r, false)
+	if err != nil {
+		return err
+	}
+	if err := sameStack(r, cur, stackName, st); err != nil {
+		return err
+	}
+	return o.locked(ctx, r, "create", func(ctx context.Context, l *lock.Lock) error {
+		spec, err := o.writeSpec(ctx, r, "create", l.Holder(), func(cur *Spec) (*Spec, error) {
+			if err := sameStack(r, cur, stackName, st); err != nil {
+				return nil, err
+			}
+			if cur != nil {
+				cur.State = DesiredRunning
+				return cur, nil
+			}
+			return &Spec{Stack: st, State: DesiredRunning}, nil
+		})
+		if err != nil {
+			return err
+		}
+		return o.provision(ctx, r, spec)
+	})
+}
+
+func sameStack(r Ref, cur *Spec, stackName string, st config.Stack) error {
+	if cur != nil && stackName != "" && cur.Stack.Name != st.Name {
+		return exit.Usage("project %s already exists with stack %q, not %q; use kiln project restack to change it", r, cur.Stack.Name, st.Name)
+	}
+	return nil
+}
+
+// Start sets the desired state to running and provisions in order.
+func (o *Ops) Start(ctx context.Context, r Ref) error {
+	if _, err := o.precheck(ctx, r, true); err != nil {
+		return err
+	}
+	return o.locked(ctx, r, "start", func(ctx context.Context, l *lock.Lock) error {
+		spec, err := o.setState(ctx, r, "start", l.Holder(), DesiredRunning)
+		if err != nil {
+			return err
+		}
+		return o.provision(ctx, r, spec)
+	})
+}
+
+// Suspend sets the desired state to suspended and removes Ingress, Service
+// and Deployment in that order, each verified gone. The Secret stays, so a
+// later start keeps the token.
+func (o *Ops) Suspend(ctx context.Context, r Ref) error {
+	if _, err := o.precheck(ctx, r, true); err != nil {
+		return err
+	}
+	return o.locked(ctx, r, "suspend", func(ctx context.Context, l *lock.Lock) error {
+		if _, err := o.setState(ctx, r, "suspend", l.Holder(), DesiredSuspended); err != nil {
+			return err
+		}
+		return o.deprovision(ctx, r)
+	})
+}
+
+// Restack suspends the project and starts it with another stack, under one
+// lease.
+func (o *Ops) Restack(ctx context.Context, r Ref, stackName string) error {
+	if stackName == "" {
+		return exit.Usage("--stack: required for restack")
+	}
+	st, err := o.stack(stackName)
+	if err != nil {
+		return err
+	}
+	if _, err := o.precheck(ctx, r, true); err != nil {
+		return err
+	}
+	return o.locked(ctx, r, "restack", func(ctx context.Context, l *lock.Lock) error {
+		spec, err := o.writeSpec(ctx, r, "restack", l.Holder(), func(cur *Spec) (*Spec, error) {
+			if cur == nil {
+				return nil, exit.Usage("project %s: no such project (deleted meanwhile)", r)
+			}
+			cur.Stack, cur.State = st, DesiredRunning
+			return cur, nil
+		})
+		if err != nil {
+			return err
+		}
+		if err := o.deprovision(ctx, r); err != nil {
+			return err
+		}
+		return o.provision(ctx, r, spec)
+	})
+}
+
+// Delete removes everything of the project, each object verified gone:
+// Ingress, Service, Deployment, Secret, the spec ConfigMap, then the Lease.
+func (o *Ops) Delete(ctx context.Context, r Ref) error {
+	if _, err := o.precheck(ctx, r, true); err != nil {
+		return err
+	}
+	return o.locked(ctx, r, "delete", func(ctx context.Context, l *lock.Lock) error {
+		if err := o.deprovision(ctx, r); err != nil {
+			return err
+		}
+		secret, _, _, _, spec := refs(r)
+		for _, ref := range []readiness.Ref{secret, spec} {
+			if err := o.R.Phase(ctx, phaseName(ref), func(ctx context.Context) error { return o.gone(ctx, ref) }); err != nil {
+				return err
+			}
+		}
+		l.StopRenewing()
+		lease := readiness.Ref{Kind: readiness.KindLease, Namespace: r.Namespace(), Name: LeaseName(r.Project)}
+		return o.gone(ctx, lease)
+	})
+}
+
+func (o *Ops) setState(ctx context.Context, r Ref, op, holder, state string) (*Spec, error) {
+	return o.writeSpec(ctx, r, op, holder, func(cur *Spec) (*Spec, error) {
+		if cur == nil {
+			return nil, exit.Usage("project %s: no such project (deleted meanwhile)", r)
+		}
+		cur.State = state
+		return cur, nil
+	})
+}
+
+func phaseName(ref readiness.Ref) string {
+	switch ref.Kind {
+	case readiness.KindConfigMap:
+		return "spec"
+	case readiness.KindSecret:
+		return "secret"
+	case readiness.KindDeployment:
+		return "deployment"
+	case readiness.KindService:
+		return "service"
+	case readiness.KindIngress:
+		return "ingress"
+	}
+	return ref.Kind
+}
+
+// provision applies Secret → Deployment → Service → Ingress, each confirmed
+// ready through the API (watched) before the next is applied.
+func (o *Ops) provision(ctx context.Context, r Ref, spec *Spec) error {
+	var key, hash string
+	err := o.R.Phase(ctx, "secret", func(ctx context.Context) error {
+		var err error
+		key, hash, err = o.settleToken(ctx, r)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	err = o.R.Phase(ctx, "deployment", func(ctx context.Context) error {
+		if err := o.ensureReady(ctx, o.deploymentObject(r, spec.Stack, key, hash)); err != nil {
+			return err
+		}
+		// The Deployment runs with key: any other key is a rotation that
+		// never committed; drop it.
+		return o.pruneTo(ctx, r, key)
+	})
+	if err != nil {
+		return err
+	}
+	if err := o.R.Phase(ctx, "service", func(ctx context.Context) error { return o.ensureReady(ctx, o.serviceObject(r)) }); err != nil {
+		return err
+	}
+	return o.R.Phase(ctx, "ingress", func(ctx context.Context) error { return o.ensureReady(ctx, o.ingressObject(r)) })
+}
+
+// deprovision removes Ingress → Service → Deployment, each watched until it
+// is gone before the next is deleted.
+func (o *Ops) deprovision(ctx context.Context, r Ref) error {
+	_, dep, svc, ing, _ := refs(r)
+	for _, ref := range []readiness.Ref{ing, svc, dep} {
+		if err := o.R.Phase(ctx, phaseName(ref), func(ctx context.Context) error { return o.gone(ctx, ref) }); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (o *Ops) ensureReady(ctx context.Context, obj platform.Object) error {
+	if _, err := platform.Ensure(ctx, o.Client, obj); err != nil {
+		return err
+	}
+	wctx, cancel := o.withTimeout(ctx)
+	defer cancel()
+	_, err := o.R.Watcher().Until(wctx, []readiness.Ref{obj.Ref}, readiness.Ready)
+	return err
+}
+
+func (o *Ops) gone(ctx context.Context, ref readiness.Ref) error {
+	if err := platform.Delete(ctx, o.Client, ref); err != nil {
+		return err
+	}
+	wctx, cancel := o.withTimeout(ctx)
+	defer cancel()
+	_, err := o.R.Watcher().Until(wctx, []readiness.Ref{ref}, readiness.Gone)
+	return err
+}
+
+// settleToken returns the Secret key to run with, creating the Secret with
+// a first token when missing. A rotation interrupted after its rollout
+// became ready (the Deployment runs the new key, ready, in sync) is
+// committed; any other interrupted rotation is abandoned in favour of the
+// key in force.
+func (o *Ops) settleToken(ctx context.Context, r Ref) (string, string, error) {
+	key, hash, err := o.ensureSecret(ctx, r)
+	if err != nil {
+		return "", "", err
+	}
+	s, err := o.getSecret(ctx, r)
+	if err != nil || s == nil || len(s.Data) <= 1 {
+		return key, hash, err
+	}
+	d, err := o.getDeployment(ctx, r)
+	if err != nil || d == nil {
+		return key, hash, err
+	}
+	dk := deploymentTokenKey(d)
+	tok, ok := s.Data[dk]
+	if dk == key || !ok || d.Spec.Template.Annotations[AnnotationToken] != TokenHash(tok) {
+		return key, hash, nil
+	}
+	res, err := readiness.Compute(ctx, o.Client, readiness.Ref{Kind: readiness.KindDeployment, Namespace: r.Namespace(), Name: r.Project})
+	if err != nil {
+		return "", "", err
+	}
+	if res.Status != readiness.Current {
+		return key, hash, nil
+	}
+	o.R.Logf("info", "an interrupted token rotation had rolled out: committing %s", dk)
+	if err := o.keepOnly(ctx, r, dk); err != nil {
+		return "", "", err
+	}
+	return dk, TokenHash(tok), nil
+}
+
+// pruneTo removes every Secret key but key (nothing to do when it is the
+// only one).
+func (o *Ops) pruneTo(ctx context.Context, r Ref, key string) error {
+	s, err := o.getSecret(ctx, r)
+	if err != nil {
+		return err
+	}
+	if s != nil && len(s.Data) == 1 && s.Annotations[AnnotationKey] == key {
+		return nil
+	}
+	o.R.Logf("info", "secret %s/%s: removing keys other than %s (an unfinished rotation)", r.Namespace(), SecretName(r.Project), key)
+	return o.keepOnly(ctx, r, key)
+}
+
+// RotateToken replaces the project token in two phases: the new token is
+// added to the Secret under a new key and the Deployment switched to it;
+// only when that rollout is ready is the old key removed. If the rollout
+// fails, the Deployment is switched back and the new key removed, so the
+// project keeps working with the old token.
+func (o *Ops) RotateToken(ctx context.Context, r Ref) error {
+	if _, err := o.precheck(ctx, r, true); err != nil {
+		return err
+	}
+	return o.locked(ctx, r, "rotate-token", func(ctx context.Context, l *lock.Lock) error {
+		spec, err := o.writeSpec(ctx, r, "rotate-token", l.Holder(), func(cur *Spec) (*Spec, error) {
+			if cur == nil {
+				return nil, exit.Usage("project %s: no such project (deleted meanwhile)", r)
+			}
+			return cur, nil
+		})
+		if err != nil {
+			return err
+		}
+		var oldKey, oldHash, newKey, newHash string
+		err = o.R.Phase(ctx, "secret", func(ctx context.Context) error {
+			var err error
+			if oldKey, oldHash, err = o.settleToken(ctx, r); err != nil {
+				return err
+			}
+			if spec.State == DesiredRunning {
+				// Settle first: the Deployment must run the key in force.
+				if err := o.ensureReady(ctx, o.deploymentObject(r, spec.Stack, oldKey, oldHash)); err != nil {
+					return err
+				}
+				if err := o.pruneTo(ctx, r, oldKey); err != nil {
+					return err
+				}
+			}
+			tok, err := newToken()
+			if err != nil {
+				return err
+			}
+			s, err := o.updateSecret(ctx, r, func(s *corev1.Secret) error {
+				newKey = nextKey(s)
+				s.Data[newKey] = []byte(tok)
+				return nil
+			})
+			if err != nil {
+				return err
+			}
+			newHash = TokenHash(s.Data[newKey])
+			o.R.Logf("info", "secret %s/%s: new token under %s (sha256 %s); %s stays valid until the rollout is ready", r.Namespace(), SecretName(r.Project), newKey, newHash[:12], oldKey)
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		if spec.State != DesiredRunning {
+			return o.R.Phase(ctx, "commit", func(ctx context.Context) error { return o.keepOnly(ctx, r, newKey) })
+		}
+		rollErr := o.R.Phase(ctx, "rollout", func(ctx context.Context) error {
+			return o.ensureReady(ctx, o.deploymentObject(r, spec.Stack, newKey, newHash))
+		})
+		if rollErr == nil {
+			return o.R.Phase(ctx, "commit", func(ctx context.Context) error { return o.keepOnly(ctx, r, newKey) })
+		}
+		if ctx.Err() != nil && !errors.Is(rollErr, context.DeadlineExceeded) && exit.Code(rollErr) != exit.Timeout {
+			return rollErr // interrupted or lost the lease: the next operation settles
+		}
+		o.R.Logf("warn", "rollout with the new token failed (%v); switching back to %s", rollErr, oldKey)
+		backErr := o.R.Phase(ctx, "rollback", func(ctx context.Context) error {
+			if err := o.ensureReady(ctx, o.deploymentObject(r, spec.Stack, oldKey, oldHash)); err != nil {
+				return err
+			}
+			return o.keepOnly(ctx, r, oldKey)
+		})
+		if backErr != nil {
+			return fmt.Errorf("token rotation failed (%v) and switching back failed: %w", rollErr, backErr)
+		}
+		return fmt.Errorf("token rotation failed; the project runs with its old token: %w", rollErr)
+	})
+}
+
+func (o *Ops) getDeployment(ctx context.Context, r Ref) (*appsv1.Deployment, error) {
+	d, err := o.Client.AppsV1().Deployments(r.Namespace()).Get(ctx, r.Project, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get deployment %s/%s: %w", r.Namespace(), r.Project, err)
+	}
+	return d, nil
+}

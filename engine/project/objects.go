@@ -1,0 +1,73 @@
+package project
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	appsac "k8s.io/client-go/applyconfigurations/apps/v1"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
+	networkingac "k8s.io/client-go/applyconfigurations/networking/v1"
+
+	"github.com/kilnctl/kiln/engine/config"
+	"github.com/kilnctl/kiln/engine/platform"
+)
+
+// deploymentObject runs the stack with the token from Secret key tokenKey;
+// the pod template's kiln.dev/token-sha256 annotation is the token's hash,
+// so a token change rolls the pods and token sync is checkable.
+func (o *Ops) deploymentObject(r Ref, st config.Stack, tokenKey, tokenHash string) platform.Object {
+	_, ref, _, _, _ := refs(r)
+	res := corev1.ResourceList{}
+	if q, err := resource.ParseQuantity(st.CPU); err == nil {
+		res[corev1.ResourceCPU] = q
+	}
+	if q, err := resource.ParseQuantity(st.Memory); err == nil {
+		res[corev1.ResourceMemory] = q
+	}
+	container := corev1ac.Container().
+		WithName(containerName).
+		WithImage(st.Image).
+		WithPorts(corev1ac.ContainerPort().WithName("http").WithContainerPort(st.Port)).
+		WithEnv(corev1ac.EnvVar().WithName(TokenEnv).WithValueFrom(corev1ac.EnvVarSource().
+			WithSecretKeyRef(corev1ac.SecretKeySelector().WithName(SecretName(r.Project)).WithKey(tokenKey)))).
+		WithResources(corev1ac.ResourceRequirements().WithRequests(res))
+	dep := appsac.Deployment(r.Project, r.Namespace()).WithLabels(o.labels(r)).
+		WithSpec(appsac.DeploymentSpec().
+			WithReplicas(1).
+			WithSelector(metav1ac.LabelSelector().WithMatchLabels(map[string]string{LabelProject: r.Project})).
+			WithTemplate(corev1ac.PodTemplateSpec().
+				WithLabels(o.labels(r)).
+				WithAnnotations(map[string]string{AnnotationToken: tokenHash}).
+				WithSpec(corev1ac.PodSpec().
+					WithAutomountServiceAccountToken(false).
+					WithContainers(container))))
+	return platform.Object{Ref: ref, Apply: dep}
+}
+
+func (o *Ops) serviceObject(r Ref) platform.Object {
+	_, _, ref, _, _ := refs(r)
+	svc := corev1ac.Service(r.Project, r.Namespace()).WithLabels(o.labels(r)).
+		WithSpec(corev1ac.ServiceSpec().
+			WithSelector(map[string]string{LabelProject: r.Project}).
+			WithPorts(corev1ac.ServicePort().WithName("http").WithPort(servicePort).WithTargetPort(intstr.FromString("http"))))
+	return platform.Object{Ref: ref, Apply: svc}
+}
+
+// Host is the project's public host name: P.T.DOMAIN.
+func (o *Ops) Host(r Ref) string { return r.Project + "." + r.Tenant + "." + o.Config.Spec.Domain }
+
+func (o *Ops) ingressObject(r Ref) platform.Object {
+	_, _, _, ref, _ := refs(r)
+	ing := networkingac.Ingress(r.Project, r.Namespace()).WithLabels(o.labels(r)).
+		WithSpec(networkingac.IngressSpec().WithRules(networkingac.IngressRule().
+			WithHost(o.Host(r)).
+			WithHTTP(networkingac.HTTPIngressRuleValue().WithPaths(networkingac.HTTPIngressPath().
+				WithPath("/").
+				WithPathType(networkingv1.PathTypePrefix).
+				WithBackend(networkingac.IngressBackend().WithService(networkingac.IngressServiceBackend().
+					WithName(r.Project).
+					WithPort(networkingac.ServiceBackendPort().WithNumber(servicePort))))))))
+	return platform.Object{Ref: ref, Apply: ing}
+}

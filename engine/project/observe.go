@@ -1,0 +1,416 @@
+package project
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/kilnctl/kiln/engine/readiness"
+)
+
+// ObjectStatus is one live object of a project.
+type ObjectStatus struct {
+	Kind      string `json:"kind"`
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+	Status    string `json:"status"`
+	Message   string `json:"message"`
+}
+
+// Status is a project's observed state, computed from its live objects.
+type Status struct {
+	Tenant    string   `json:"tenant"`
+	Project   string   `json:"project"`
+	Namespace string   `json:"namespace"`
+	Stack     string   `json:"stack"`
+	Host      string   `json:"host"`
+	Desired   string   `json:"desired"`
+	State     string   `json:"state"`
+	Reasons   []string `json:"reasons"`
+	// Operation is the holder of the project's lease while one runs.
+	Operation string         `json:"operation,omitempty"`
+	Objects   []ObjectStatus `json:"objects"`
+	Revision  int64          `json:"revision"`
+}
+
+// snapshot is every project object of one scope, read with one LIST per
+// kind: answering for 1 or 1,000 projects costs the same 8 requests.
+type snapshot struct {
+	specs   []corev1.ConfigMap
+	secrets map[string]*corev1.Secret
+	deps    map[string]*appsv1.Deployment
+	svcs    map[string]*corev1.Service
+	ings    map[string]*networkingv1.Ingress
+	leases  map[string]*coordinationv1.Lease
+	slices  map[string][]discoveryv1.EndpointSlice // by namespace/service
+	pods    map[string][]corev1.Pod                // by namespace/project
+}
+
+func key(ns, name string) string { return ns + "/" + name }
+
+// read lists the project objects in namespace ("" for every namespace)
+// matching selector.
+func (o *Ops) read(ctx context.Context, namespace, selector string) (*snapshot, error) {
+	opts := metav1.ListOptions{LabelSelector: selector}
+	cs := o.Client
+	s := &snapshot{
+		secrets: map[string]*corev1.Secret{}, deps: map[string]*appsv1.Deployment{},
+		svcs: map[string]*corev1.Service{}, ings: map[string]*networkingv1.Ingress{},
+		leases: map[string]*coordinationv1.Lease{}, slices: map[string][]discoveryv1.EndpointSlice{},
+		pods: map[string][]corev1.Pod{},
+	}
+	wrap := func(what string, err error) error { return fmt.Errorf("list %s (%s): %w", what, selector, err) }
+	cms, err := cs.CoreV1().ConfigMaps(namespace).List(ctx, opts)
+	if err != nil {
+		return nil, wrap("configmaps", err)
+	}
+	for _, cm := range cms.Items {
+		if strings.HasPrefix(cm.Name, specPrefix) {
+			s.specs = append(s.specs, cm)
+		}
+	}
+	secrets, err := cs.CoreV1().Secrets(namespace).List(ctx, opts)
+	if err != nil {
+		return nil, wrap("secrets", err)
+	}
+	for i := range secrets.Items {
+		x := &secrets.Items[i]
+		s.secrets[key(x.Namespace, x.Name)] = x
+	}
+	deps, err := cs.AppsV1().Deployments(namespace).List(ctx, opts)
+	if err != nil {
+		return nil, wrap("deployments", err)
+	}
+	for i := range deps.Items {
+		x := &deps.Items[i]
+		s.deps[key(x.Namespace, x.Name)] = x
+	}
+	svcs, err := cs.CoreV1().Services(namespace).List(ctx, opts)
+	if err != nil {
+		return nil, wrap("services", err)
+	}
+	for i := range svcs.Items {
+		x := &svcs.Items[i]
+		s.svcs[key(x.Namespace, x.Name)] = x
+	}
+	ings, err := cs.NetworkingV1().Ingresses(namespace).List(ctx, opts)
+	if err != nil {
+		return nil, wrap("ingresses", err)
+	}
+	for i := range ings.Items {
+		x := &ings.Items[i]
+		s.ings[key(x.Namespace, x.Name)] = x
+	}
+	leases, err := cs.CoordinationV1().Leases(namespace).List(ctx, opts)
+	if err != nil {
+		return nil, wrap("leases", err)
+	}
+	for i := range leases.Items {
+		x := &leases.Items[i]
+		s.leases[key(x.Namespace, x.Name)] = x
+	}
+	// EndpointSlices carry their Service's labels (the controller copies
+	// them), so the same selector finds them.
+	slices, err := cs.DiscoveryV1().EndpointSlices(namespace).List(ctx, opts)
+	if err != nil {
+		return nil, wrap("endpointslices", err)
+	}
+	for _, x := range slices.Items {
+		k := key(x.Namespace, x.Labels[discoveryv1.LabelServiceName])
+		s.slices[k] = append(s.slices[k], x)
+	}
+	pods, err := cs.CoreV1().Pods(namespace).List(ctx, opts)
+	if err != nil {
+		return nil, wrap("pods", err)
+	}
+	for _, x := range pods.Items {
+		k := key(x.Namespace, x.Labels[LabelProject])
+		s.pods[k] = append(s.pods[k], x)
+	}
+	return s, nil
+}
+
+func (o *Ops) selector(project string) string {
+	sel := LabelCluster + "=" + o.Cluster
+	if project != "" {
+		return sel + "," + LabelProject + "=" + project
+	}
+	return sel + "," + LabelProject
+}
+
+// Inspect computes one project's observed state from its live objects.
+func (o *Ops) Inspect(ctx context.Context, r Ref) (*Status, error) {
+	if _, err := o.precheck(ctx, r, true); err != nil {
+		return nil, err
+	}
+	snap, err := o.read(ctx, r.Namespace(), o.selector(r.Project))
+	if err != nil {
+		return nil, err
+	}
+	for _, cm := range snap.specs {
+		if cm.Name == SpecName(r.Project) {
+			st, err := o.observe(snap, &cm)
+			return st, err
+		}
+	}
+	return nil, fmt.Errorf("project %s: spec ConfigMap vanished while reading", r)
+}
+
+// List computes the observed state of every project (of tenant, if given),
+// from a constant number of LIST requests.
+func (o *Ops) List(ctx context.Context, tenant string) ([]Status, error) {
+	ns := ""
+	if tenant != "" {
+		if err := o.checkTenant(tenant); err != nil {
+			return nil, err
+		}
+		ns = Ref{Tenant: tenant}.Namespace()
+	}
+	snap, err := o.read(ctx, ns, o.selector(""))
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Status, 0, len(snap.specs))
+	for i := range snap.specs {
+		st, err := o.observe(snap, &snap.specs[i])
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, *st)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Tenant != out[j].Tenant {
+			return out[i].Tenant < out[j].Tenant
+		}
+		return out[i].Project < out[j].Project
+	})
+	return out, nil
+}
+
+// observe derives the state of the project whose spec is cm.
+func (o *Ops) observe(snap *snapshot, cm *corev1.ConfigMap) (*Status, error) {
+	spec, err := decodeSpec(cm)
+	if err != nil {
+		return nil, err
+	}
+	r := Ref{Tenant: spec.Tenant, Project: spec.Project}
+	ns := cm.Namespace
+	st := &Status{
+		Tenant: r.Tenant, Project: r.Project, Namespace: ns, Stack: spec.Stack.Name,
+		Host: o.Host(r), Desired: spec.State, Revision: spec.Revision, Reasons: []string{},
+	}
+	add := func(kind, name string, obj runtime.Object, res readiness.Result) {
+		if obj == nil {
+			res = readiness.Result{Status: readiness.NotFound, Message: "not found"}
+		}
+		st.Objects = append(st.Objects, ObjectStatus{kind, ns, name, res.Status, res.Message})
+	}
+	reason := func(format string, args ...any) { st.Reasons = append(st.Reasons, fmt.Sprintf(format, args...)) }
+	judge := func(kind string, obj runtime.Object) readiness.Result {
+		res, err := readiness.Judge(kind, obj)
+		if err != nil {
+			return readiness.Result{Status: readiness.Failed, Message: err.Error()}
+		}
+		return res
+	}
+	add(readiness.KindConfigMap, cm.Name, cm, readiness.Result{Status: readiness.Current, Message: "desired " + spec.State + ", stack " + spec.Stack.Name})
+
+	secret := snap.secrets[key(ns, SecretName(r.Project))]
+	dep := snap.deps[key(ns, r.Project)]
+	svc := snap.svcs[key(ns, r.Project)]
+	ing := snap.ings[key(ns, r.Project)]
+
+	var secRes readiness.Result
+	curKey := ""
+	if secret != nil {
+		k, err := currentKey(secret)
+		switch {
+		case err != nil:
+			secRes = readiness.Result{Status: readiness.Failed, Message: "no token in force"}
+		case len(secret.Data) > 1:
+			curKey = k
+			secRes = readiness.Result{Status: readiness.InProgress, Message: fmt.Sprintf("%d tokens (rotation under way)", len(secret.Data))}
+		default:
+			curKey = k
+			secRes = readiness.Result{Status: readiness.Current, Message: "token " + k}
+		}
+	}
+	add(readiness.KindSecret, SecretName(r.Project), objOrNil(secret), secRes)
+
+	var depRes readiness.Result
+	if dep != nil {
+		depRes = judge(readiness.KindDeployment, dep)
+	}
+	add(readiness.KindDeployment, r.Project, objOrNil(dep), depRes)
+
+	var svcRes readiness.Result
+	if svc != nil {
+		svcRes = judge(readiness.KindService, svc)
+		if svcRes.Status == readiness.Current {
+			n := readiness.CountReady(snap.slices[key(ns, r.Project)])
+			if n == 0 {
+				svcRes = readiness.Result{Status: readiness.InProgress, Message: "no ready endpoints"}
+			} else {
+				svcRes.Message = fmt.Sprintf("%d ready endpoint%s", n, map[bool]string{true: "", false: "s"}[n == 1])
+			}
+		}
+	}
+	add(readiness.KindService, r.Project, objOrNil(svc), svcRes)
+
+	var ingRes readiness.Result
+	if ing != nil {
+		ingRes = judge(readiness.KindIngress, ing)
+		if ingRes.Status == readiness.Current {
+			for _, b := range readiness.IngressBackends(ing) {
+				if snap.svcs[key(ns, b)] == nil {
+					ingRes = readiness.Result{Status: readiness.InProgress, Message: "backend svc/" + b + " missing"}
+				} else if b == r.Project && svcRes.Status != readiness.Current {
+					ingRes = readiness.Result{Status: readiness.InProgress, Message: "backend svc/" + b + " has " + svcRes.Message}
+				}
+			}
+			if ingRes.Status == readiness.Current {
+				ingRes.Message = "host " + o.Host(r)
+			}
+		}
+	}
+	add(readiness.KindIngress, r.Project, objOrNil(ing), ingRes)
+
+	if l := snap.leases[key(ns, LeaseName(r.Project))]; l != nil && leaseHeld(l, o.now()) {
+		st.Operation = *l.Spec.HolderIdentity
+	}
+	busy := st.Operation != ""
+
+	if spec.State == DesiredSuspended {
+		var left []string
+		for _, x := range []struct {
+			name    string
+			present bool
+		}{{"ingress", ing != nil}, {"service", svc != nil}, {"deployment", dep != nil}} {
+			if x.present {
+				left = append(left, x.name)
+			}
+		}
+		switch {
+		case len(left) == 0:
+			st.State = StateSuspended
+		case busy:
+			st.State = StateSuspending
+			reason("still present: %s", strings.Join(left, ", "))
+		default:
+			st.State = StateDegraded
+			reason("desired state suspended but still present: %s", strings.Join(left, ", "))
+		}
+		return st, nil
+	}
+
+	// Desired running.
+	rolling := false
+	if secret == nil {
+		reason("secret missing")
+	} else if curKey == "" {
+		reason("token lost")
+	}
+	switch {
+	case dep == nil:
+		reason("deployment missing")
+	default:
+		switch depRes.Status {
+		case readiness.Failed:
+			reason("deployment failed: %s", depRes.Message)
+		case readiness.InProgress, readiness.Terminating:
+			rolling = true
+		}
+		dk := deploymentTokenKey(dep)
+		if secret == nil || curKey == "" || dk != curKey || dep.Spec.Template.Annotations[AnnotationToken] != TokenHash(secret.Data[curKey]) {
+			if secret != nil && curKey != "" {
+				reason("token out of sync")
+			}
+		} else if len(secret.Data) > 1 && !busy {
+			reason("token rotation unfinished")
+		}
+		for _, p := range podProblems(snap.pods[key(ns, r.Project)]) {
+			reason("%s", p)
+		}
+	}
+	switch {
+	case svc == nil:
+		reason("service missing")
+	case svcRes.Status != readiness.Current && !(rolling && dep != nil):
+		reason("no ready endpoints")
+	}
+	if ing == nil {
+		reason("ingress missing")
+	}
+	switch {
+	case len(st.Reasons) == 0 && !rolling:
+		st.State = StateRunning
+	case dep != nil && depRes.Status == readiness.Failed:
+		st.State = StateFailed
+	case busy:
+		st.State = StateStarting
+	case len(st.Reasons) == 0 && rolling:
+		st.State = StateStarting
+	case dep == nil && svc == nil && ing == nil:
+		st.State = StateFailed
+		reason("nothing is running: run kiln project start")
+	default:
+		st.State = StateDegraded
+	}
+	return st, nil
+}
+
+// objOrNil keeps a typed nil pointer from becoming a non-nil interface.
+func objOrNil[T runtime.Object](x T) runtime.Object {
+	var zero T
+	if any(x) == any(zero) {
+		return nil
+	}
+	return x
+}
+
+func leaseHeld(l *coordinationv1.Lease, now time.Time) bool {
+	s := l.Spec
+	if s.HolderIdentity == nil || *s.HolderIdentity == "" || s.RenewTime == nil || s.LeaseDurationSeconds == nil {
+		return false
+	}
+	return now.Before(s.RenewTime.Add(time.Duration(*s.LeaseDurationSeconds) * time.Second))
+}
+
+// podProblems reads pod statuses for what the Deployment's status does not
+// say: containers crash looping or images that cannot be pulled.
+func podProblems(pods []corev1.Pod) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, p := range pods {
+		for _, cs := range append(append([]corev1.ContainerStatus{}, p.Status.InitContainerStatuses...), p.Status.ContainerStatuses...) {
+			w := cs.State.Waiting
+			if w == nil {
+				continue
+			}
+			var what string
+			switch w.Reason {
+			case "CrashLoopBackOff":
+				what = "crash looping"
+			case "ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull":
+				what = "image pull failing"
+			default:
+				continue
+			}
+			if !seen[what] {
+				seen[what] = true
+				out = append(out, fmt.Sprintf("%s (pod %s: %s)", what, p.Name, w.Reason))
+			}
+		}
+	}
+	return out
+}

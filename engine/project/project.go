@@ -1,0 +1,161 @@
+// Package project is the lifecycle of kiln projects (DESIGN.md §10): a
+// tenant's application instance running a stack. Every project P of tenant
+// T lives in namespace kiln-tenant-T as ConfigMap kiln-project-P (the desired
+// spec and state, the source of truth), Secret P-auth, Deployment P,
+// Service P and Ingress P, all labelled kiln.dev/project=P; Lease
+// kiln-project-P serializes operations on one project.
+//
+// The package does the Kubernetes work and reports through a Reporter; the
+// engine locates the cluster, wires the Reporter to its event sink and emits
+// the result.
+package project
+
+import (
+	"context"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/kilnctl/kiln/engine/config"
+	"github.com/kilnctl/kiln/engine/readiness"
+	"github.com/kilnctl/kiln/internal/exit"
+)
+
+// Labels and annotations (contract: kiln.dev/project, kiln.dev/token-sha256).
+const (
+	LabelProject     = "kiln.dev/project"
+	LabelTenant      = "kiln.dev/tenant"
+	LabelCluster     = "kiln.dev/cluster"
+	LabelManagedBy   = "app.kubernetes.io/managed-by"
+	AnnotationToken  = "kiln.dev/token-sha256"
+	AnnotationKey    = "kiln.dev/current-key"
+	SpecKey          = "spec.json"
+	TokenEnv         = "KILN_PROJECT_TOKEN"
+	containerName    = "app"
+	servicePort      = 80
+	specPrefix       = "kiln-project-"
+	secretSuffix     = "-auth"
+	tokenKeyPrefix   = "token-"
+	defaultBulkLimit = 4
+)
+
+// Desired states stored in the spec ConfigMap.
+const (
+	DesiredRunning   = "running"
+	DesiredSuspended = "suspended"
+)
+
+// Observed states, computed from the live objects every time.
+const (
+	StateRunning    = "running"
+	StateStarting   = "starting"
+	StateSuspending = "suspending"
+	StateSuspended  = "suspended"
+	StateDegraded   = "degraded"
+	StateFailed     = "failed"
+)
+
+// Names of a project's objects.
+func SpecName(p string) string   { return specPrefix + p }
+func SecretName(p string) string { return p + secretSuffix }
+func LeaseName(p string) string  { return specPrefix + p }
+
+// Reporter is how the package reports progress: the engine implements it
+// on top of its event sink.
+type Reporter interface {
+	// Phase runs one named step and reports started/succeeded/failed.
+	Phase(ctx context.Context, name string, run func(context.Context) error) error
+	// Resource reports an object's status.
+	Resource(kind, namespace, name, status, message string)
+	// Logf reports a log line (level info, warn or error).
+	Logf(level, format string, args ...any)
+	// Watcher returns a readiness watcher that reports status changes.
+	Watcher() *readiness.Watcher
+}
+
+// Ops runs project operations on one cluster.
+type Ops struct {
+	Client  kubernetes.Interface
+	Cluster string
+	Config  *config.ClusterConfig
+	// Timeout bounds each wait for readiness (exit 5 when it passes).
+	Timeout time.Duration
+	R       Reporter
+	// Now is the clock (default time.Now).
+	Now func() time.Time
+}
+
+func (o *Ops) now() time.Time {
+	if o.Now != nil {
+		return o.Now()
+	}
+	return time.Now()
+}
+
+// Ref names one project.
+type Ref struct {
+	Tenant, Project string
+}
+
+// Namespace is the project's tenant namespace.
+func (r Ref) Namespace() string { return config.TenantNamespace(r.Tenant) }
+
+func (r Ref) String() string { return r.Tenant + "/" + r.Project }
+
+// Parse checks TENANT/PROJECT against the name rules and the cluster's
+// tenants (exit 2 naming what is wrong).
+func (o *Ops) Parse(s string) (Ref, error) {
+	t, p, err := config.ValidateProjectRef(s)
+	if err != nil {
+		return Ref{}, err
+	}
+	if err := o.checkTenant(t); err != nil {
+		return Ref{}, err
+	}
+	return Ref{Tenant: t, Project: p}, nil
+}
+
+func (o *Ops) checkTenant(t string) error {
+	for _, have := range o.Config.Spec.Tenants {
+		if have == t {
+			return nil
+		}
+	}
+	return exit.Usage("tenant %q: not a tenant of cluster %s (tenants: %v)", t, o.Cluster, o.Config.Spec.Tenants)
+}
+
+// stack resolves --stack: the named stack, or the config's first stack.
+func (o *Ops) stack(name string) (config.Stack, error) {
+	if name == "" {
+		if len(o.Config.Spec.Stacks) == 0 {
+			return config.Stack{}, exit.Usage("--stack: cluster %s has no stacks", o.Cluster)
+		}
+		return o.Config.Spec.Stacks[0], nil
+	}
+	st, ok := o.Config.Stack(name)
+	if !ok {
+		var names []string
+		for _, s := range o.Config.Spec.Stacks {
+			names = append(names, s.Name)
+		}
+		return config.Stack{}, exit.Usage("--stack %q: no such stack in cluster %s (stacks: %v)", name, o.Cluster, names)
+	}
+	return st, nil
+}
+
+// withTimeout bounds one wait by Timeout.
+func (o *Ops) withTimeout(ctx context.Context) (context.Context, context.CancelFunc) {
+	if o.Timeout > 0 {
+		return context.WithTimeout(ctx, o.Timeout)
+	}
+	return context.WithCancel(ctx)
+}
+
+func refs(r Ref) (secret, dep, svc, ing, spec readiness.Ref) {
+	ns := r.Namespace()
+	return readiness.Ref{Kind: readiness.KindSecret, Namespace: ns, Name: SecretName(r.Project)},
+		readiness.Ref{Kind: readiness.KindDeployment, Namespace: ns, Name: r.Project},
+		readiness.Ref{Kind: readiness.KindService, Namespace: ns, Name: r.Project},
+		readiness.Ref{Kind: readiness.KindIngress, Namespace: ns, Name: r.Project},
+		readiness.Ref{Kind: readiness.KindConfigMap, Namespace: ns, Name: SpecName(r.Project)}
+}

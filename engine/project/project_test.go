@@ -1,0 +1,253 @@
+package project
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/kilnctl/kiln/engine/config"
+	"github.com/kilnctl/kiln/engine/readiness"
+	"github.com/kilnctl/kiln/internal/exit"
+	"github.com/kilnctl/kiln/internal/testcluster"
+)
+
+var cluster *testcluster.Cluster
+
+func TestMain(m *testing.M) { os.Exit(testcluster.Main(m, testcluster.Options{}, &cluster)) }
+
+// logReporter reports to the test log.
+type logReporter struct {
+	t *testing.T
+	w *readiness.Watcher
+}
+
+func (r *logReporter) Phase(ctx context.Context, name string, run func(context.Context) error) error {
+	err := run(ctx)
+	r.t.Logf("phase %s: %v", name, err)
+	return err
+}
+func (r *logReporter) Resource(kind, ns, name, status, msg string) {}
+func (r *logReporter) Logf(level, format string, args ...any)      { r.t.Logf(level+": "+format, args...) }
+func (r *logReporter) Watcher() *readiness.Watcher                 { return r.w }
+
+// newOps makes a cluster config with one tenant of its own (so tests do not
+// share namespaces) and its namespace.
+func newOps(t *testing.T, tenant string) (*Ops, context.Context) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	cs := cluster.Client
+	cfg := config.Default("unit")
+	cfg.Spec.Tenants = []string{tenant}
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: config.TenantNamespace(tenant)}}
+	if _, err := cs.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	return &Ops{Client: cs, Cluster: "unit", Config: cfg, Timeout: time.Minute, R: &logReporter{t: t, w: &readiness.Watcher{Client: cs}}}, ctx
+}
+
+// Writes to the spec carry the resourceVersion they read: twenty writers
+// racing without any lease lose no update.
+func TestWriteSpecLosesNoUpdate(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs the control plane")
+	}
+	o, ctx := newOps(t, "race")
+	r := Ref{Tenant: "race", Project: "p"}
+	var wg sync.WaitGroup
+	errs := make(chan error, 20)
+	for i := range 20 {
+		wg.Go(func() {
+			_, err := o.writeSpec(ctx, r, "test", fmt.Sprint("writer ", i), func(cur *Spec) (*Spec, error) {
+				if cur == nil {
+					return &Spec{Stack: config.DefaultStack(), State: DesiredRunning}, nil
+				}
+				return cur, nil
+			})
+			errs <- err
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	s, _, err := o.readSpec(ctx, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Revision != 20 {
+		t.Errorf("revision %d after 20 writes: an update was lost", s.Revision)
+	}
+}
+
+// Pod statuses the Deployment does not summarize (crash loops, image pulls)
+// show as degraded reasons, as does a token the Deployment is out of sync with.
+func TestObserveReadsPodProblemsAndTokenSync(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs the control plane")
+	}
+	o, ctx := newOps(t, "observe")
+	r := Ref{Tenant: "observe", Project: "shop"}
+	if err := o.Create(ctx, r, ""); err != nil {
+		t.Fatal(err)
+	}
+	st, err := o.Inspect(ctx, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.State != StateRunning || len(st.Reasons) != 0 {
+		t.Fatalf("after create: %+v", st)
+	}
+	// A pod bound to a node nobody runs keeps the status the test gives it.
+	cs := o.Client
+	for i, reason := range []string{"CrashLoopBackOff", "ImagePullBackOff"} {
+		pod := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("shop-broken-%d", i), Namespace: r.Namespace(), Labels: o.labels(r)},
+			Spec:       corev1.PodSpec{NodeName: "nowhere", Containers: []corev1.Container{{Name: "app", Image: "x"}}},
+		}
+		created, err := cs.CoreV1().Pods(r.Namespace()).Create(ctx, pod, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		created.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "app", Image: "x", State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: reason}}}}
+		if _, err := cs.CoreV1().Pods(r.Namespace()).UpdateStatus(ctx, created, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The token in force changes behind the Deployment's back.
+	if _, err := o.updateSecret(ctx, r, func(s *corev1.Secret) error {
+		s.Data[currentKeyOf(s)] = []byte("changed by hand")
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	st, err = o.Inspect(ctx, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := strings.Join(st.Reasons, "; ")
+	for _, want := range []string{"crash looping", "image pull failing", "token out of sync"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("reasons %q lack %q", got, want)
+		}
+	}
+	if st.State != StateDegraded {
+		t.Errorf("state %s, want degraded", st.State)
+	}
+	list, err := o.List(ctx, "observe")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list) != 1 || list[0].State != StateDegraded {
+		t.Errorf("list = %+v", list)
+	}
+}
+
+func currentKeyOf(s *corev1.Secret) string { return s.Annotations[AnnotationKey] }
+
+// Bad input is refused (exit 2) before anything is written.
+func TestBadInputWritesNothing(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs the control plane")
+	}
+	o, ctx := newOps(t, "bad")
+	for _, c := range []struct {
+		name string
+		run  func() error
+	}{
+		{"unknown stack", func() error { return o.Create(ctx, Ref{"bad", "p"}, "nope") }},
+		{"missing project", func() error { return o.Start(ctx, Ref{"bad", "ghost"}) }},
+		{"restack without stack", func() error { return o.Restack(ctx, Ref{"bad", "ghost"}, "") }},
+		{"unknown tenant", func() error { _, err := o.Parse("other/p"); return err }},
+		{"bad name", func() error { _, err := o.Parse("bad/P_x"); return err }},
+	} {
+		if err := c.run(); exit.Code(err) != exit.BadInput {
+			t.Errorf("%s: want exit 2, got %v", c.name, err)
+		}
+	}
+	cms, _ := o.Client.CoreV1().ConfigMaps("kiln-tenant-bad").List(ctx, metav1.ListOptions{LabelSelector: LabelProject})
+	leases, _ := o.Client.CoordinationV1().Leases("kiln-tenant-bad").List(ctx, metav1.ListOptions{})
+	if len(cms.Items)+len(leases.Items) != 0 {
+		t.Errorf("bad input wrote %d configmaps and %d leases", len(cms.Items), len(leases.Items))
+	}
+}
+
+// countingTransport counts requests.
+type countingTransport struct {
+	rt       http.RoundTripper
+	mu       sync.Mutex
+	requests int
+	lists    int
+}
+
+func (c *countingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	c.mu.Lock()
+	c.requests++
+	// The listed kinds are collections: their paths end in the plural
+	// resource name (…/configmaps, …/endpointslices).
+	if req.Method == http.MethodGet && strings.HasSuffix(req.URL.Path, "s") {
+		c.lists++
+	}
+	c.mu.Unlock()
+	return c.rt.RoundTrip(req)
+}
+
+// List answers from a constant number of LIST requests, however many
+// projects there are.
+func TestListUsesConstantRequests(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs the control plane")
+	}
+	o, ctx := newOps(t, "many")
+	counts := map[int]int{}
+	for _, n := range []int{1, 25} {
+		for i := len(counts) * 1000; i < len(counts)*1000+n; i++ {
+			r := Ref{Tenant: "many", Project: fmt.Sprintf("p%d", i)}
+			if _, err := o.writeSpec(ctx, r, "test", "test", func(*Spec) (*Spec, error) {
+				return &Spec{Stack: config.DefaultStack(), State: DesiredSuspended}, nil
+			}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		cfg := rest.CopyConfig(cluster.RESTConfig)
+		ct := &countingTransport{}
+		cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { ct.rt = rt; return ct })
+		cs, err := kubernetes.NewForConfig(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		counted := *o
+		counted.Client = cs
+		list, err := counted.List(ctx, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(list) < n {
+			t.Fatalf("listed %d projects, want at least %d", len(list), n)
+		}
+		if ct.requests != ct.lists {
+			t.Errorf("%d requests, of which %d LISTs: List should only list", ct.requests, ct.lists)
+		}
+		counts[len(list)] = ct.lists
+	}
+	var seen []int
+	for _, c := range counts {
+		seen = append(seen, c)
+	}
+	if len(seen) != 2 || seen[0] != seen[1] || seen[0] != 8 {
+		t.Errorf("LIST requests by number of projects: %v, want 8 each", counts)
+	}
+}

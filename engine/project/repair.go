@@ -1,0 +1,143 @@
+package project
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/kilnctl/kiln/engine/lock"
+	"github.com/kilnctl/kiln/engine/platform"
+	"github.com/kilnctl/kiln/engine/readiness"
+	"github.com/kilnctl/kiln/internal/exit"
+)
+
+// Repair heals projects whose desired state is running: objects that are
+// missing are created again, in order and verified; objects that exist are
+// left alone (not even re-applied), and tokens are never rotated: a project
+// whose Secret is gone is reported, not given a new token. Projects whose
+// lease is held are skipped with a warning. It returns the repaired projects.
+func (o *Ops) Repair(ctx context.Context) ([]string, error) {
+	list, err := o.List(ctx, "")
+	if err != nil {
+		return nil, err
+	}
+	var repaired []string
+	var problems []error
+	for _, st := range list {
+		if st.Desired != DesiredRunning || st.State == StateRunning || st.State == StateStarting {
+			continue
+		}
+		r := Ref{Tenant: st.Tenant, Project: st.Project}
+		did, err := o.repairOne(ctx, r)
+		switch {
+		case exit.Code(err) == exit.Locked:
+			o.R.Logf("warn", "repair %s skipped: %v", r, err)
+		case err != nil:
+			o.R.Logf("error", "repair %s: %v", r, err)
+			problems = append(problems, fmt.Errorf("%s: %w", r, err))
+		case did:
+			repaired = append(repaired, r.String())
+		}
+	}
+	return repaired, errors.Join(problems...)
+}
+
+func (o *Ops) repairOne(ctx context.Context, r Ref) (bool, error) {
+	did := false
+	err := o.locked(ctx, r, "repair", func(ctx context.Context, _ *lock.Lock) error {
+		spec, err := o.mustSpec(ctx, r)
+		if err != nil {
+			return err
+		}
+		if spec.State != DesiredRunning {
+			return nil // changed while we waited
+		}
+		s, err := o.getSecret(ctx, r)
+		if err != nil {
+			return err
+		}
+		if s == nil {
+			return fmt.Errorf("secret %s/%s is missing; repair never makes a new token: run kiln project rotate-token %s", r.Namespace(), SecretName(r.Project), r)
+		}
+		k, err := currentKey(s)
+		if err != nil {
+			return err
+		}
+		objs := []platform.Object{
+			o.deploymentObject(r, spec.Stack, k, TokenHash(s.Data[k])),
+			o.serviceObject(r),
+			o.ingressObject(r),
+		}
+		for _, obj := range objs {
+			res, err := readiness.Compute(ctx, o.Client, obj.Ref)
+			if err != nil {
+				return err
+			}
+			if res.Status != readiness.NotFound {
+				// Present: wait for it (a dependent must not go first),
+				// but never rewrite it.
+				wctx, cancel := o.withTimeout(ctx)
+				_, err := o.R.Watcher().Until(wctx, []readiness.Ref{obj.Ref}, readiness.Ready)
+				cancel()
+				if err != nil {
+					return err
+				}
+				continue
+			}
+			o.R.Logf("info", "repair %s: %s missing, creating it", r, obj.Ref)
+			if err := o.R.Phase(ctx, phaseName(obj.Ref), func(ctx context.Context) error { return o.ensureReady(ctx, obj) }); err != nil {
+				return err
+			}
+			did = true
+		}
+		return nil
+	})
+	return did, err
+}
+
+// Bulk runs op (start or suspend) on every project, of tenant if given,
+// at most concurrency at a time. Each project's events stream as it goes;
+// failures are collected and the first exit code by severity returned.
+func (o *Ops) Bulk(ctx context.Context, op, tenant string, concurrency int) (ok, failed []string, err error) {
+	if op != "start" && op != "suspend" {
+		return nil, nil, exit.Usage("--all: only for start and suspend, not %s", op)
+	}
+	if concurrency <= 0 {
+		concurrency = defaultBulkLimit
+	}
+	list, err := o.List(ctx, tenant)
+	if err != nil {
+		return nil, nil, err
+	}
+	sem := make(chan struct{}, concurrency)
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	var errs []error
+	for _, st := range list {
+		r := Ref{Tenant: st.Tenant, Project: st.Project}
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			var err error
+			if op == "start" {
+				err = o.Start(ctx, r)
+			} else {
+				err = o.Suspend(ctx, r)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				o.R.Logf("error", "%s %s: %v", op, r, err)
+				failed = append(failed, r.String())
+				errs = append(errs, fmt.Errorf("%s: %w", r, err))
+				return
+			}
+			ok = append(ok, r.String())
+		}()
+	}
+	wg.Wait()
+	return ok, failed, errors.Join(errs...)
+}

@@ -1,0 +1,171 @@
+package project
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"fmt"
+	"strconv"
+	"strings"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// A project token is an opaque bearer secret: 32 random bytes, base64url.
+// It is not a JWT signed with the cluster key: the project's own Secret is
+// the only place it is checked against, rotation must not depend on the
+// operator's local token dir, and an opaque value leaks nothing if logged
+// by the application. kiln never prints it; only its SHA-256 appears, as
+// the pod template annotation kiln.dev/token-sha256.
+func newToken() (string, error) {
+	b := make([]byte, 32)
+	if _, err := rand.Read(b); err != nil {
+		return "", fmt.Errorf("generate project token: %w", err)
+	}
+	return base64.RawURLEncoding.EncodeToString(b), nil
+}
+
+// TokenHash is the hex SHA-256 of a token.
+func TokenHash(token []byte) string {
+	sum := sha256.Sum256(token)
+	return hex.EncodeToString(sum[:])
+}
+
+func keyNumber(key string) int {
+	n, _ := strconv.Atoi(strings.TrimPrefix(key, tokenKeyPrefix))
+	return n
+}
+
+func nextKey(s *corev1.Secret) string {
+	max := 0
+	for k := range s.Data {
+		if n := keyNumber(k); n > max {
+			max = n
+		}
+	}
+	return fmt.Sprintf("%s%d", tokenKeyPrefix, max+1)
+}
+
+// currentKey is the Secret key holding the token in force.
+func currentKey(s *corev1.Secret) (string, error) {
+	k := s.Annotations[AnnotationKey]
+	if _, ok := s.Data[k]; k == "" || !ok {
+		return "", fmt.Errorf("secret %s/%s: annotation %s names no key it holds (%q); the token is lost: run kiln project rotate-token", s.Namespace, s.Name, AnnotationKey, k)
+	}
+	return k, nil
+}
+
+func (o *Ops) getSecret(ctx context.Context, r Ref) (*corev1.Secret, error) {
+	s, err := o.Client.CoreV1().Secrets(r.Namespace()).Get(ctx, SecretName(r.Project), metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get secret %s/%s: %w", r.Namespace(), SecretName(r.Project), err)
+	}
+	return s, nil
+}
+
+// ensureSecret creates Secret P-auth with a first token when it is missing
+// and returns the key in force and its token's hash. An existing Secret is
+// never changed here: starting a project never rotates its token.
+func (o *Ops) ensureSecret(ctx context.Context, r Ref) (key, hash string, err error) {
+	s, err := o.getSecret(ctx, r)
+	if err != nil {
+		return "", "", err
+	}
+	if s == nil {
+		tok, err := newToken()
+		if err != nil {
+			return "", "", err
+		}
+		key = tokenKeyPrefix + "1"
+		obj := &corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{
+				Name: SecretName(r.Project), Namespace: r.Namespace(), Labels: o.labels(r),
+				Annotations: map[string]string{AnnotationKey: key},
+			},
+			Type: corev1.SecretTypeOpaque,
+			Data: map[string][]byte{key: []byte(tok)},
+		}
+		s, err = o.Client.CoreV1().Secrets(r.Namespace()).Create(ctx, obj, metav1.CreateOptions{FieldManager: "kiln"})
+		if err != nil {
+			return "", "", fmt.Errorf("create secret %s/%s: %w", r.Namespace(), SecretName(r.Project), err)
+		}
+		o.R.Logf("info", "secret %s/%s: new project token (sha256 %s)", r.Namespace(), SecretName(r.Project), TokenHash([]byte(tok))[:12])
+	}
+	key, err = currentKey(s)
+	if err != nil {
+		return "", "", err
+	}
+	o.R.Resource("Secret", r.Namespace(), s.Name, "Current", "token "+key)
+	return key, TokenHash(s.Data[key]), nil
+}
+
+// updateSecret changes the Secret with its resourceVersion as precondition,
+// re-reading and re-applying change on a conflict.
+func (o *Ops) updateSecret(ctx context.Context, r Ref, change func(*corev1.Secret) error) (*corev1.Secret, error) {
+	for attempt := 0; attempt < maxAttempts; attempt++ {
+		if err := conflictBackoff(ctx, attempt); err != nil {
+			return nil, err
+		}
+		s, err := o.getSecret(ctx, r)
+		if err != nil {
+			return nil, err
+		}
+		if s == nil {
+			return nil, fmt.Errorf("secret %s/%s: not found", r.Namespace(), SecretName(r.Project))
+		}
+		upd := s.DeepCopy()
+		if err := change(upd); err != nil {
+			return nil, err
+		}
+		out, err := o.Client.CoreV1().Secrets(r.Namespace()).Update(ctx, upd, metav1.UpdateOptions{FieldManager: "kiln"})
+		if apierrors.IsConflict(err) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("update secret %s/%s: %w", r.Namespace(), SecretName(r.Project), err)
+		}
+		return out, nil
+	}
+	return nil, fmt.Errorf("update secret %s/%s: too many concurrent changes", r.Namespace(), SecretName(r.Project))
+}
+
+// keepOnly makes key the token in force and removes every other key.
+func (o *Ops) keepOnly(ctx context.Context, r Ref, key string) error {
+	_, err := o.updateSecret(ctx, r, func(s *corev1.Secret) error {
+		if _, ok := s.Data[key]; !ok {
+			return fmt.Errorf("secret %s/%s: key %s missing", s.Namespace, s.Name, key)
+		}
+		for k := range s.Data {
+			if k != key {
+				delete(s.Data, k)
+			}
+		}
+		if s.Annotations == nil {
+			s.Annotations = map[string]string{}
+		}
+		s.Annotations[AnnotationKey] = key
+		return nil
+	})
+	return err
+}
+
+// deploymentTokenKey is the Secret key the Deployment's pods read the token
+// from ("" when the Deployment does not reference one).
+func deploymentTokenKey(d *appsv1.Deployment) string {
+	for _, c := range d.Spec.Template.Spec.Containers {
+		for _, env := range c.Env {
+			if env.Name == TokenEnv && env.ValueFrom != nil && env.ValueFrom.SecretKeyRef != nil {
+				return env.ValueFrom.SecretKeyRef.Key
+			}
+		}
+	}
+	return ""
+}
