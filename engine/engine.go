@@ -157,6 +157,10 @@ const (
 	PauseFileEnv = "KILN_TEST_PAUSE_FILE"
 )
 
+// Checkpoint is the crash and pause hook for code outside the engine
+// package (providers name their steps with it).
+func Checkpoint(name string) { checkpoint(name) }
+
 func checkpoint(name string) {
 	if at := os.Getenv(PauseEnv); at != "" && at == name {
 		if f := os.Getenv(PauseFileEnv); f != "" {

@@ -31,6 +31,7 @@ platform is a plain create, so automation can always pass it.`,
 		},
 	}
 	cmd.Flags().BoolVar(&cont, "continue", false, "continue an installed platform with the key material it already trusts")
+	g.aws.registerCreate(cmd.Flags())
 	return cmd
 }
 

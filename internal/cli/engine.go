@@ -20,9 +20,15 @@ func (g *globals) provider(name string) (engine.Provider, error) {
 		if g.region != "" || len(g.regions) > 0 {
 			return nil, exit.Usage("--region/--regions: only for PROVIDER aws, not kube")
 		}
+		if err := g.aws.onlyForAWS(); err != nil {
+			return nil, err
+		}
 		return kube.New(g.kubeconfig, g.context), nil
 	case "aws":
-		return nil, exit.Usage("PROVIDER aws: not available in this build yet; use kube (an existing cluster through kubeconfig)")
+		if g.context != "" {
+			return nil, exit.Usage("--context: only for PROVIDER kube; for aws use --region (and --kube-context-override to map the EKS endpoint to a kubeconfig context)")
+		}
+		return g.awsProvider()
 	}
 	return nil, exit.Usage("PROVIDER %q: must be kube or aws", name)
 }

@@ -32,6 +32,7 @@ type globals struct {
 	region         string
 	regions        []string
 	keyringBackend string
+	aws            awsFlags
 
 	stdin          io.Reader
 	stdout, stderr io.Writer
@@ -55,6 +56,9 @@ stdout is not a terminal) and prints NDJSON events with -o json.`,
 			return g.validate()
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 0 && g.interactive() {
+				return g.runWizard(cmd.Context())
+			}
 			return cmd.Help()
 		},
 	}
@@ -77,6 +81,7 @@ stdout is not a terminal) and prints NDJSON events with -o json.`,
 	pf.StringVar(&g.region, "region", "", "AWS region of the cluster (aws provider)")
 	pf.StringSliceVar(&g.regions, "regions", nil, "AWS regions to search (aws provider; default: every region)")
 	pf.StringVar(&g.keyringBackend, "keyring-backend", "auto", "keyring: auto, secret-service, keychain, wincred or file")
+	g.aws.register(pf)
 
 	root.AddCommand(
 		newCreateCmd(g),
@@ -85,6 +90,7 @@ stdout is not a terminal) and prints NDJSON events with -o json.`,
 		newDestroyCmd(g),
 		newProjectCmd(g),
 		newTokensCmd(g),
+		newAWSCmd(g),
 		newVersionCmd(g, info),
 		newCompletionCmd(root),
 	)

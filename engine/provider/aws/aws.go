@@ -1,0 +1,282 @@
+// Package aws is the provider for kiln clusters on Amazon EKS. Discovery
+// searches every region (a built-in list, real AWS's DescribeRegions when it
+// answers, or --regions) in parallel for EKS clusters tagged
+// kiln.dev/cluster=NAME; the infrastructure phase creates a VPC, subnets,
+// internet gateway, route table, security group, IAM roles, the EKS cluster
+// and a managed node group, each step idempotent by a tag lookup; destroy
+// removes them in reverse, verified, finding leftovers by tag.
+package aws
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awsconfig "github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/smithy-go"
+
+	"github.com/kilnctl/kiln/engine"
+	"github.com/kilnctl/kiln/internal/exit"
+)
+
+// Tags every kiln-created AWS resource carries.
+const (
+	TagCluster   = "kiln.dev/cluster"
+	TagManagedBy = "app.kubernetes.io/managed-by"
+	TagRole      = "kiln.dev/role"
+)
+
+// KubeContextEnv names the environment variable of the endpoint mapping
+// (same as --kube-context-override).
+const KubeContextEnv = "KILN_AWS_KUBE_CONTEXT"
+
+// Defaults.
+const (
+	DefaultInstanceType = "t3.medium"
+	DefaultNodes        = 2
+	MaxNodes            = 100
+	// DefaultTimeout bounds the inspection of one region during discovery.
+	DefaultTimeout = 10 * time.Second
+	// DefaultConcurrency bounds how many regions are inspected at once. It
+	// is above the size of the built-in list so that the default scan takes
+	// about as long as one region; the bound matters for long --regions.
+	DefaultConcurrency = 20
+)
+
+// Regions is the built-in region list: the regions enabled by default in
+// every AWS account. Opt-in regions are searched when named with --regions
+// (or when DescribeRegions lists them as enabled).
+var Regions = []string{
+	"us-east-1", "us-east-2", "us-west-1", "us-west-2", "ca-central-1",
+	"eu-west-1", "eu-west-2", "eu-west-3", "eu-central-1", "eu-north-1",
+	"ap-south-1", "ap-northeast-1", "ap-northeast-2", "ap-northeast-3",
+	"ap-southeast-1", "ap-southeast-2", "sa-east-1",
+}
+
+// azSuffixes are the availability zones kiln uses when DescribeAvailabilityZones
+// does not answer; a region missing here uses a and b.
+var azSuffixes = map[string][2]string{
+	"ap-northeast-1": {"a", "c"},
+	"us-west-1":      {"a", "c"}, // us-west-1b is not offered to new accounts
+}
+
+// Provider creates and finds kiln clusters on EKS.
+type Provider struct {
+	// Region is --region ("" = the AWS configuration's default region).
+	Region string
+	// SearchRegions is --regions ("" = DescribeRegions or the built-in list).
+	SearchRegions []string
+	// Profile is --profile (shared config profile).
+	Profile string
+	// KubeContext maps the EKS cluster's Kubernetes endpoint to a kubeconfig
+	// context (--kube-context-override / KILN_AWS_KUBE_CONTEXT): for tests
+	// and local development against an emulator.
+	KubeContext string
+	// Kubeconfig is the file KubeContext is read from ("" = default rules).
+	Kubeconfig string
+	// InstanceType and Nodes size the managed node group.
+	InstanceType string
+	Nodes        int
+	// WriteKubeconfig, if set, is the kubeconfig file that gets (or has
+	// updated) an entry for the cluster using `kiln aws token`.
+	WriteKubeconfig string
+	// KilnPath is the kiln executable the kubeconfig entry runs.
+	KilnPath string
+	// Timeout bounds one region's inspection; Concurrency bounds the
+	// regions inspected at once.
+	Timeout     time.Duration
+	Concurrency int
+	// LoadConfig builds the AWS configuration for a region. Default: the
+	// standard chain (environment, shared profiles, SSO, IMDS) with Profile;
+	// AWS_ENDPOINT_URL is honoured by the SDK.
+	LoadConfig func(ctx context.Context, region string) (aws.Config, error)
+
+	once       sync.Once
+	defRegion  string
+	defErr     error
+	validated  bool
+	validateMu sync.Mutex
+}
+
+// Name implements engine.Provider.
+func (p *Provider) Name() string { return "aws" }
+
+// Explicit reports whether the user named the region (--region).
+func (p *Provider) Explicit() bool { return p.Region != "" }
+
+// Target implements engine.Provider: --region, else the configuration's
+// default region.
+func (p *Provider) Target() string {
+	r, _ := p.DefaultRegion()
+	return r
+}
+
+// DefaultRegion is --region, else the AWS configuration's region ("" when
+// it has none); the error says why the configuration did not load.
+func (p *Provider) DefaultRegion() (string, error) {
+	if p.Region != "" {
+		return p.Region, nil
+	}
+	p.once.Do(func() {
+		cfg, err := p.config(context.Background(), "")
+		p.defRegion, p.defErr = cfg.Region, err
+	})
+	return p.defRegion, p.defErr
+}
+
+// AWSConfig returns the AWS configuration for region (the standard chain,
+// --profile, AWS_ENDPOINT_URL), with usable credentials: missing
+// credentials are bad input (exit 2).
+func (p *Provider) AWSConfig(ctx context.Context, region string) (aws.Config, error) {
+	cfg, err := p.config(ctx, region)
+	if err != nil {
+		return aws.Config{}, err
+	}
+	if err := checkCredentials(ctx, cfg); err != nil {
+		return aws.Config{}, err
+	}
+	return cfg, nil
+}
+
+func checkCredentials(ctx context.Context, cfg aws.Config) error {
+	const hint = "set AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, AWS_PROFILE or --profile, or run `aws sso login`"
+	if cfg.Credentials == nil {
+		return exit.Usage("credentials: no AWS credentials found; %s", hint)
+	}
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if _, err := cfg.Credentials.Retrieve(cctx); err != nil {
+		return exit.Usage("credentials: no usable AWS credentials (%v); %s", err, hint)
+	}
+	return nil
+}
+
+func (p *Provider) config(ctx context.Context, region string) (aws.Config, error) {
+	if p.LoadConfig != nil {
+		return p.LoadConfig(ctx, region)
+	}
+	var opts []func(*awsconfig.LoadOptions) error
+	if p.Profile != "" {
+		opts = append(opts, awsconfig.WithSharedConfigProfile(p.Profile))
+	}
+	if region != "" {
+		opts = append(opts, awsconfig.WithRegion(region))
+	}
+	cfg, err := awsconfig.LoadDefaultConfig(ctx, opts...)
+	if err != nil {
+		if p.Profile != "" {
+			return aws.Config{}, exit.Usage("--profile %s: %v", p.Profile, err)
+		}
+		return aws.Config{}, exit.Usage("AWS configuration: %v", err)
+	}
+	return cfg, nil
+}
+
+var instanceTypeRE = regexp.MustCompile(`^[a-z][a-z0-9-]*\.[0-9]*[a-z0-9]+$`)
+
+// ValidateFlags checks what can be checked without AWS: instance type,
+// node count and the region's spelling. Exit 2 naming the field.
+func (p *Provider) ValidateFlags() error {
+	if p.InstanceType != "" && !instanceTypeRE.MatchString(p.InstanceType) {
+		return exit.Usage("--instance-type: %q is not an EC2 instance type (like t3.medium or m6i.large)", p.InstanceType)
+	}
+	if p.Nodes < 0 || p.Nodes > MaxNodes {
+		return exit.Usage("--nodes: %d is out of range; a node group has 1 to %d nodes", p.Nodes, MaxNodes)
+	}
+	for _, r := range append([]string{p.Region}, p.SearchRegions...) {
+		if r != "" && !regionRE.MatchString(r) {
+			return exit.Usage("--region/--regions: %q is not an AWS region name (like eu-west-1)", r)
+		}
+	}
+	return nil
+}
+
+var regionRE = regexp.MustCompile(`^[a-z]{2}(-gov|-iso[a-z]?)?-[a-z]+-[0-9]$`)
+
+func (p *Provider) instanceType() string {
+	if p.InstanceType == "" {
+		return DefaultInstanceType
+	}
+	return p.InstanceType
+}
+
+func (p *Provider) nodes() int32 {
+	if p.Nodes == 0 {
+		return DefaultNodes
+	}
+	return int32(p.Nodes)
+}
+
+// validateCredentials checks, once per provider, that the AWS
+// configuration loads and yields credentials: exit 2 before anything is
+// created, and before regions are asked for.
+func (p *Provider) validateCredentials(ctx context.Context) error {
+	p.validateMu.Lock()
+	defer p.validateMu.Unlock()
+	if p.validated {
+		return nil
+	}
+	cfg, err := p.config(ctx, p.regionOr(Regions))
+	if err != nil {
+		return err
+	}
+	if err := checkCredentials(ctx, cfg); err != nil {
+		return err
+	}
+	p.validated = true
+	return nil
+}
+
+// checkRegion refuses a --region kiln does not know exists.
+func (p *Provider) checkRegion(known []string) error {
+	if p.Region != "" && !slices.Contains(known, p.Region) {
+		return exit.Usage("--region: unknown region %q (known: %s; name an enabled opt-in region in --regions too)", p.Region, strings.Join(known, ", "))
+	}
+	return nil
+}
+
+func (p *Provider) regionOr(known []string) string {
+	if t := p.Target(); t != "" {
+		return t
+	}
+	return known[0]
+}
+
+// customEndpoint reports whether the configuration points at an endpoint
+// other than AWS (AWS_ENDPOINT_URL / a test's BaseEndpoint): only then are
+// an emulator's gaps tolerated.
+func customEndpoint(cfg aws.Config) bool {
+	return cfg.BaseEndpoint != nil && *cfg.BaseEndpoint != ""
+}
+
+// apiCode returns the AWS error code of err ("" when it is not an API error).
+func apiCode(err error) string {
+	var ae smithy.APIError
+	if errors.As(err, &ae) {
+		return ae.ErrorCode()
+	}
+	return ""
+}
+
+func emit(sink engine.Sink, kind, name, status, msg string) {
+	if sink == nil {
+		return
+	}
+	sink.Emit(engine.Event{Time: time.Now(), Type: engine.TypeResource, Kind: kind, Name: name, Status: status, Message: msg})
+}
+
+func logf(sink engine.Sink, level, format string, args ...any) {
+	if sink == nil {
+		return
+	}
+	sink.Emit(engine.Event{Time: time.Now(), Type: engine.TypeLog, Level: level, Message: fmt.Sprintf(format, args...)})
+}
+
+// resourceName is the Name tag / IAM name of a kiln resource.
+func resourceName(cluster, part string) string { return "kiln-" + cluster + "-" + part }

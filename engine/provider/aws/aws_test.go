@@ -1,0 +1,533 @@
+package aws
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
+	"github.com/aws/aws-sdk-go-v2/service/eks"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"github.com/kilnctl/kiln/engine"
+	"github.com/kilnctl/kiln/internal/awsemu"
+	"github.com/kilnctl/kiln/internal/exit"
+)
+
+// uniq makes a cluster name unique in this process: kumo keeps route
+// tables it cannot delete, and -count=N reuses one emulator.
+func uniq(name string) string {
+	return fmt.Sprintf("%s-%d", name, seq.Add(1))
+}
+
+var seq atomic.Int64
+
+var testRegions = []string{"us-east-1", "eu-west-1", "ap-northeast-1"}
+
+var (
+	emuOnce sync.Once
+	emu     *awsemu.Emulator
+	emuErr  error
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if emu != nil {
+		_ = emu.Close()
+	}
+	if benchEmu != nil {
+		_ = benchEmu.Close()
+	}
+	os.Exit(code)
+}
+
+// emulator starts the multi-region kumo once for the package's tests.
+func emulator(t testing.TB) *awsemu.Emulator {
+	t.Helper()
+	emuOnce.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+		defer cancel()
+		emu, emuErr = awsemu.Start(ctx, awsemu.Options{Regions: testRegions})
+	})
+	if emuErr != nil {
+		t.Fatalf("start AWS emulator: %v", emuErr)
+	}
+	return emu
+}
+
+// newTestProvider maps every EKS endpoint to a kubeconfig context whose
+// server refuses connections: these tests exercise AWS only (the platform
+// on a real control plane is covered by cmd/kiln's e2e tests).
+func newTestProvider(t testing.TB, e *awsemu.Emulator) *Provider {
+	t.Helper()
+	kc := filepath.Join(t.TempDir(), "kubeconfig")
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters["dead"] = &clientcmdapi.Cluster{Server: "https://127.0.0.1:1", InsecureSkipTLSVerify: true}
+	cfg.AuthInfos["dead"] = &clientcmdapi.AuthInfo{Token: "unused"}
+	cfg.Contexts["dead"] = &clientcmdapi.Context{Cluster: "dead", AuthInfo: "dead"}
+	if err := clientcmd.WriteToFile(*cfg, kc); err != nil {
+		t.Fatal(err)
+	}
+	return &Provider{
+		SearchRegions: e.Regions(),
+		LoadConfig:    e.Config,
+		Timeout:       5 * time.Second,
+		KubeContext:   "dead",
+		Kubeconfig:    kc,
+	}
+}
+
+// events collects what a provider emits.
+type events struct {
+	mu  sync.Mutex
+	evs []engine.Event
+	on  func(engine.Event)
+}
+
+func (s *events) Emit(ev engine.Event) {
+	s.mu.Lock()
+	s.evs = append(s.evs, ev)
+	on := s.on
+	s.mu.Unlock()
+	if on != nil {
+		on(ev)
+	}
+}
+
+func (s *events) has(kind, status string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, ev := range s.evs {
+		if ev.Kind == kind && ev.Status == status {
+			return true
+		}
+	}
+	return false
+}
+
+func (s *events) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var b strings.Builder
+	for _, ev := range s.evs {
+		fmt.Fprintf(&b, "%s %s %s %s %s\n", ev.Type, ev.Kind, ev.Name, ev.Status, ev.Message)
+	}
+	return b.String()
+}
+
+var allKinds = []string{KindVPC, KindSubnet, KindInternetGateway, KindRouteTable, KindSecurityGroup, KindIAMRole, KindEKSCluster, KindNodegroup}
+
+// wantCounts is one complete cluster's inventory.
+var wantCounts = map[string]int{
+	KindVPC: 1, KindSubnet: 2, KindInternetGateway: 1, KindRouteTable: 1,
+	KindSecurityGroup: 1, KindIAMRole: 2, KindEKSCluster: 1, KindNodegroup: 1,
+}
+
+func checkComplete(t *testing.T, p *Provider, name, region string) {
+	t.Helper()
+	inv, err := p.Inventory(context.Background(), name, region)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range allKinds {
+		if got := len(inv[k]); got != wantCounts[k] {
+			t.Errorf("%s: %d tagged %s=%s, want %d (inventory: %s)", k, got, TagCluster, name, wantCounts[k], inv)
+		}
+	}
+}
+
+func TestDiscoveryFindsTheClusterOnlyInItsRegion(t *testing.T) {
+	e := emulator(t)
+	p := newTestProvider(t, e)
+	ctx := context.Background()
+	name := uniq("disco")
+	if _, _, err := p.EnsureInfrastructure(ctx, name, "eu-west-1", nil); err != nil {
+		t.Fatal(err)
+	}
+	// A region the emulator does not serve stands for an opt-in region that
+	// refuses: reported, not fatal.
+	p.SearchRegions = append(e.Regions(), "sa-east-1")
+	locs, err := p.Discover(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(locs) != 4 {
+		t.Fatalf("want 4 locations, got %+v", locs)
+	}
+	for _, l := range locs {
+		switch l.Name {
+		case "eu-west-1":
+			if l.Cluster != name || l.Infra != engine.InfraPresent {
+				t.Errorf("eu-west-1: want cluster disco present, got %q %s (err %v)", l.Cluster, l.Infra, l.Err)
+			}
+		case "sa-east-1":
+			if l.Err == nil || l.Infra != engine.InfraUnreachable || !strings.Contains(l.Err.Error(), "sa-east-1") {
+				t.Errorf("sa-east-1 (not served): want an unreachable location naming the region, got %+v", l)
+			}
+		default:
+			if l.Cluster != "" || l.Err != nil || l.Infra != engine.InfraAbsent {
+				t.Errorf("%s: want nothing, got cluster %q infra %s err %v", l.Name, l.Cluster, l.Infra, l.Err)
+			}
+		}
+	}
+}
+
+func TestPartialInfraIsDiscovered(t *testing.T) {
+	e := emulator(t)
+	p := newTestProvider(t, e)
+	name := uniq("halfway")
+	if stopped, err := ensureUntil(p, name, "ap-northeast-1", KindInternetGateway, engine.StatusInProgress, &events{}); !stopped {
+		t.Fatalf("not stopped at the internet gateway: %v", err)
+	}
+	locs, err := p.Discover(context.Background(), name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range locs {
+		if l.Name == "ap-northeast-1" && (l.Cluster != name || l.Infra != engine.InfraPartial) {
+			t.Errorf("ap-northeast-1: want partial infra of halfway, got %q %s", l.Cluster, l.Infra)
+		}
+	}
+}
+
+// stop is panicked by a sink to stop a run at an exact point, like a kill:
+// no request is in flight and nothing after it runs.
+type stop struct{}
+
+// ensureUntil runs EnsureInfrastructure and stops it when the sink sees
+// the event kind/status; it reports whether it was stopped there.
+func ensureUntil(p *Provider, name, region, kind, status string, sink *events) (stopped bool, err error) {
+	sink.on = func(ev engine.Event) {
+		if ev.Kind == kind && ev.Status == status {
+			panic(stop{})
+		}
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			if _, ok := r.(stop); !ok {
+				panic(r)
+			}
+			stopped = true
+		}
+	}()
+	_, _, err = p.EnsureInfrastructure(context.Background(), name, region, sink)
+	return false, err
+}
+
+// TestInterruptedStepsConverge stops a create just before and just after
+// every step (at the step's first and last event), then runs it again:
+// exactly one of each resource. The real SIGKILL version, through the
+// binary and the engine's crash hook, is in cmd/kiln.
+func TestInterruptedStepsConverge(t *testing.T) {
+	e := emulator(t)
+	for i, kind := range allKinds {
+		for _, when := range []string{engine.StatusInProgress, engine.StatusCurrent} {
+			name := uniq(fmt.Sprintf("intr%d-%s", i, strings.ToLower(when[:2])))
+			t.Run(kind+"/"+when, func(t *testing.T) {
+				p := newTestProvider(t, e)
+				sink := &events{}
+				stopped, err := ensureUntil(p, name, "us-east-1", kind, when, sink)
+				if !stopped {
+					t.Fatalf("the run never reached %s %s (err %v):\n%s", kind, when, err, sink)
+				}
+				again := &events{}
+				if _, _, err := p.EnsureInfrastructure(context.Background(), name, "us-east-1", again); err != nil {
+					t.Fatalf("rerun: %v\n%s", err, again)
+				}
+				checkComplete(t, p, name, "us-east-1")
+				destroy(t, p, name, "us-east-1")
+			})
+		}
+	}
+}
+
+func TestEnsureTwiceCreatesNothingNew(t *testing.T) {
+	e := emulator(t)
+	p := newTestProvider(t, e)
+	ctx := context.Background()
+	first := &events{}
+	name := uniq("twice")
+	if _, _, err := p.EnsureInfrastructure(ctx, name, "us-east-1", first); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range allKinds {
+		if !first.has(k, engine.StatusInProgress) || !first.has(k, engine.StatusCurrent) {
+			t.Errorf("%s: want InProgress and Current events on a fresh create:\n%s", k, first)
+		}
+	}
+	second := &events{}
+	if _, _, err := p.EnsureInfrastructure(ctx, name, "us-east-1", second); err != nil {
+		t.Fatal(err)
+	}
+	for _, ev := range second.evs {
+		if ev.Status == engine.StatusInProgress {
+			t.Errorf("second run created something: %s %s %s", ev.Kind, ev.Name, ev.Message)
+		}
+	}
+	checkComplete(t, p, name, "us-east-1")
+	destroy(t, p, name, "us-east-1")
+}
+
+// destroy removes a test's cluster (and checks destroy on the way).
+func destroy(t *testing.T, p *Provider, name, region string) {
+	t.Helper()
+	if _, err := p.DestroyInfrastructure(context.Background(), name, region, nil); err != nil {
+		t.Errorf("destroy %s: %v", name, err)
+	}
+}
+
+func TestDestroyFindsLeftoversWithoutTheCluster(t *testing.T) {
+	e := emulator(t)
+	p := newTestProvider(t, e)
+	ctx := context.Background()
+	name := uniq("leftover")
+	if _, _, err := p.EnsureInfrastructure(ctx, name, "eu-west-1", nil); err != nil {
+		t.Fatal(err)
+	}
+	// Someone removed the EKS cluster by hand: the rest must still go.
+	cfg, err := e.Config(ctx, "eu-west-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ek := eks.NewFromConfig(cfg)
+	if _, err := ek.DeleteNodegroup(ctx, &eks.DeleteNodegroupInput{ClusterName: aws.String(name), NodegroupName: aws.String(nodegroupName)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ek.DeleteCluster(ctx, &eks.DeleteClusterInput{Name: aws.String(name)}); err != nil {
+		t.Fatal(err)
+	}
+	sink := &events{}
+	if _, err := p.DestroyInfrastructure(ctx, name, "eu-west-1", sink); err != nil {
+		t.Fatalf("destroy: %v\n%s", err, sink)
+	}
+	inv, err := p.Inventory(ctx, name, "eu-west-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// kumo has no DeleteRouteTable: the table stays there, reported.
+	if !inv.Empty(KindRouteTable) {
+		t.Errorf("destroy left tagged resources: %s", inv)
+	}
+	if len(inv[KindRouteTable]) > 0 && !strings.Contains(sink.String(), "does not implement DeleteRouteTable") {
+		t.Errorf("the route table left by the emulator was not reported:\n%s", sink)
+	}
+	for _, k := range []string{KindVPC, KindSubnet, KindInternetGateway, KindSecurityGroup, KindIAMRole} {
+		if !sink.has(k, engine.StatusNotFound) {
+			t.Errorf("%s: no NotFound event confirming the deletion:\n%s", k, sink)
+		}
+	}
+	// Idempotent: nothing to do is not an error.
+	if _, err := p.DestroyInfrastructure(ctx, name, "eu-west-1", nil); err != nil {
+		t.Fatalf("second destroy: %v", err)
+	}
+}
+
+func TestTokenIsAPresignedGetCallerIdentity(t *testing.T) {
+	e := emulator(t)
+	ctx := context.Background()
+	cfg, err := e.Config(ctx, "eu-west-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, err := NewToken(ctx, cfg, "tokentest")
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := checkToken(t, tok.Value, "eu-west-1")
+	if d := time.Until(tok.Expiration); d < 13*time.Minute || d > 15*time.Minute {
+		t.Errorf("expiration in %s, want about 14m", d)
+	}
+	// The signature covers the cluster id: recomputing it with the
+	// emulator's secret key and the same header gives the same signature,
+	// and any other cluster id gives another one.
+	if got, want := resign(t, u, "eu-west-1", "tokentest"), u.Query().Get("X-Amz-Signature"); got != want {
+		t.Errorf("signature does not verify with x-k8s-aws-id=tokentest: %s != %s", got, want)
+	}
+	if resign(t, u, "eu-west-1", "othercluster") == u.Query().Get("X-Amz-Signature") {
+		t.Error("the same signature verifies for another cluster id: the header is not signed")
+	}
+	cred, err := ExecCredential(tok)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`"kind":"ExecCredential"`, `"apiVersion":"client.authentication.k8s.io/v1beta1"`, `"expirationTimestamp":`, `"token":"k8s-aws-v1.`} {
+		if !strings.Contains(string(cred), want) {
+			t.Errorf("ExecCredential lacks %s: %s", want, cred)
+		}
+	}
+}
+
+// checkToken decodes an EKS token and checks it is a presigned STS
+// GetCallerIdentity for region that signs the cluster id header.
+func checkToken(t *testing.T, token, region string) *url.URL {
+	t.Helper()
+	if !strings.HasPrefix(token, TokenPrefix) {
+		t.Fatalf("token does not start with %s", TokenPrefix)
+	}
+	raw, err := base64.RawURLEncoding.DecodeString(strings.TrimPrefix(token, TokenPrefix))
+	if err != nil {
+		t.Fatalf("token is not unpadded base64url: %v", err)
+	}
+	u, err := url.Parse(string(raw))
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := u.Query()
+	if q.Get("Action") != "GetCallerIdentity" || q.Get("Version") != "2011-06-15" {
+		t.Errorf("not a GetCallerIdentity request: %s", u.RawQuery)
+	}
+	if cred := q.Get("X-Amz-Credential"); !strings.HasSuffix(cred, "/"+region+"/sts/aws4_request") {
+		t.Errorf("credential scope %q is not for %s/sts", cred, region)
+	}
+	if sh := strings.Split(q.Get("X-Amz-SignedHeaders"), ";"); !contains(sh, ClusterIDHeader) || !contains(sh, "host") {
+		t.Errorf("signed headers %v lack %s", sh, ClusterIDHeader)
+	}
+	if q.Get("X-Amz-Algorithm") != "AWS4-HMAC-SHA256" || q.Get("X-Amz-Signature") == "" {
+		t.Errorf("not SigV4 presigned: %s", u.RawQuery)
+	}
+	return u
+}
+
+// resign presigns the token's request again, as STS would to verify it.
+func resign(t *testing.T, u *url.URL, region, cluster string) string {
+	t.Helper()
+	q := u.Query()
+	when, err := time.Parse("20060102T150405Z", q.Get("X-Amz-Date"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"X-Amz-Signature", "X-Amz-Algorithm", "X-Amz-Credential", "X-Amz-Date", "X-Amz-SignedHeaders"} {
+		q.Del(k)
+	}
+	bare := *u
+	bare.RawQuery = q.Encode()
+	req, err := http.NewRequest(http.MethodGet, bare.String(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set(ClusterIDHeader, cluster)
+	creds := aws.Credentials{AccessKeyID: awsemu.AccessKeyID, SecretAccessKey: awsemu.SecretAccessKey}
+	const emptySHA256 = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+	signed, _, err := v4.NewSigner().PresignHTTP(context.Background(), creds, req, emptySHA256, "sts", region, when)
+	if err != nil {
+		t.Fatal(err)
+	}
+	su, err := url.Parse(signed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return su.Query().Get("X-Amz-Signature")
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+func TestWriteKubeconfigKeepsOtherEntries(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "config")
+	other := clientcmdapi.NewConfig()
+	other.Clusters["mine"] = &clientcmdapi.Cluster{Server: "https://mine.example"}
+	other.AuthInfos["mine"] = &clientcmdapi.AuthInfo{Token: "keep-me"}
+	other.Contexts["mine"] = &clientcmdapi.Context{Cluster: "mine", AuthInfo: "mine"}
+	other.CurrentContext = "mine"
+	if err := clientcmd.WriteToFile(*other, path); err != nil {
+		t.Fatal(err)
+	}
+	ca := base64.StdEncoding.EncodeToString([]byte("not a real CA"))
+	var wg sync.WaitGroup
+	errs := make([]error, 8)
+	for i := range 8 {
+		wg.Go(func() {
+			errs[i] = WriteKubeconfig(path, KubeconfigEntry{Cluster: fmt.Sprintf("c%d", i), Region: "eu-west-1", Endpoint: "https://x.example", CAData: ca, KilnPath: "/usr/bin/kiln"})
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	// Updating an entry replaces it rather than adding another.
+	if err := WriteKubeconfig(path, KubeconfigEntry{Cluster: "c0", Region: "us-east-1", Endpoint: "https://y.example", CAData: ca}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := clientcmd.LoadFromFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.CurrentContext != "mine" || got.AuthInfos["mine"].Token != "keep-me" || got.Clusters["mine"].Server != "https://mine.example" {
+		t.Errorf("the existing entry was changed: %+v", got)
+	}
+	if len(got.Contexts) != 9 {
+		t.Errorf("want 9 contexts (mine + 8 kiln), got %d", len(got.Contexts))
+	}
+	u := got.AuthInfos[ContextName("c0")]
+	if u == nil || u.Exec == nil || u.Token != "" {
+		t.Fatalf("c0's user is not an exec credential: %+v", u)
+	}
+	want := []string{"aws", "token", "--cluster", "c0", "--region", "us-east-1"}
+	if strings.Join(u.Exec.Args, " ") != strings.Join(want, " ") || got.Clusters[ContextName("c0")].Server != "https://y.example" {
+		t.Errorf("c0 not updated: args %v server %s", u.Exec.Args, got.Clusters[ContextName("c0")].Server)
+	}
+}
+
+func TestBadInputIsExit2BeforeAnythingIsCreated(t *testing.T) {
+	e := emulator(t)
+	noCreds := func(ctx context.Context, region string) (aws.Config, error) {
+		cfg, err := e.Config(ctx, region)
+		cfg.Credentials = aws.CredentialsProviderFunc(func(context.Context) (aws.Credentials, error) {
+			return aws.Credentials{}, errors.New("no credentials in the chain")
+		})
+		return cfg, err
+	}
+	for _, tc := range []struct {
+		name  string
+		p     *Provider
+		field string
+	}{
+		{"instance type", &Provider{InstanceType: "big"}, "--instance-type"},
+		{"nodes", &Provider{Nodes: 1000}, "--nodes"},
+		{"region spelling", &Provider{Region: "mars"}, "--region"},
+		{"unknown region", &Provider{Region: "xx-nowhere-9"}, "--region"},
+		{"unknown region outside --regions", &Provider{Region: "xx-nowhere-8"}, "--region"},
+		{"credentials", &Provider{Region: "eu-west-1", LoadConfig: noCreds}, "credentials"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := tc.p
+			p.SearchRegions = testRegions
+			if p.LoadConfig == nil {
+				p.LoadConfig = e.Config
+			}
+			if tc.name == "unknown region outside --regions" {
+				p.SearchRegions = []string{"us-east-1"}
+			}
+			if tc.name == "unknown region" {
+				p.SearchRegions = nil // the built-in list decides
+			}
+			_, err := p.Discover(context.Background(), "bad")
+			if exit.Code(err) != exit.BadInput || !strings.Contains(err.Error(), tc.field) {
+				t.Fatalf("want exit 2 naming %s, got %d: %v", tc.field, exit.Code(err), err)
+			}
+			for _, r := range testRegions {
+				if inv, err := newTestProvider(t, e).Inventory(context.Background(), "bad", r); err != nil || !inv.Empty() {
+					t.Errorf("%s: %s %v", r, inv, err)
+				}
+			}
+		})
+	}
+}

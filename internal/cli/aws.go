@@ -1,0 +1,142 @@
+package cli
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/kilnctl/kiln/engine"
+	awsprovider "github.com/kilnctl/kiln/engine/provider/aws"
+	"github.com/kilnctl/kiln/internal/exit"
+)
+
+// awsFlags are the aws provider's flags beyond --region/--regions.
+type awsFlags struct {
+	profile         string
+	kubeContext     string
+	instanceType    string
+	nodes           int
+	writeKubeconfig bool
+	// create is the create command's flag set (nil on other commands).
+	create *pflag.FlagSet
+}
+
+func (f *awsFlags) register(pf *pflag.FlagSet) {
+	pf.StringVar(&f.profile, "profile", "", "AWS shared config profile (aws provider; default: $AWS_PROFILE or the default chain)")
+	pf.StringVar(&f.kubeContext, "kube-context-override", "",
+		"reach the EKS cluster's Kubernetes API through this kubeconfig context instead of its endpoint (aws provider; for emulators and local development; env "+awsprovider.KubeContextEnv+")")
+}
+
+func (f *awsFlags) registerCreate(fs *pflag.FlagSet) {
+	f.create = fs
+	fs.StringVar(&f.instanceType, "instance-type", awsprovider.DefaultInstanceType, "EC2 instance type of the node group (aws provider)")
+	fs.IntVar(&f.nodes, "nodes", awsprovider.DefaultNodes, fmt.Sprintf("number of nodes in the node group, 1 to %d (aws provider)", awsprovider.MaxNodes))
+	fs.BoolVar(&f.writeKubeconfig, "write-kubeconfig", false,
+		"add or update a kubeconfig entry for the EKS cluster whose credential is the kiln aws token command (aws provider; the file is the first of $KUBECONFIG, else ~/.kube/config)")
+}
+
+// onlyForAWS refuses aws flags on another provider.
+func (f *awsFlags) onlyForAWS() error {
+	switch {
+	case f.profile != "":
+		return exit.Usage("--profile: only for PROVIDER aws")
+	case f.kubeContext != "":
+		return exit.Usage("--kube-context-override: only for PROVIDER aws")
+	case f.writeKubeconfig:
+		return exit.Usage("--write-kubeconfig: only for PROVIDER aws")
+	case f.create != nil && f.create.Changed("instance-type"):
+		return exit.Usage("--instance-type: only for PROVIDER aws")
+	case f.create != nil && f.create.Changed("nodes"):
+		return exit.Usage("--nodes: only for PROVIDER aws")
+	}
+	return nil
+}
+
+func (g *globals) awsProvider() (engine.Provider, error) {
+	f := g.aws
+	p := &awsprovider.Provider{
+		Region: g.region, SearchRegions: g.regions, Profile: f.profile,
+		KubeContext: f.kubeContext, Kubeconfig: g.kubeconfig,
+		InstanceType: f.instanceType, Nodes: f.nodes,
+	}
+	if p.KubeContext == "" {
+		p.KubeContext = os.Getenv(awsprovider.KubeContextEnv)
+	}
+	if f.create != nil && f.create.Changed("nodes") && f.nodes < 1 {
+		return nil, exit.Usage("--nodes: %d is out of range; a node group has 1 to %d nodes", f.nodes, awsprovider.MaxNodes)
+	}
+	if f.writeKubeconfig {
+		p.WriteKubeconfig = clientcmd.NewDefaultPathOptions().GetDefaultFilename()
+		if exe, err := os.Executable(); err == nil {
+			p.KilnPath = exe
+		}
+	}
+	if err := p.ValidateFlags(); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+func newAWSCmd(g *globals) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "aws",
+		Short: "AWS helpers (the EKS exec credential)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return cmd.Help()
+		},
+	}
+	cmd.AddCommand(newAWSTokenCmd(g))
+	return cmd
+}
+
+func newAWSTokenCmd(g *globals) *cobra.Command {
+	var cluster string
+	cmd := &cobra.Command{
+		Use:   "token --cluster NAME --region R",
+		Short: "Print an EKS bearer token as a client.authentication.k8s.io ExecCredential",
+		Long: `token produces the bearer token EKS accepts: an STS GetCallerIdentity request
+presigned with your AWS credentials and bound to the cluster (the signed
+x-k8s-aws-id header), as kubectl's exec credential plugins print it. The
+kubeconfig entry written by 'kiln create aws NAME --write-kubeconfig' runs
+this command; no static secret is stored. The token is printed only here,
+on stdout, never in events or logs.`,
+		Example: `  kiln aws token --cluster dev1 --region eu-west-1`,
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if cluster == "" {
+				return exit.Usage("--cluster: required (the EKS cluster name)")
+			}
+			p := &awsprovider.Provider{Region: g.region, Profile: g.aws.profile}
+			if err := p.ValidateFlags(); err != nil {
+				return err
+			}
+			region, err := p.DefaultRegion()
+			if err != nil {
+				return err
+			}
+			if region == "" {
+				return exit.Usage("--region: required (no default region in the AWS configuration)")
+			}
+			cfg, err := p.AWSConfig(cmd.Context(), region)
+			if err != nil {
+				return err
+			}
+			tok, err := awsprovider.NewToken(cmd.Context(), cfg, cluster)
+			if err != nil {
+				return err
+			}
+			out, err := awsprovider.ExecCredential(tok)
+			if err != nil {
+				return err
+			}
+			_, err = fmt.Fprintln(g.stdout, string(out))
+			return err
+		},
+	}
+	cmd.Flags().StringVar(&cluster, "cluster", "", "EKS cluster name (the kiln cluster NAME)")
+	return cmd
+}

@@ -1,0 +1,125 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+
+	"github.com/kilnctl/kiln/creds"
+	"github.com/kilnctl/kiln/engine"
+	"github.com/kilnctl/kiln/engine/provider/kube"
+	"github.com/kilnctl/kiln/tui"
+)
+
+// runWizard opens the Bubble Tea wizard (kiln without a command on a
+// terminal). It drives the same engine entry points as the commands.
+func (g *globals) runWizard(ctx context.Context) error {
+	b := &wizardBackend{g: g}
+	// The wizard owns the terminal, so the file keyring cannot prompt for
+	// its passphrase: it is read from KILN_KEYRING_PASSPHRASE, and an
+	// unavailable keyring is reported in each operation's log.
+	store, err := creds.OpenStore(creds.StoreOptions{Backend: g.keyringBackend})
+	if err != nil {
+		b.keyringWarning = fmt.Sprintf("keyring unavailable (%v); token dirs are found by --token-dir and the default path", err)
+	} else {
+		b.keyring = store
+	}
+	return tui.Run(ctx, b, g.stdin, g.stdout, os.Environ())
+}
+
+// wizardBackend runs the engine for the wizard with the global flags
+// (--kubeconfig, --token-dir, --timeout, --keyring-backend).
+type wizardBackend struct {
+	g              *globals
+	keyring        engine.Keyring
+	keyringWarning string
+}
+
+func (b *wizardBackend) engine(sink engine.Sink, confirm engine.Confirmer) *engine.Engine {
+	if b.keyringWarning != "" {
+		sink.Emit(engine.Event{Type: engine.TypeLog, Level: engine.LevelWarn, Message: b.keyringWarning})
+	}
+	return &engine.Engine{Sink: sink, Confirm: confirm, Keyring: b.keyring}
+}
+
+func (b *wizardBackend) request(location, name string) engine.Request {
+	return engine.Request{Provider: kube.New(b.g.kubeconfig, location), Name: name, TokenDir: b.g.tokenDir, Timeout: b.g.timeout}
+}
+
+func (b *wizardBackend) Locations() ([]string, string, error) {
+	p := kube.New(b.g.kubeconfig, b.g.context)
+	names, err := p.Contexts()
+	return names, p.Target(), err
+}
+
+// Clusters lists every context that hosts a kiln cluster (or could not be
+// reached), with whether a local token dir holds a key it trusts.
+func (b *wizardBackend) Clusters(ctx context.Context) ([]tui.Cluster, error) {
+	locs, err := kube.New(b.g.kubeconfig, "").Discover(ctx, "")
+	if err != nil {
+		return nil, err
+	}
+	var out []tui.Cluster
+	for _, l := range locs {
+		if l.Err != nil {
+			out = append(out, tui.Cluster{Provider: "kube", Location: l.Name, Platform: "?", Err: l.Err.Error()})
+			continue
+		}
+		if l.Cluster == "" || l.State == nil {
+			continue
+		}
+		c := tui.Cluster{Provider: "kube", Name: l.Cluster, Location: l.Name, Platform: engine.PlatformAbsent, KeyIDs: l.State.KeyIDs()}
+		if l.State.Installed {
+			c.Platform = engine.PlatformInstalled
+		}
+		c.TokenDir = b.trustedDir(l.Cluster, c.KeyIDs)
+		out = append(out, c)
+	}
+	return out, nil
+}
+
+// trustedDir finds a token dir whose key id the cluster trusts, without
+// changing anything on disk: the keyring entry, then the default path.
+func (b *wizardBackend) trustedDir(name string, trusted []string) string {
+	var dirs []string
+	if b.g.tokenDir != "" {
+		dirs = append(dirs, b.g.tokenDir)
+	}
+	if b.keyring != nil {
+		if e, ok, err := b.keyring.Get("kube", name); err == nil && ok {
+			dirs = append(dirs, e.TokenDir)
+		}
+	}
+	if d, err := creds.DefaultDir("kube", name); err == nil {
+		dirs = append(dirs, d)
+	}
+	for _, d := range dirs {
+		data, err := os.ReadFile(filepath.Join(d, "manifest.json"))
+		if err != nil {
+			continue
+		}
+		var m creds.Manifest
+		if json.Unmarshal(data, &m) == nil && slices.Contains(trusted, m.KeyID) {
+			return d
+		}
+	}
+	return ""
+}
+
+func (b *wizardBackend) Create(ctx context.Context, req tui.CreateRequest, sink engine.Sink, confirm engine.Confirmer) error {
+	r := b.request(req.Location, req.Name)
+	r.ConfigPath = req.ConfigPath
+	return b.engine(sink, confirm).Create(ctx, r)
+}
+
+func (b *wizardBackend) Inspect(ctx context.Context, t tui.Target, sink engine.Sink, confirm engine.Confirmer) error {
+	_, err := b.engine(sink, confirm).Status(ctx, b.request(t.Location, t.Name), false)
+	return err
+}
+
+func (b *wizardBackend) Destroy(ctx context.Context, t tui.Target, sink engine.Sink, confirm engine.Confirmer) error {
+	return b.engine(sink, confirm).Destroy(ctx, b.request(t.Location, t.Name))
+}
