@@ -30,11 +30,10 @@ vet:
 	$(GO) vet ./...
 	cd hack/testbin && $(GO) vet ./...
 
-## test: format, vet, unit and integration tests against a real control plane,
-## the AWS emulator and a real Secret Service, then `goreleaser check`.
-test: fmt-check vet testbin build
+## test: format, vet, `goreleaser check`, then unit and integration tests
+## against a real control plane, the AWS emulator and a real Secret Service.
+test: fmt-check vet goreleaser-check testbin build
 	hack/with-secret-service.sh env KILN_TEST_SECRET_SERVICE=1 $(GO) test -timeout $(TEST_TIMEOUT) -count=1 ./...
-	$(MAKE) goreleaser-check
 
 ## unit: the tests that need no control plane (fast feedback)
 unit:

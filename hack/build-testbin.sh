@@ -27,7 +27,7 @@ if [ "$(cat "$out/.stamp" 2>/dev/null)" = "$stamp" ]; then
 fi
 rm -f "$out/.stamp"
 cd "$mod"
-echo "testbin: building ${#bins[@]} binaries into $out (the first build takes ~6 minutes on 2 cores)"
+echo "testbin: building ${#bins[@]} binaries into $out (the first build takes 10-15 minutes on 2 cores; later runs only relink)"
 i=0
 for b in "${bins[@]}"; do
   i=$((i+1))
