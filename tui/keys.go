@@ -22,6 +22,17 @@ func (m *Model) keys(short bool) []keyHelp {
 		}
 	case screenFinal:
 		ks = []keyHelp{{"enter/esc", "back to clusters"}, {"ctrl+c", "quit"}}
+	case screenInspect, screenProject:
+		switch {
+		case m.insp != nil && m.insp.ask != nil && m.insp.ask.op == "restack":
+			ks = []keyHelp{{"←/→", "stack"}, {"enter/y", "restack"}, {"esc/n", "cancel"}}
+		case m.insp != nil && m.insp.ask != nil:
+			ks = []keyHelp{{"enter/y", "confirm"}, {"esc/n", "cancel"}}
+		case m.screen == screenInspect:
+			ks = []keyHelp{{"↑/↓", "select"}, {"enter", "project"}, {"s", "start"}, {"p", "suspend"}, {"r", "restack"}, {"esc/q", "back"}}
+		default:
+			ks = []keyHelp{{"s", "start"}, {"p", "suspend"}, {"r", "restack"}, {"esc/q", "back"}}
+		}
 	}
 	if short {
 		if len(ks) > 5 {

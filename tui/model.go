@@ -48,7 +48,11 @@ type Backend interface {
 	// Clusters discovers the kiln clusters across every location.
 	Clusters(ctx context.Context) ([]Cluster, error)
 	Create(ctx context.Context, req CreateRequest, sink engine.Sink, confirm engine.Confirmer) error
-	Inspect(ctx context.Context, t Target, sink engine.Sink, confirm engine.Confirmer) error
+	// Status reads a cluster's live state for the inspect screens, quietly
+	// (no events): it is called every few seconds.
+	Status(ctx context.Context, t Target) (*Inspection, error)
+	// Project runs one project operation (start, suspend, restack).
+	Project(ctx context.Context, t Target, op ProjectOp, sink engine.Sink, confirm engine.Confirmer) error
 	Destroy(ctx context.Context, t Target, sink engine.Sink, confirm engine.Confirmer) error
 }
 
@@ -62,25 +66,28 @@ const (
 	screenRun
 	screenFinal
 	screenDestroy
+	screenInspect
+	screenProject
 )
 
 type opKind int
 
 const (
 	opCreate opKind = iota
-	opInspect
 	opDestroy
+	opProject
 )
 
 // mutating reports whether cancelling the operation needs a confirmation.
-func (k opKind) mutating() bool { return k != opInspect }
+// Every operation the wizard runs changes the cluster.
+func (k opKind) mutating() bool { return true }
 
 func (k opKind) String() string {
 	switch k {
 	case opCreate:
 		return "create"
-	case opInspect:
-		return "inspect"
+	case opProject:
+		return "project"
 	}
 	return "destroy"
 }
@@ -96,6 +103,9 @@ type Options struct {
 	Static bool
 	// Record keeps every event received, for the parity test.
 	Record bool
+	// InspectEvery is how often the inspect screens re-read the cluster
+	// (default DefaultInspectEvery).
+	InspectEvery time.Duration
 }
 
 // Model is the wizard's single top-level model.
@@ -132,7 +142,8 @@ type Model struct {
 	askCancel  bool
 	cancelling bool
 
-	run *runState
+	run  *runState
+	insp *inspectState
 
 	recorded []engine.Event
 	// ops counts operations whose engine call has not returned.
@@ -244,6 +255,10 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		return m, m.destIn.Focus()
 	case opDoneMsg:
 		return m, m.finishRun(msg.err)
+	case inspectMsg:
+		return m, m.inspectResult(msg)
+	case inspectTickMsg:
+		return m, m.inspectTick(msg)
 	case tea.KeyPressMsg:
 		return m, m.key(msg)
 	}
@@ -323,6 +338,8 @@ func (m *Model) key(k tea.KeyPressMsg) tea.Cmd {
 		return m.destroyKey(k, s)
 	case screenDiscover, screenRun:
 		return m.runKey(s)
+	case screenInspect, screenProject:
+		return m.inspectKey(s)
 	case screenFinal:
 		if s == "esc" || s == "q" || s == "enter" {
 			return m.goHome()
@@ -353,7 +370,7 @@ func (m *Model) interrupt() tea.Cmd {
 }
 
 func (m *Model) goHome() tea.Cmd {
-	m.screen, m.help, m.run = screenHome, false, nil
+	m.screen, m.help, m.run, m.insp = screenHome, false, nil, nil
 	return m.refresh()
 }
 
@@ -393,9 +410,7 @@ func (m *Model) homeKey(s string) tea.Cmd {
 				return b.Destroy(ctx, t, br, br)
 			})
 		default:
-			return m.start(opInspect, c.Name, c.Location, func(ctx context.Context, b Backend, br *Bridge) error {
-				return b.Inspect(ctx, t, br, br)
-			})
+			return m.openInspect(t)
 		}
 	}
 	return nil
@@ -573,6 +588,14 @@ func (m *Model) runKey(s string) tea.Cmd {
 	switch s {
 	case "esc", "q":
 		if !r.running {
+			if r.kind == opProject && m.insp != nil {
+				// Back to the project the operation ran on, re-read.
+				m.run, m.screen = nil, screenInspect
+				if m.insp.ref != "" {
+					m.screen = screenProject
+				}
+				return m.restartInspect()
+			}
 			return m.goHome()
 		}
 	case "tab":
@@ -587,6 +610,52 @@ func (m *Model) runKey(s string) tea.Cmd {
 		r.scroll(10)
 	case "end", "G":
 		r.logOffset, r.resOffset = 0, 0
+	}
+	return nil
+}
+
+// inspectKey handles the inspect table and the project detail screen,
+// and the confirmation of a project operation on either.
+func (m *Model) inspectKey(s string) tea.Cmd {
+	st := m.insp
+	if a := st.ask; a != nil {
+		switch s {
+		case "left", "h":
+			a.stackSel = clamp(a.stackSel-1, 0, len(a.stacks)-1)
+		case "right", "l", "tab":
+			a.stackSel = clamp(a.stackSel+1, 0, len(a.stacks)-1)
+		case "y", "Y", "enter":
+			return m.runProject()
+		case "n", "N", "esc", "q":
+			st.ask = nil
+		}
+		return nil
+	}
+	p := st.selected()
+	if m.screen == screenProject {
+		p = st.project()
+	}
+	switch s {
+	case "esc", "q":
+		if m.screen == screenProject {
+			m.screen, st.ref = screenInspect, ""
+			return nil
+		}
+		return m.goHome()
+	case "up", "k":
+		st.sel = clamp(st.sel-1, 0, len(st.projects())-1)
+	case "down", "j":
+		st.sel = clamp(st.sel+1, 0, len(st.projects())-1)
+	case "enter":
+		if m.screen == screenInspect && p != nil {
+			m.screen, st.ref = screenProject, ref(*p)
+		}
+	case "s":
+		m.askProject(engine.ProjectStart, p)
+	case "p":
+		m.askProject(engine.ProjectSuspend, p)
+	case "r":
+		m.askProject(engine.ProjectRestack, p)
 	}
 	return nil
 }

@@ -98,6 +98,12 @@ func (m *Model) renderScreen(body *page, rows int) string {
 	case screenDestroy:
 		m.viewDestroy(body)
 		return "destroy " + m.destName()
+	case screenInspect:
+		m.viewInspect(body, rows)
+		return "inspect " + m.insp.target.Name
+	case screenProject:
+		m.viewProject(body)
+		return "project " + m.insp.ref
 	}
 	m.viewHome(body, rows)
 	return "clusters"
@@ -466,4 +472,201 @@ func elapsed(d time.Duration) string {
 		return fmt.Sprintf("%dms", d.Milliseconds())
 	}
 	return d.Round(100 * time.Millisecond).String()
+}
+
+// inspectHeader is the first lines of both inspect screens: the cluster,
+// its readiness and when it was last read.
+func (m *Model) inspectHeader(p *page) *engine.ClusterStatus {
+	s := m.insp
+	t := s.target
+	var st *engine.ClusterStatus
+	if s.data != nil {
+		st = s.data.Status
+	}
+	state := ""
+	switch {
+	case st == nil:
+	case st.Ready:
+		state = " · " + m.st.ok.Render("✓ platform ready")
+	case !st.Installed:
+		state = " · " + m.st.fail.Render("✗ platform not installed")
+	default:
+		state = " · " + m.st.warn.Render("… platform not ready")
+	}
+	line := m.st.header.Render("Cluster "+t.Name) + " · " + t.Provider + " " + t.Location + state
+	switch {
+	case s.loading && st == nil:
+		line += "  " + m.spinner()
+	case !s.updated.IsZero():
+		line += m.st.faint.Render("  updated " + s.updated.Format("15:04:05"))
+	}
+	p.line(line)
+	if s.err != "" {
+		p.line(m.st.errorText.Render("✗ " + s.err))
+	}
+	return st
+}
+
+func (m *Model) viewInspect(p *page, rows int) {
+	s := m.insp
+	st := m.inspectHeader(p)
+	if st == nil {
+		if s.err == "" {
+			p.line(m.spinner() + " reading live objects…")
+		}
+		return
+	}
+	// Rows left for the platform objects once everything else is placed.
+	projects := max(len(st.Projects), 1)
+	fixed := len(p.lines) + 1 + 1 + 1 + 3 + 2 // headers, tenants, tokens, projects head, actions
+	platRows := clamp(rows-fixed-min(projects, 6), 2, len(st.Objects))
+	ready := 0
+	for _, o := range st.Objects {
+		if o.Status == engine.StatusCurrent {
+			ready++
+		}
+	}
+	p.line(m.st.header.Render(fmt.Sprintf("Platform objects (%d of %d current)", ready, len(st.Objects))))
+	shown := st.Objects
+	if len(shown) > platRows {
+		// Show what is not ready first; the current rest is summed up.
+		var bad, good []engine.ObjectStatus
+		for _, o := range st.Objects {
+			if o.Status == engine.StatusCurrent {
+				good = append(good, o)
+			} else {
+				bad = append(bad, o)
+			}
+		}
+		shown = append(bad, good...)[:platRows-1]
+	}
+	for _, o := range shown {
+		m.objectRow(p, o.Kind, o.Namespace, o.Name, o.Status, o.Message, 28)
+	}
+	if n := len(st.Objects) - len(shown); n > 0 {
+		p.line(m.st.faint.Render(fmt.Sprintf("   … %d more, current", n)))
+	}
+	p.add("Tenants  %s", strings.Join(st.Tenants, ", "))
+	switch {
+	case st.TokenProblem != "":
+		p.line("Tokens   " + m.st.warn.Render("! "+st.TokenProblem))
+	case st.TokenDir != "":
+		p.line("Tokens   " + m.st.ok.Render("✓") + " " + st.TokenDir)
+	}
+	p.blank()
+	p.line(m.st.header.Render(fmt.Sprintf("Projects (%d)", len(st.Projects))))
+	if len(st.Projects) == 0 {
+		p.line(m.st.faint.Render("  none; kiln project create TENANT/PROJECT adds one"))
+	} else {
+		p.line(m.st.faint.Render(fmt.Sprintf("  %-24s %-10s %-10s %4s  %s", "TENANT/PROJECT", "STATE", "STACK", "AGE", "REASONS")))
+		visible := max(rows-len(p.lines)-2, 1)
+		first := clamp(s.sel-visible+1, 0, len(st.Projects))
+		for i := first; i < len(st.Projects) && i < first+visible; i++ {
+			pr := st.Projects[i]
+			a := "-"
+			if c, ok := s.data.Created[ref(pr)]; ok {
+				a = age(m.opts.Now().Sub(c))
+			}
+			reasons := strings.Join(pr.Reasons, "; ")
+			if pr.Operation != "" {
+				reasons = "(" + pr.Operation + ") " + reasons
+			}
+			state := m.projectState(pr.State).Render(fmt.Sprintf("%-10s", pr.State))
+			row := fmt.Sprintf("%-24s %s %-10s %4s  %s", trunc(ref(pr), 24), state, trunc(pr.Stack, 10), a, reasons)
+			if i == s.sel {
+				p.line("> " + m.st.selected.Render(ansi.Strip(row)))
+			} else {
+				p.line("  " + row)
+			}
+		}
+	}
+	m.inspectActions(p, "[enter] details  ")
+}
+
+// inspectActions ends both inspect screens: the actions, or the question
+// a pending action asks.
+func (m *Model) inspectActions(p *page, extra string) {
+	a := m.insp.ask
+	if a == nil {
+		p.line(m.actions([]keyHelp{{"s", "start"}, {"p", "suspend"}, {"r", "restack"}}) + "  " + extra + m.actions([]keyHelp{{"esc", "back"}}))
+		return
+	}
+	switch {
+	case a.op == engine.ProjectRestack && len(a.stacks) == 0:
+		p.line(m.st.warn.Render("kiln-config lists no stacks to restack onto") + "  " + m.st.faint.Render("esc: back"))
+	case a.op == engine.ProjectRestack:
+		p.line(m.st.warn.Render(fmt.Sprintf("Restack %s from %s onto ‹ %s ›?", a.ref, a.from, a.stacks[a.stackSel])) +
+			m.st.faint.Render(fmt.Sprintf("  ←/→ stack (%d of %d) · enter/y: restack · esc/n: cancel", a.stackSel+1, len(a.stacks))))
+	default:
+		verb := map[string]string{engine.ProjectStart: "Start", engine.ProjectSuspend: "Suspend"}[a.op]
+		p.line(m.st.warn.Render(fmt.Sprintf("%s project %s?", verb, a.ref)) + m.st.faint.Render("  enter/y: "+a.op+" · esc/n: cancel"))
+	}
+}
+
+func (m *Model) viewProject(p *page) {
+	s := m.insp
+	m.inspectHeader(p)
+	pr := s.project()
+	if pr == nil {
+		p.blank()
+		p.add("Project %s is not in the last read (deleted?).", s.ref)
+		p.blank()
+		p.line(m.actions([]keyHelp{{"esc", "back"}}))
+		return
+	}
+	p.blank()
+	line := m.st.header.Render("Project "+ref(*pr)) + "  " + m.projectState(pr.State).Render(pr.State) +
+		fmt.Sprintf(" (desired %s) · stack %s", pr.Desired, pr.Stack)
+	if c, ok := s.data.Created[ref(*pr)]; ok {
+		line += " · age " + age(m.opts.Now().Sub(c))
+	}
+	p.line(line)
+	p.add("Host %s · namespace %s · revision %d", pr.Host, pr.Namespace, pr.Revision)
+	if pr.Operation != "" {
+		p.line(m.st.warn.Render("Operation under way: " + pr.Operation))
+	}
+	p.blank()
+	p.line(m.st.header.Render("Objects"))
+	for _, o := range pr.Objects {
+		m.objectRow(p, o.Kind, "", o.Name, o.Status, o.Message, 22)
+	}
+	p.blank()
+	if ok, text := tokenSync(pr); ok {
+		p.line("Token sync  " + m.st.ok.Render("✓") + " " + text)
+	} else {
+		p.line("Token sync  " + m.st.fail.Render("✗") + " " + text)
+	}
+	p.blank()
+	p.line(m.st.header.Render("Reasons"))
+	if len(pr.Reasons) == 0 {
+		p.line(m.st.faint.Render("  none: the live objects match the desired state"))
+	}
+	for _, r := range pr.Reasons {
+		p.line("  • " + r)
+	}
+	p.blank()
+	m.inspectActions(p, "")
+}
+
+// objectRow renders one live object; the project screen leaves out the
+// namespace (every object is in the project's).
+func (m *Model) objectRow(p *page, kind, ns, name, status, msg string, width int) {
+	st, mark := m.st.status(status)
+	ref := name
+	if ns != "" {
+		ref = ns + "/" + name
+	}
+	p.line(fmt.Sprintf(" %s %-10s %-*s %s %s", st.Render(mark), trunc(kind, 10), width, trunc(ref, width), st.Render(fmt.Sprintf("%-11s", status)), msg))
+}
+
+func (m *Model) projectState(state string) lipgloss.Style {
+	switch state {
+	case "running":
+		return m.st.ok
+	case "failed", "degraded":
+		return m.st.fail
+	case "suspended":
+		return m.st.faint
+	}
+	return m.st.progress
 }

@@ -7,9 +7,14 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kilnctl/kiln/creds"
 	"github.com/kilnctl/kiln/engine"
+	"github.com/kilnctl/kiln/engine/platform"
+	"github.com/kilnctl/kiln/engine/project"
 	"github.com/kilnctl/kiln/engine/provider/kube"
 	"github.com/kilnctl/kiln/tui"
 )
@@ -115,8 +120,41 @@ func (b *wizardBackend) Create(ctx context.Context, req tui.CreateRequest, sink 
 	return b.engine(sink, confirm).Create(ctx, r)
 }
 
-func (b *wizardBackend) Inspect(ctx context.Context, t tui.Target, sink engine.Sink, confirm engine.Confirmer) error {
-	_, err := b.engine(sink, confirm).Status(ctx, b.request(t.Location, t.Name), false)
+// Status reads the cluster for the inspect screens with engine.Status
+// (events discarded: it runs every few seconds), then the stacks of
+// kiln-config and the projects' creation times, which the status does not
+// carry.
+func (b *wizardBackend) Status(ctx context.Context, t tui.Target) (*tui.Inspection, error) {
+	quiet := engine.SinkFunc(func(engine.Event) {})
+	st, err := b.engine(quiet, nil).Status(ctx, b.request(t.Location, t.Name), false)
+	if err != nil {
+		return nil, err
+	}
+	in := &tui.Inspection{Status: st, Created: map[string]time.Time{}}
+	_, cs, err := kube.New(b.g.kubeconfig, t.Location).Client(t.Location)
+	if err != nil {
+		return in, nil // the status is what matters; ages and stacks are extras
+	}
+	if ps, err := platform.Read(ctx, cs); err == nil && ps.Config != nil {
+		for _, s := range ps.Config.Spec.Stacks {
+			in.Stacks = append(in.Stacks, s.Name)
+		}
+	}
+	specs, err := cs.CoreV1().ConfigMaps("").List(ctx, metav1.ListOptions{LabelSelector: project.LabelCluster + "=" + t.Name + "," + project.LabelProject})
+	if err == nil {
+		for _, cm := range specs.Items {
+			p := cm.Labels[project.LabelProject]
+			if cm.Name == project.SpecName(p) {
+				in.Created[cm.Labels[project.LabelTenant]+"/"+p] = cm.CreationTimestamp.Time
+			}
+		}
+	}
+	return in, nil
+}
+
+// Project runs one project operation, as kiln project OP does.
+func (b *wizardBackend) Project(ctx context.Context, t tui.Target, op tui.ProjectOp, sink engine.Sink, confirm engine.Confirmer) error {
+	_, err := b.engine(sink, confirm).Project(ctx, engine.ProjectRequest{Request: b.request(t.Location, t.Name), Op: op.Op, Ref: op.Ref, Stack: op.Stack})
 	return err
 }
 

@@ -6,6 +6,7 @@ package tuitest
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -17,6 +18,7 @@ import (
 	"github.com/charmbracelet/x/exp/teatest/v2"
 
 	"github.com/kilnctl/kiln/engine"
+	"github.com/kilnctl/kiln/engine/project"
 	"github.com/kilnctl/kiln/tui"
 )
 
@@ -32,10 +34,15 @@ type Backend struct {
 	Current              string
 	List                 []tui.Cluster
 	OnCreate             Script
-	OnInspect, OnDestroy Script
+	OnDestroy, OnProject Script
+	// Inspections are what successive Status reads return; the last one
+	// repeats. Empty: Status fails.
+	Inspections []*tui.Inspection
 
-	mu       sync.Mutex
-	Requests []tui.CreateRequest
+	mu         sync.Mutex
+	Requests   []tui.CreateRequest
+	ProjectOps []tui.ProjectOp
+	reads      int
 }
 
 func (b *Backend) Locations() ([]string, string, error) { return b.Contexts, b.Current, nil }
@@ -49,8 +56,36 @@ func (b *Backend) Create(ctx context.Context, req tui.CreateRequest, sink engine
 	return run(ctx, b.OnCreate, sink, c)
 }
 
-func (b *Backend) Inspect(ctx context.Context, _ tui.Target, sink engine.Sink, c engine.Confirmer) error {
-	return run(ctx, b.OnInspect, sink, c)
+func (b *Backend) Status(_ context.Context, t tui.Target) (*tui.Inspection, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if len(b.Inspections) == 0 {
+		return nil, fmt.Errorf("no kiln cluster %s in kube context %s", t.Name, t.Location)
+	}
+	in := b.Inspections[min(b.reads, len(b.Inspections)-1)]
+	b.reads++
+	return in, nil
+}
+
+// Reads is how many Status reads were made.
+func (b *Backend) Reads() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.reads
+}
+
+func (b *Backend) Project(ctx context.Context, _ tui.Target, op tui.ProjectOp, sink engine.Sink, c engine.Confirmer) error {
+	b.mu.Lock()
+	b.ProjectOps = append(b.ProjectOps, op)
+	b.mu.Unlock()
+	return run(ctx, b.OnProject, sink, c)
+}
+
+// Ops returns the project operations run so far.
+func (b *Backend) Ops() []tui.ProjectOp {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return append([]tui.ProjectOp(nil), b.ProjectOps...)
 }
 
 func (b *Backend) Destroy(ctx context.Context, _ tui.Target, sink engine.Sink, c engine.Confirmer) error {
@@ -133,6 +168,83 @@ func CreateScript(name, location string, installed bool, gate <-chan struct{}) S
 		phase("readiness", engine.PhaseSucceeded, 2310, "")
 		emit(engine.Event{Type: engine.TypeResult, OK: true, Message: "cluster " + name + " is ready (kube " + location + ")",
 			TokenDir: "/home/dev/.local/state/kiln/kube/" + name + "/tokens"})
+		return nil
+	}
+}
+
+// Inspection is a read of cluster NAME in LOCATION: the platform ready,
+// tenants default and team-a, and three projects (running, degraded with
+// its token out of sync, suspended), created a few hours to days before T0.
+// Stacks are default and gpu.
+func Inspection(name, location string) *tui.Inspection {
+	ns := func(t string) string { return "kiln-tenant-" + t }
+	obj := func(kind, namespace, n, status, msg string) engine.ObjectStatus {
+		return engine.ObjectStatus{Kind: kind, Namespace: namespace, Name: n, Status: status, Message: msg}
+	}
+	projObjs := func(tenant, p, desired, stack string, dep, svc, ing, secret engine.ObjectStatus) []project.ObjectStatus {
+		out := []project.ObjectStatus{{Kind: "ConfigMap", Namespace: ns(tenant), Name: "kiln-project-" + p, Status: engine.StatusCurrent, Message: "desired " + desired + ", stack " + stack}}
+		for _, o := range []engine.ObjectStatus{secret, dep, svc, ing} {
+			out = append(out, project.ObjectStatus{Kind: o.Kind, Namespace: ns(tenant), Name: o.Name, Status: o.Status, Message: o.Message})
+		}
+		return out
+	}
+	web := engine.ProjectStatus{Tenant: "default", Project: "web", Namespace: ns("default"), Stack: "default", Host: "web.default." + name + ".kiln.test",
+		Desired: "running", State: "running", Reasons: []string{}, Revision: 3,
+		Objects: projObjs("default", "web", "running", "default",
+			obj("Deployment", "", "web", engine.StatusCurrent, "2/2 replicas available"),
+			obj("Service", "", "web", engine.StatusCurrent, "2 ready endpoints"),
+			obj("Ingress", "", "web", engine.StatusCurrent, "host web.default."+name+".kiln.test"),
+			obj("Secret", "", "web-auth", engine.StatusCurrent, "token k2"))}
+	api := engine.ProjectStatus{Tenant: "team-a", Project: "api", Namespace: ns("team-a"), Stack: "gpu", Host: "api.team-a." + name + ".kiln.test",
+		Desired: "running", State: "degraded", Reasons: []string{"token out of sync", "no ready endpoints"}, Revision: 5,
+		Objects: projObjs("team-a", "api", "running", "gpu",
+			obj("Deployment", "", "api", engine.StatusInProgress, "0/1 replicas available"),
+			obj("Service", "", "api", engine.StatusInProgress, "no ready endpoints"),
+			obj("Ingress", "", "api", engine.StatusInProgress, "backend svc/api has no ready endpoints"),
+			obj("Secret", "", "api-auth", engine.StatusCurrent, "token k1"))}
+	batch := engine.ProjectStatus{Tenant: "team-a", Project: "batch", Namespace: ns("team-a"), Stack: "default", Host: "batch.team-a." + name + ".kiln.test",
+		Desired: "suspended", State: "suspended", Reasons: []string{}, Revision: 2,
+		Objects: projObjs("team-a", "batch", "suspended", "default",
+			obj("Deployment", "", "batch", engine.StatusNotFound, "not found"),
+			obj("Service", "", "batch", engine.StatusNotFound, "not found"),
+			obj("Ingress", "", "batch", engine.StatusNotFound, "not found"),
+			obj("Secret", "", "batch-auth", engine.StatusCurrent, "token k1"))}
+	st := &engine.ClusterStatus{Provider: "kube", Name: name, Location: location, Installed: true, Ready: true,
+		Objects: []engine.ObjectStatus{
+			obj("Namespace", "", "kiln-system", engine.StatusCurrent, ""),
+			obj("ConfigMap", "kiln-system", "kiln-auth", engine.StatusCurrent, ""),
+			obj("ConfigMap", "kiln-system", "kiln-config", engine.StatusCurrent, ""),
+			obj("Namespace", "", ns("default"), engine.StatusCurrent, ""),
+			obj("Namespace", "", ns("team-a"), engine.StatusCurrent, ""),
+			obj("Deployment", "kiln-system", "kiln-gateway", engine.StatusCurrent, "1/1 replicas available"),
+			obj("Service", "kiln-system", "kiln-gateway", engine.StatusCurrent, "1 ready endpoint"),
+		},
+		Tenants:  []string{"default", "team-a"},
+		KeyIDs:   []string{"sha256:3f1c0a9be2d47d6b1e0f5a8c9d2e7b4a6c1f0e9d8b7a6c5d4e3f2a1b0c9d8e7f"},
+		TokenDir: "/home/dev/.local/state/kiln/kube/" + name + "/tokens", KeyTrusted: true,
+		Projects: []engine.ProjectStatus{web, api, batch},
+	}
+	return &tui.Inspection{Status: st, Stacks: []string{"default", "gpu"}, Created: map[string]time.Time{
+		"default/web": T0.Add(-50 * time.Hour), "team-a/api": T0.Add(-5 * time.Hour), "team-a/batch": T0.Add(-12 * time.Minute)}}
+}
+
+// ProjectScript is the event sequence of a project operation that
+// succeeds: a project phase with the project's objects, then the result.
+func ProjectScript(op, ref string) Script {
+	return func(ctx context.Context, sink engine.Sink, _ engine.Confirmer) error {
+		at := T0
+		emit := func(ev engine.Event) {
+			at = at.Add(10 * time.Millisecond)
+			ev.Time = at
+			sink.Emit(ev)
+		}
+		tenant, p, _ := strings.Cut(ref, "/")
+		emit(engine.Event{Type: engine.TypePhase, Phase: "discover", State: engine.PhaseStarted})
+		emit(engine.Event{Type: engine.TypePhase, Phase: "discover", State: engine.PhaseSucceeded, ElapsedMS: 40})
+		emit(engine.Event{Type: engine.TypePhase, Phase: op, State: engine.PhaseStarted})
+		emit(engine.Event{Type: engine.TypeResource, Kind: "Deployment", Namespace: "kiln-tenant-" + tenant, Name: p, Status: engine.StatusCurrent, Message: "1/1 replicas available"})
+		emit(engine.Event{Type: engine.TypePhase, Phase: op, State: engine.PhaseSucceeded, ElapsedMS: 900})
+		emit(engine.Event{Type: engine.TypeResult, OK: true, Message: "project " + ref + " " + op + " done"})
 		return nil
 	}
 }

@@ -1,0 +1,236 @@
+package tui
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	tea "charm.land/bubbletea/v2"
+
+	"github.com/kilnctl/kiln/engine"
+)
+
+// DefaultInspectEvery is how often the inspect screens re-read the cluster.
+const DefaultInspectEvery = 3 * time.Second
+
+// Inspection is one read of a cluster for the inspect screens.
+type Inspection struct {
+	Status *engine.ClusterStatus
+	// Stacks are the stack names kiln-config lists, in order (restack).
+	Stacks []string
+	// Created is when each project was created, by TENANT/PROJECT (a
+	// project missing here shows no age).
+	Created map[string]time.Time
+}
+
+// ProjectOp is one project operation the inspect screens run.
+type ProjectOp struct {
+	// Op is engine.ProjectStart, engine.ProjectSuspend or
+	// engine.ProjectRestack.
+	Op string
+	// Ref is TENANT/PROJECT.
+	Ref   string
+	Stack string
+}
+
+// inspectState is the inspect screens' state. It survives a project
+// operation's run view, so going back lands on the same project.
+type inspectState struct {
+	target  Target
+	data    *Inspection
+	err     string
+	loading bool
+	// gen numbers reads: a result or tick of an older generation is
+	// dropped, so at most one refresh cycle is ever alive.
+	gen     int
+	updated time.Time
+	sel     int
+	// ref is the project the detail screen shows.
+	ref string
+	ask *projectAsk
+}
+
+// projectAsk is a project operation waiting for the user's confirmation.
+type projectAsk struct {
+	op, ref, from string
+	stacks        []string
+	stackSel      int
+}
+
+type (
+	inspectMsg struct {
+		gen  int
+		data *Inspection
+		err  error
+	}
+	inspectTickMsg struct{ gen int }
+)
+
+func ref(p engine.ProjectStatus) string { return p.Tenant + "/" + p.Project }
+
+func (s *inspectState) projects() []engine.ProjectStatus {
+	if s.data == nil || s.data.Status == nil {
+		return nil
+	}
+	return s.data.Status.Projects
+}
+
+// project returns the project the detail screen shows.
+func (s *inspectState) project() *engine.ProjectStatus {
+	ps := s.projects()
+	for i := range ps {
+		if ref(ps[i]) == s.ref {
+			return &ps[i]
+		}
+	}
+	return nil
+}
+
+func (s *inspectState) selected() *engine.ProjectStatus {
+	ps := s.projects()
+	if s.sel < 0 || s.sel >= len(ps) {
+		return nil
+	}
+	return &ps[s.sel]
+}
+
+func (m *Model) openInspect(t Target) tea.Cmd {
+	m.insp = &inspectState{target: t}
+	m.screen, m.help = screenInspect, false
+	return m.restartInspect()
+}
+
+// restartInspect starts a new refresh cycle, ending any older one.
+func (m *Model) restartInspect() tea.Cmd {
+	m.insp.gen++
+	m.insp.loading = false
+	return m.loadInspect()
+}
+
+// loadInspect reads the cluster in a command.
+func (m *Model) loadInspect() tea.Cmd {
+	s, b := m.insp, m.opts.Backend
+	if s == nil || b == nil || s.loading {
+		return nil
+	}
+	s.loading = true
+	gen, t := s.gen, s.target
+	return func() tea.Msg {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		d, err := b.Status(ctx, t)
+		return inspectMsg{gen: gen, data: d, err: err}
+	}
+}
+
+func (m *Model) inspectResult(msg inspectMsg) tea.Cmd {
+	s := m.insp
+	if s == nil || msg.gen != s.gen {
+		return nil
+	}
+	s.loading = false
+	if msg.err != nil {
+		s.err = msg.err.Error() // keep the last good read on screen
+	} else {
+		s.data, s.err, s.updated = msg.data, "", m.opts.Now()
+	}
+	s.sel = clamp(s.sel, 0, len(s.projects())-1)
+	every := m.opts.InspectEvery
+	if every <= 0 {
+		every = DefaultInspectEvery
+	}
+	gen := s.gen
+	return tea.Tick(every, func(time.Time) tea.Msg { return inspectTickMsg{gen: gen} })
+}
+
+func (m *Model) inspectTick(msg inspectTickMsg) tea.Cmd {
+	s := m.insp
+	if s == nil || msg.gen != s.gen {
+		return nil
+	}
+	if m.screen != screenInspect && m.screen != screenProject {
+		// The cycle pauses during a project operation's run view and
+		// restarts on the way back.
+		return nil
+	}
+	return m.loadInspect()
+}
+
+// askProject asks before running op on the project ref.
+func (m *Model) askProject(op string, p *engine.ProjectStatus) {
+	if p == nil {
+		return
+	}
+	a := &projectAsk{op: op, ref: ref(*p), from: p.Stack}
+	if op == engine.ProjectRestack && m.insp.data != nil {
+		a.stacks = m.insp.data.Stacks
+		for i, st := range a.stacks {
+			if st != p.Stack {
+				a.stackSel = i // offer another stack than the current one
+				break
+			}
+		}
+	}
+	m.insp.ask = a
+}
+
+// runProject runs the confirmed operation through the run view.
+func (m *Model) runProject() tea.Cmd {
+	a, t := m.insp.ask, m.insp.target
+	m.insp.ask = nil
+	op := ProjectOp{Op: a.op, Ref: a.ref}
+	if a.op == engine.ProjectRestack {
+		if len(a.stacks) == 0 {
+			return nil
+		}
+		op.Stack = a.stacks[a.stackSel]
+	}
+	return m.start(opProject, a.op+" "+a.ref, t.Location, func(ctx context.Context, b Backend, br *Bridge) error {
+		return b.Project(ctx, t, op, br, br)
+	})
+}
+
+// age renders a duration the way kubectl does: 45s, 12m, 5h, 3d.
+func age(d time.Duration) string {
+	switch {
+	case d < 0:
+		return "0s"
+	case d < time.Minute:
+		return fmt.Sprintf("%ds", int(d.Seconds()))
+	case d < time.Hour:
+		return fmt.Sprintf("%dm", int(d.Minutes()))
+	case d < 48*time.Hour:
+		return fmt.Sprintf("%dh", int(d.Hours()))
+	}
+	return fmt.Sprintf("%dd", int(d.Hours()/24))
+}
+
+// tokenSync says whether the project's Deployment runs the token in force,
+// from its Secret's status and the token reasons.
+func tokenSync(p *engine.ProjectStatus) (ok bool, text string) {
+	var problems []string
+	for _, r := range p.Reasons {
+		if strings.Contains(r, "token") || strings.Contains(r, "secret") {
+			problems = append(problems, r)
+		}
+	}
+	if len(problems) > 0 {
+		return false, strings.Join(problems, "; ")
+	}
+	for _, o := range p.Objects {
+		if o.Kind != "Secret" {
+			continue
+		}
+		switch o.Status {
+		case engine.StatusCurrent:
+			return true, "deployment runs the token in force (" + o.Message + ")"
+		case engine.StatusNotFound:
+			if p.Desired == "suspended" {
+				return true, "no token secret (suspended)"
+			}
+		}
+		return false, o.Message
+	}
+	return false, "no token secret observed"
+}

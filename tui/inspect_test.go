@@ -1,0 +1,118 @@
+package tui_test
+
+import (
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/charmbracelet/x/ansi"
+
+	"github.com/kilnctl/kiln/engine"
+	"github.com/kilnctl/kiln/tui"
+	"github.com/kilnctl/kiln/tui/tuitest"
+)
+
+func inspectBackend() *tuitest.Backend {
+	b := backend()
+	b.Inspections = []*tui.Inspection{tuitest.Inspection("dev1", "kiln-local")}
+	return b
+}
+
+func TestInspectScreen(t *testing.T) {
+	h := tuitest.Start(t, inspectBackend(), tui.Options{})
+	h.WaitFor(t, "dev1")
+	h.Key("i")
+	h.WaitFor(t, "Projects (3)")
+	h.Key("down")
+	requireGolden(t, h.WaitFor(t, "> team-a/api"))
+}
+
+func TestProjectDetailScreen(t *testing.T) {
+	h := tuitest.Start(t, inspectBackend(), tui.Options{})
+	h.WaitFor(t, "dev1")
+	h.Key("i")
+	h.WaitFor(t, "Projects (3)")
+	h.Key("down")
+	h.Key("enter")
+	got := h.WaitFor(t, "Token sync")
+	for _, want := range []string{"Project team-a/api", "degraded", "✗ token out of sync", "• no ready endpoints", "age 5h"} {
+		if !strings.Contains(ansi.Strip(got), want) {
+			t.Errorf("detail screen lacks %q", want)
+		}
+	}
+	requireGolden(t, got)
+	h.Key("esc")
+	h.WaitFor(t, "> team-a/api")
+}
+
+// TestInspectLiveUpdates: the inspect screen re-reads the cluster on its
+// own and shows the new state.
+func TestInspectLiveUpdates(t *testing.T) {
+	b := inspectBackend()
+	next := tuitest.Inspection("dev1", "kiln-local")
+	next.Status.Projects[1].State, next.Status.Projects[1].Reasons = "running", []string{}
+	next.Status.Ready = false
+	next.Status.Objects[5].Status, next.Status.Objects[5].Message = engine.StatusInProgress, "0/1 replicas available"
+	b.Inspections = append(b.Inspections, next)
+	h := tuitest.Start(t, b, tui.Options{InspectEvery: 20 * time.Millisecond})
+	h.WaitFor(t, "dev1")
+	h.Key("i")
+	h.WaitFor(t, "degraded")
+	got := h.WaitFor(t, "platform not ready")
+	got = ansi.Strip(got)
+	if strings.Contains(got, "degraded") {
+		t.Errorf("project still degraded after the re-read:\n%s", got)
+	}
+	if !strings.Contains(got, "Platform objects (6 of 7 current)") {
+		t.Errorf("platform objects not updated:\n%s", got)
+	}
+	// Leaving the screens ends the refresh cycle.
+	h.Key("esc")
+	h.WaitFor(t, "Kiln clusters")
+	n := b.Reads()
+	time.Sleep(100 * time.Millisecond) // five refresh periods: none may read
+	if got := b.Reads(); got > n+1 {   // one read may have been in flight
+		t.Errorf("%d reads after leaving inspect", got-n)
+	}
+}
+
+func TestProjectActionsAreConfirmed(t *testing.T) {
+	b := inspectBackend()
+	b.OnProject = tuitest.ProjectScript("suspend", "team-a/api")
+	h := tuitest.Start(t, b, tui.Options{})
+	h.WaitFor(t, "dev1")
+	h.Key("i")
+	h.WaitFor(t, "Projects (3)")
+	h.Key("down")
+	h.Key("enter")
+	h.WaitFor(t, "Token sync")
+
+	// Declined: nothing runs.
+	h.Key("s")
+	h.WaitFor(t, "Start project team-a/api?")
+	h.Key("n")
+	h.WaitFor(t, "[s] start")
+
+	// Suspend, confirmed, runs through the run view and comes back.
+	h.Key("p")
+	h.WaitFor(t, "Suspend project team-a/api?")
+	h.Key("y")
+	h.WaitFor(t, "✓ project team-a/api suspend done")
+	h.Key("esc")
+	h.WaitFor(t, "Project team-a/api")
+
+	// Restack offers the stacks of kiln-config, another one than the
+	// project's first.
+	h.Key("r")
+	h.WaitFor(t, "Restack team-a/api from gpu onto ‹ default ›?")
+	h.Key("right")
+	h.WaitFor(t, "onto ‹ gpu ›?")
+	h.Key("left")
+	h.Key("enter")
+	h.WaitFor(t, "✓ project team-a/api suspend done") // the scripted result
+	want := []tui.ProjectOp{{Op: engine.ProjectSuspend, Ref: "team-a/api"}, {Op: engine.ProjectRestack, Ref: "team-a/api", Stack: "default"}}
+	if got := b.Ops(); !slices.Equal(got, want) {
+		t.Errorf("project ops = %+v, want %+v", got, want)
+	}
+}
