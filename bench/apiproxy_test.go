@@ -34,9 +34,11 @@ type apiProxy struct {
 
 // apiCounts are the requests of one measured span.
 type apiCounts struct {
-	Reads  int            // GET: get, list and watch
-	DryRun map[string]int // writes with dryRun=All (never persisted) by "VERB resource/name"
-	Writes map[string]int // persisted writes by "VERB resource/name"
+	Reads   int            // GET: get, list and watch
+	Lists   int            // of the reads, LISTs: a collection without watch=true
+	Watches int            // of the reads, watches (watch=true)
+	DryRun  map[string]int // writes with dryRun=All (never persisted) by "VERB resource/name"
+	Writes  map[string]int // persisted writes by "VERB resource/name"
 }
 
 func startAPIProxy(b *testing.B, c *testcluster.Cluster, contextName string) *apiProxy {
@@ -87,6 +89,12 @@ func (p *apiProxy) count(r *http.Request) {
 	switch {
 	case r.Method == http.MethodGet || r.Method == http.MethodHead:
 		p.counts.Reads++
+		switch {
+		case r.URL.Query().Get("watch") == "true" || r.URL.Query().Get("watch") == "1":
+			p.counts.Watches++
+		case isCollection(r.URL.Path):
+			p.counts.Lists++
+		}
 	case slices.Contains(r.URL.Query()["dryRun"], "All"):
 		p.counts.DryRun[r.Method+" "+resourcePath(r.URL.Path)]++
 	default:
@@ -126,11 +134,36 @@ func resourcePath(path string) string {
 	return strings.Join(parts, "/")
 }
 
+// isCollection says whether an API path names a collection of a resource
+// (a LIST when read), not one object: /api/v1/namespaces/N/configmaps,
+// /apis/apps/v1/deployments, but not .../configmaps/NAME, /api/v1/namespaces/N
+// or discovery paths like /api/v1.
+func isCollection(path string) bool {
+	p := strings.Trim(path, "/")
+	if !strings.HasPrefix(p, "api/") && !strings.HasPrefix(p, "apis/") {
+		return false
+	}
+	rp := resourcePath(path)
+	parts := strings.Split(p, "/")
+	min := 3 // api/v1/RESOURCE
+	if parts[0] == "apis" {
+		min = 4 // apis/GROUP/VERSION/RESOURCE
+	}
+	return len(parts) >= min && !strings.Contains(rp, "/")
+}
+
+// Total is every request: reads and writes, dry-run or persisted.
+func (c apiCounts) Total() int {
+	return c.Reads + c.DryRuns() + sum(c.Writes, func(string) bool { return true })
+}
+
 func (c *apiCounts) add(o apiCounts) {
 	if c.Writes == nil {
 		*c = newAPICounts()
 	}
 	c.Reads += o.Reads
+	c.Lists += o.Lists
+	c.Watches += o.Watches
 	for k, v := range o.DryRun {
 		c.DryRun[k] += v
 	}
@@ -179,7 +212,7 @@ func (c apiCounts) String() string {
 	}
 	all := func(string) bool { return true }
 	other := func(k string) bool { return !isLease(k) }
-	return fmt.Sprintf("reads %d; dry-run writes %d [%s]; lease writes %d [%s]; other writes %d [%s]",
-		c.Reads, c.DryRuns(), list(c.DryRun, all), c.LeaseWrites(), list(c.Writes, isLease),
+	return fmt.Sprintf("reads %d (lists %d, watches %d); dry-run writes %d [%s]; lease writes %d [%s]; other writes %d [%s]",
+		c.Reads, c.Lists, c.Watches, c.DryRuns(), list(c.DryRun, all), c.LeaseWrites(), list(c.Writes, isLease),
 		c.OtherWrites(), list(c.Writes, other))
 }

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -725,5 +726,119 @@ func TestProjectLeaseHeldDuringOperation(t *testing.T) {
 	expect(t, r, 0)
 	if ev := projectEvent(t, r); ev["state"] != "suspended" {
 		t.Errorf("after suspend: %v", ev)
+	}
+}
+
+// projectLeftovers lists every object of project p left in namespace ns:
+// the spec ConfigMap, Secret, Deployment, Service, Ingress and Lease.
+func projectLeftovers(t *testing.T, cs kubernetes.Interface, ns, p string) []string {
+	t.Helper()
+	var left []string
+	for kind := range nsObjects(t, cs, ns) {
+		name := kind[strings.Index(kind, "/")+1:]
+		if name == p || name == p+"-auth" || name == "kiln-project-"+p {
+			left = append(left, kind)
+		}
+	}
+	return left
+}
+
+// TestProjectDeleteKilled kills kiln -9 at each checkpoint inside project
+// delete; running delete again must remove everything, the spec ConfigMap
+// and the Lease included.
+func TestProjectDeleteKilled(t *testing.T) {
+	skipShort(t)
+	e := newEnv(t)
+	cleanup(t, e, "pdel", "kiln-b")
+	expect(t, e.kiln("create", "kube", "pdel", "--context", "kiln-b"), 0)
+	cs := clusterB.Client
+	const ns = "kiln-tenant-default"
+	args := func(op string) []string {
+		return []string{"project", op, "kube", "pdel", "default/doomed", "--context", "kiln-b", "-o", "json"}
+	}
+	// Checkpoints are after each phase of delete: lock, ingress, service,
+	// deployment, secret, spec (the Lease is removed last).
+	for _, at := range []string{"after-lock", "after-service", "after-deployment", "after-secret", "after-spec"} {
+		t.Run(at, func(t *testing.T) {
+			expect(t, e.kiln(args("create")...), 0)
+			r := e.kilnWith([]string{"KILN_TEST_CRASH_AT=" + at}, args("delete")...)
+			if !r.killed {
+				t.Fatalf("delete at %s: not killed: %s", at, r)
+			}
+			if len(projectLeftovers(t, cs, ns, "doomed")) == 0 {
+				t.Fatalf("killed at %s, yet nothing was left over: the crash did not hit mid-delete", at)
+			}
+			r = e.kiln(args("delete")...)
+			expect(t, r, 0)
+			if left := projectLeftovers(t, cs, ns, "doomed"); len(left) > 0 {
+				t.Errorf("after delete killed at %s and run again, still present: %v", at, left)
+			}
+			if _, err := cs.CoreV1().ConfigMaps(ns).Get(context.Background(), "kiln-project-doomed", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+				t.Errorf("spec ConfigMap after delete: %v", err)
+			}
+			expect(t, e.kiln(args("inspect")...), 2)
+		})
+	}
+}
+
+// TestProjectStartInterrupted sends SIGINT to project start between two
+// phases: exit 130, the Lease released (holder cleared, the next operation
+// proceeds), and start run again converges to running, token in sync.
+func TestProjectStartInterrupted(t *testing.T) {
+	skipShort(t)
+	e := newEnv(t)
+	cleanup(t, e, "pint", "kiln-b")
+	expect(t, e.kiln("create", "kube", "pint", "--context", "kiln-b"), 0)
+	cs := clusterB.Client
+	ctx := context.Background()
+	const ns = "kiln-tenant-default"
+	args := func(op string) []string {
+		return []string{"project", op, "kube", "pint", "default/app", "--context", "kiln-b", "-o", "json"}
+	}
+	expect(t, e.kiln(args("create")...), 0)
+	tok := readToken(t, cs, ns, "app")
+	expect(t, e.kiln(args("suspend")...), 0)
+
+	// Held after the Deployment phase: the Deployment is rolled out, the
+	// Service and Ingress are not there yet.
+	p := e.startPaused("after-deployment", args("start")...)
+	if err := p.cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	// The signal cancels kiln's context asynchronously; give it a moment
+	// before the pause hook lets the process go on.
+	time.Sleep(300 * time.Millisecond)
+	r := p.resume()
+	expect(t, r, 130)
+	if res := r.last(t, "result"); res["exit_code"] != float64(130) {
+		t.Errorf("result event = %v", res)
+	}
+	if _, err := cs.CoreV1().Services(ns).Get(ctx, "app", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("interrupted before the service phase, yet the Service exists (err %v)", err)
+	}
+	l, err := cs.CoordinationV1().Leases(ns).Get(ctx, "kiln-project-app", metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+	case err != nil:
+		t.Fatal(err)
+	case l.Spec.HolderIdentity != nil && *l.Spec.HolderIdentity != "":
+		t.Errorf("lease still held after the interrupt: holder %q", *l.Spec.HolderIdentity)
+	}
+	r = e.kiln(args("inspect")...)
+	expect(t, r, 0)
+	if ev := projectEvent(t, r); ev["operation"] != nil && ev["operation"] != "" {
+		t.Errorf("inspect after the interrupt still shows an operation: %v", ev)
+	}
+
+	// The next operation proceeds (not exit 4) and converges.
+	expect(t, e.kiln(args("start")...), 0)
+	r = e.kiln(args("inspect")...)
+	expect(t, r, 0)
+	if ev := projectEvent(t, r); ev["state"] != "running" {
+		t.Errorf("after start run again: %v", ev)
+	}
+	now := readToken(t, cs, ns, "app")
+	if !now.inSync() || now.hash != tok.hash {
+		t.Errorf("token after interrupt and rerun: before %+v after %+v", tok, now)
 	}
 }

@@ -168,7 +168,12 @@ func (o *Ops) Restack(ctx context.Context, r Ref, stackName string) error {
 // Ingress, Service, Deployment, Secret, the spec ConfigMap, then the Lease.
 func (o *Ops) Delete(ctx context.Context, r Ref) error {
 	if _, err := o.precheck(ctx, r, true); err != nil {
-		return err
+		// A delete killed after removing the spec ConfigMap leaves the
+		// Lease (and nothing else): finish it rather than refuse.
+		if exit.Code(err) != exit.BadInput || !o.leaseLeft(ctx, r) {
+			return err
+		}
+		o.R.Logf("warn", "project %s: spec ConfigMap already gone but Lease %s/%s left (an interrupted delete): finishing the delete", r, r.Namespace(), LeaseName(r.Project))
 	}
 	return o.locked(ctx, r, "delete", func(ctx context.Context, l *lock.Lock) error {
 		if err := o.deprovision(ctx, r); err != nil {
@@ -184,6 +189,12 @@ func (o *Ops) Delete(ctx context.Context, r Ref) error {
 		lease := readiness.Ref{Kind: readiness.KindLease, Namespace: r.Namespace(), Name: LeaseName(r.Project)}
 		return o.gone(ctx, lease)
 	})
+}
+
+// leaseLeft says whether the project's Lease still exists.
+func (o *Ops) leaseLeft(ctx context.Context, r Ref) bool {
+	_, err := o.Client.CoordinationV1().Leases(r.Namespace()).Get(ctx, LeaseName(r.Project), metav1.GetOptions{})
+	return err == nil
 }
 
 func (o *Ops) setState(ctx context.Context, r Ref, op, holder, state string) (*Spec, error) {

@@ -1,0 +1,582 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/kilnctl/kiln/internal/testcluster"
+)
+
+// The project benchmarks run against one kiln platform, installed with
+// this config: tenant small holds the 10-project case, scale the rest of
+// the 1,000, bulk the projects that `start --all` starts, peer the kubectl
+// script's copies of them.
+const (
+	projCluster = "bench-proj"
+	projConfig  = `apiVersion: kiln.dev/v1alpha1
+kind: ClusterConfig
+spec:
+  tenants: [small, scale, bulk, peer]
+  domain: bench.example.test
+  stacks:
+    - {name: web, image: "nginx:1.27-alpine", port: 80, cpu: 50m, memory: 64Mi}
+`
+	// tmplProject is the project kiln itself creates; every other project
+	// of the benchmarks is a copy of its objects under another name.
+	tmplTenant, tmplProject = "small", "seedtmpl"
+)
+
+// projectTemplate is the objects of a project kiln created (ConfigMap
+// kiln-project-P, Secret P-auth, Deployment, Service and Ingress P), as
+// JSON with the server-set fields removed. Seeding copies them with the
+// project and tenant names replaced: the same objects kiln creates, written
+// straight to the API with many workers, which is far faster than running
+// kiln create 1,000 times (each waits for its Deployment to roll out).
+type projectTemplate struct {
+	objs map[string]string // by kind
+	env  *kilnEnv
+}
+
+var projSetup struct {
+	once sync.Once
+	tmpl *projectTemplate
+	err  error
+}
+
+// projectPlatform installs the platform and the template project once per
+// test binary.
+func projectPlatform(b *testing.B, c *testcluster.Cluster) *projectTemplate {
+	b.Helper()
+	projSetup.once.Do(func() {
+		kiln := kilnBinary(b)
+		p := startAPIProxy(b, c, "bench")
+		e := newKilnEnv(b, kiln, p)
+		dir, err := os.MkdirTemp("", "kiln-bench-proj-")
+		if err != nil {
+			projSetup.err = err
+			return
+		}
+		defer os.RemoveAll(dir)
+		cfg := filepath.Join(dir, "kiln.yaml")
+		if err := os.WriteFile(cfg, []byte(projConfig), 0o600); err != nil {
+			projSetup.err = err
+			return
+		}
+		if err := e.run("create", "kube", projCluster, "-c", cfg); err != nil {
+			projSetup.err = err
+			return
+		}
+		if err := e.run("project", "create", "kube", projCluster, tmplTenant+"/"+tmplProject); err != nil {
+			projSetup.err = err
+			return
+		}
+		projSetup.tmpl, projSetup.err = readTemplate(c.Client)
+		if projSetup.tmpl != nil {
+			projSetup.tmpl.env = e
+		}
+	})
+	if projSetup.err != nil {
+		b.Fatal(projSetup.err)
+	}
+	return projSetup.tmpl
+}
+
+func readTemplate(cs kubernetes.Interface) (*projectTemplate, error) {
+	ctx := context.Background()
+	ns := "kiln-tenant-" + tmplTenant
+	t := &projectTemplate{objs: map[string]string{}}
+	clean := func(kind, apiVersion string, obj any) error {
+		data, err := json.Marshal(obj)
+		if err != nil {
+			return err
+		}
+		var m map[string]any
+		if err := json.Unmarshal(data, &m); err != nil {
+			return err
+		}
+		m["kind"], m["apiVersion"] = kind, apiVersion
+		delete(m, "status")
+		md := m["metadata"].(map[string]any)
+		for _, k := range []string{"resourceVersion", "uid", "creationTimestamp", "managedFields", "generation"} {
+			delete(md, k)
+		}
+		if a, ok := md["annotations"].(map[string]any); ok {
+			delete(a, "deployment.kubernetes.io/revision")
+		}
+		if kind == "Service" {
+			spec := m["spec"].(map[string]any)
+			delete(spec, "clusterIP")
+			delete(spec, "clusterIPs")
+		}
+		out, err := json.Marshal(m)
+		t.objs[kind] = string(out)
+		return err
+	}
+	cm, err := cs.CoreV1().ConfigMaps(ns).Get(ctx, "kiln-project-"+tmplProject, metav1.GetOptions{})
+	if err != nil {
+		return nil, err
+	}
+	sec, err := cs.CoreV1().Secrets(ns).Get(ctx, tmplProject+"-auth", metav1.GetOptions{})
+	if err != nil {
+		return nil, err
+	}
+	dep, err := cs.AppsV1().Deployments(ns).Get(ctx, tmplProject, metav1.GetOptions{})
+	if err != nil {
+		return nil, err
+	}
+	svc, err := cs.CoreV1().Services(ns).Get(ctx, tmplProject, metav1.GetOptions{})
+	if err != nil {
+		return nil, err
+	}
+	ing, err := cs.NetworkingV1().Ingresses(ns).Get(ctx, tmplProject, metav1.GetOptions{})
+	if err != nil {
+		return nil, err
+	}
+	for _, x := range []struct {
+		kind, version string
+		obj           any
+	}{{"ConfigMap", "v1", cm}, {"Secret", "v1", sec}, {"Deployment", "apps/v1", dep}, {"Service", "v1", svc}, {"Ingress", "networking.k8s.io/v1", ing}} {
+		if err := clean(x.kind, x.version, x.obj); err != nil {
+			return nil, err
+		}
+	}
+	return t, nil
+}
+
+// object returns the template's kind for project p of tenant tenant; a
+// suspended project's spec says so.
+func (t *projectTemplate) object(kind, tenant, p string, suspended bool) string {
+	s := t.objs[kind]
+	s = strings.ReplaceAll(s, tmplProject, p)
+	s = strings.ReplaceAll(s, "kiln-tenant-"+tmplTenant, "kiln-tenant-"+tenant)
+	s = strings.ReplaceAll(s, `"kiln.dev/tenant":"`+tmplTenant+`"`, `"kiln.dev/tenant":"`+tenant+`"`)
+	s = strings.ReplaceAll(s, "."+tmplTenant+".bench.example.test", "."+tenant+".bench.example.test")
+	s = strings.ReplaceAll(s, `\"tenant\":\"`+tmplTenant+`\"`, `\"tenant\":\"`+tenant+`\"`)
+	if suspended {
+		s = strings.ReplaceAll(s, `\"state\":\"running\"`, `\"state\":\"suspended\"`)
+	}
+	return s
+}
+
+// seed creates projects names of tenant through the API with many
+// workers: every object of a running project, or the ConfigMap and Secret
+// of a suspended one (what a suspended project keeps).
+func (t *projectTemplate) seed(c *testcluster.Cluster, tenant string, names []string, suspended bool) error {
+	rc := rest.CopyConfig(c.RESTConfig)
+	rc.QPS, rc.Burst = 2000, 4000
+	cs, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return err
+	}
+	ctx := context.Background()
+	ns := "kiln-tenant-" + tenant
+	kinds := []string{"ConfigMap", "Secret", "Deployment", "Service", "Ingress"}
+	if suspended {
+		kinds = kinds[:2]
+	}
+	create := func(kind, p string) error {
+		data := []byte(t.object(kind, tenant, p, suspended))
+		co := metav1.CreateOptions{FieldManager: "kiln"}
+		var err error
+		switch kind {
+		case "ConfigMap":
+			var o corev1.ConfigMap
+			if err = json.Unmarshal(data, &o); err == nil {
+				_, err = cs.CoreV1().ConfigMaps(ns).Create(ctx, &o, co)
+			}
+		case "Secret":
+			var o corev1.Secret
+			if err = json.Unmarshal(data, &o); err == nil {
+				_, err = cs.CoreV1().Secrets(ns).Create(ctx, &o, co)
+			}
+		case "Deployment":
+			var o appsv1.Deployment
+			if err = json.Unmarshal(data, &o); err == nil {
+				_, err = cs.AppsV1().Deployments(ns).Create(ctx, &o, co)
+			}
+		case "Service":
+			var o corev1.Service
+			if err = json.Unmarshal(data, &o); err == nil {
+				_, err = cs.CoreV1().Services(ns).Create(ctx, &o, co)
+			}
+		case "Ingress":
+			var o networkingv1.Ingress
+			if err = json.Unmarshal(data, &o); err == nil {
+				_, err = cs.NetworkingV1().Ingresses(ns).Create(ctx, &o, co)
+			}
+		}
+		if err != nil {
+			return fmt.Errorf("seed %s %s/%s: %w", kind, ns, p, err)
+		}
+		return nil
+	}
+	// Kind by kind, so every project's Secret exists before any of its
+	// Deployments (as kiln orders them).
+	for _, kind := range kinds {
+		if err := parallel(64, len(names), func(i int) error { return create(kind, names[i]) }); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// parallel runs f(0..n-1) on workers goroutines and returns the first error.
+func parallel(workers, n int, f func(int) error) error {
+	var mu sync.Mutex
+	var first error
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for i := range next {
+				if err := f(i); err != nil {
+					mu.Lock()
+					if first == nil {
+						first = err
+					}
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	for i := range n {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	return first
+}
+
+func projectNames(prefix string, from, to int) []string {
+	var out []string
+	for i := from; i < to; i++ {
+		out = append(out, fmt.Sprintf("%s%04d", prefix, i))
+	}
+	return out
+}
+
+// settle waits (at most limit) until n project Deployments are available,
+// and returns how many are.
+func settle(c *testcluster.Cluster, n int, limit time.Duration) int {
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
+	defer cancel()
+	avail := 0
+	for {
+		deps, err := c.Client.AppsV1().Deployments("").List(ctx, metav1.ListOptions{LabelSelector: "kiln.dev/project"})
+		if err == nil {
+			avail = 0
+			for _, d := range deps.Items {
+				if d.Status.AvailableReplicas > 0 {
+					avail++
+				}
+			}
+			if avail >= n {
+				return avail
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return avail
+		case <-time.After(2 * time.Second):
+		}
+	}
+}
+
+// measured is one kiln run: wall time, peak RSS and stdout.
+type measured struct {
+	wall   time.Duration
+	rssKB  int64
+	stdout []byte
+}
+
+// runMeasured runs kiln like run and reads the process's peak RSS
+// (getrusage ru_maxrss of the child, in KiB on Linux) after it exited.
+func (e *kilnEnv) runMeasured(args ...string) (measured, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	args = append(args, "--context", e.p.ContextName, "--kubeconfig", e.p.Kubeconfig,
+		"--keyring-backend", "file", "--headless", "-o", "json")
+	cmd := exec.CommandContext(ctx, e.bin, args...)
+	cmd.Env = append(os.Environ(), e.vars...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	start := time.Now()
+	err := cmd.Run()
+	m := measured{wall: time.Since(start), stdout: stdout.Bytes()}
+	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
+		m.rssKB = ru.Maxrss
+	}
+	if err != nil {
+		return m, fmt.Errorf("kiln %v: %w\n--- stdout (tail)\n%s--- stderr\n%s", args, err, tail(stdout.Bytes(), 2000), stderr.Bytes())
+	}
+	return m, nil
+}
+
+func tail(b []byte, n int) []byte {
+	if len(b) > n {
+		return b[len(b)-n:]
+	}
+	return b
+}
+
+// projectStates counts the project events of NDJSON output by state.
+func projectStates(out []byte) (int, string) {
+	states := map[string]int{}
+	n := 0
+	for _, line := range bytes.Split(out, []byte("\n")) {
+		if !bytes.Contains(line, []byte(`"type":"project"`)) {
+			continue
+		}
+		var ev struct {
+			State string `json:"state"`
+		}
+		if json.Unmarshal(line, &ev) == nil {
+			n++
+			states[ev.State]++
+		}
+	}
+	var parts []string
+	for s, k := range states {
+		parts = append(parts, fmt.Sprintf("%s %d", s, k))
+	}
+	sort.Strings(parts)
+	return n, strings.Join(parts, ", ")
+}
+
+// BenchmarkProjectScale answers `kiln project list` and `kiln status` for
+// 10 and then 1,000 projects (running, every object present). Each op is
+// one kiln process, start to exit, through the counting proxy:
+//
+//	ms/op        wall time
+//	lists/op     LIST requests (collection GETs without watch)
+//	requests/op  every request, reads and writes
+//	rss-MB       the kiln process's peak RSS (ru_maxrss), the max over ops
+//	projects     the projects the output reported
+//
+// lists/op must not grow with the number of projects: list and status read
+// every project object with one LIST per kind.
+func BenchmarkProjectScale(b *testing.B) {
+	c := needCluster(b)
+	tmpl := projectPlatform(b, c)
+	big := envInt("KILN_BENCH_PROJECTS", 1000)
+	settleLimit := time.Duration(envInt("KILN_BENCH_SETTLE_S", 150)) * time.Second
+	p := startAPIProxy(b, c, "bench")
+	e := &kilnEnv{bin: tmpl.env.bin, p: p, vars: tmpl.env.vars}
+	for _, n := range []int{10, big} {
+		have := 1 + 9 // the template and small0001..0009
+		if n == 10 {
+			if err := tmpl.seed(c, "small", projectNames("small", 1, 10), false); err != nil {
+				b.Fatal(err)
+			}
+		} else {
+			start := time.Now()
+			if err := tmpl.seed(c, "scale", projectNames("scale", have, n), false); err != nil {
+				b.Fatal(err)
+			}
+			b.Logf("seeded %d projects (%d objects) through the API in %s", n-have, 5*(n-have), time.Since(start).Round(time.Millisecond))
+		}
+		start := time.Now()
+		avail := settle(c, n, settleLimit)
+		b.Logf("%d projects: %d of %d Deployments available after %s more (limit %s)", n, avail, n, time.Since(start).Round(time.Second), settleLimit)
+		for _, cmd := range []struct{ name string }{{"list"}, {"status"}} {
+			b.Run(fmt.Sprintf("%s/projects=%d", cmd.name, n), func(b *testing.B) {
+				args := []string{"project", "list", "kube", projCluster}
+				if cmd.name == "status" {
+					args = []string{"status", "kube", projCluster}
+				}
+				var walls durations
+				var total apiCounts
+				var rss int64
+				var got int
+				var states string
+				p.take()
+				for b.Loop() {
+					m, err := e.runMeasured(args...)
+					if err != nil {
+						b.Fatal(err)
+					}
+					walls = append(walls, m.wall)
+					rss = max(rss, m.rssKB)
+					got, states = projectStates(m.stdout)
+					total.add(p.take())
+				}
+				k := float64(len(walls))
+				b.ReportMetric(walls.meanMS(), "wall-ms")
+				b.ReportMetric(float64(total.Lists)/k, "lists/op")
+				b.ReportMetric(float64(total.Total())/k, "requests/op")
+				b.ReportMetric(float64(total.OtherWrites()+total.LeaseWrites())/k, "writes/op")
+				b.ReportMetric(float64(rss)/1024, "rss-MB")
+				b.ReportMetric(float64(got), "projects")
+				b.Logf("%s with %d projects (%s): %d ops: %s", cmd.name, got, states, len(walls), short(total))
+			})
+		}
+	}
+}
+
+// BenchmarkProjectBulkStart starts 100 suspended projects, by kiln and by
+// the kubectl peer, in the same run on the same control plane:
+//
+//	kiln:    kiln project start kube NAME --all --tenant bulk --concurrency N
+//	kubectl: N workers, each per project: kubectl apply -f (the project's
+//	         ConfigMap, Secret, Deployment, Service, Ingress: the objects
+//	         kiln writes), kubectl rollout status, kubectl wait (a ready
+//	         endpoint)
+//
+// kiln's projects start from their ConfigMap and Secret (what suspend
+// keeps); the peer's from nothing. Between iterations kiln's projects are
+// suspended again and the peer's deleted (not timed).
+func BenchmarkProjectBulkStart(b *testing.B) {
+	c := needCluster(b)
+	if _, err := exec.LookPath("kubectl"); err != nil {
+		b.Skip("kubectl not on PATH")
+	}
+	tmpl := projectPlatform(b, c)
+	n := envInt("KILN_BENCH_BULK", 100)
+	conc := envInt("KILN_BENCH_CONCURRENCY", 8)
+	if err := tmpl.seed(c, "bulk", projectNames("bulk", 0, n), true); err != nil {
+		b.Fatal(err)
+	}
+	b.Run(fmt.Sprintf("kiln/projects=%d/concurrency=%d", n, conc), func(b *testing.B) {
+		p := startAPIProxy(b, c, "bench")
+		e := &kilnEnv{bin: tmpl.env.bin, p: p, vars: tmpl.env.vars}
+		args := []string{"project", "start", "kube", projCluster, "--all", "--tenant", "bulk", "--concurrency", strconv.Itoa(conc)}
+		var walls durations
+		var total apiCounts
+		var rss int64
+		first := true
+		for b.Loop() {
+			b.StopTimer()
+			if !first {
+				if err := e.run("project", "suspend", "kube", projCluster, "--all", "--tenant", "bulk", "--concurrency", strconv.Itoa(conc)); err != nil {
+					b.Fatal(err)
+				}
+			}
+			first = false
+			p.take()
+			b.StartTimer()
+			m, err := e.runMeasured(args...)
+			if err != nil {
+				b.Fatal(err)
+			}
+			walls = append(walls, m.wall)
+			rss = max(rss, m.rssKB)
+			total.add(p.take())
+		}
+		out, err := exec.Command(e.bin, "project", "list", "kube", projCluster, "--tenant", "bulk", "-o", "json",
+			"--context", p.ContextName, "--kubeconfig", p.Kubeconfig, "--headless").Output()
+		if err != nil {
+			b.Fatal(err)
+		}
+		got, states := projectStates(out)
+		if !strings.Contains(states, fmt.Sprintf("running %d", n)) {
+			b.Errorf("after start --all, %d projects: %s", got, states)
+		}
+		k := float64(len(walls))
+		b.ReportMetric(walls.meanMS(), "wall-ms")
+		b.ReportMetric(float64(total.OtherWrites()+total.LeaseWrites())/k, "writes/op")
+		b.ReportMetric(float64(total.Total())/k, "requests/op")
+		b.ReportMetric(float64(rss)/1024, "rss-MB")
+		b.Logf("kiln start --all: %d ops: %s; then %s", len(walls), short(total), states)
+	})
+	b.Run(fmt.Sprintf("kubectl/projects=%d/concurrency=%d", n, conc), func(b *testing.B) {
+		p := startAPIProxy(b, c, "bench")
+		dir := b.TempDir()
+		names := projectNames("peer", 0, n)
+		for _, name := range names {
+			var items []string
+			for _, kind := range []string{"ConfigMap", "Secret", "Deployment", "Service", "Ingress"} {
+				items = append(items, tmpl.object(kind, "peer", name, false))
+			}
+			list := `{"apiVersion":"v1","kind":"List","items":[` + strings.Join(items, ",") + `]}`
+			if err := os.WriteFile(filepath.Join(dir, name+".json"), []byte(list), 0o600); err != nil {
+				b.Fatal(err)
+			}
+		}
+		k := &kubectlScript{p: p}
+		const ns = "kiln-tenant-peer"
+		var walls durations
+		var total apiCounts
+		first := true
+		for b.Loop() {
+			b.StopTimer()
+			if !first {
+				if err := k.run("delete", "-f", dir, "--wait=true", "--cascade=foreground", "--timeout=3m"); err != nil {
+					b.Fatal(err)
+				}
+			}
+			first = false
+			p.take()
+			b.StartTimer()
+			start := time.Now()
+			err := parallel(conc, n, func(i int) error {
+				name := names[i]
+				if err := k.run("apply", "-f", filepath.Join(dir, name+".json")); err != nil {
+					return err
+				}
+				if err := k.run("-n", ns, "rollout", "status", "deployment/"+name, "--timeout=3m"); err != nil {
+					return err
+				}
+				return k.run("-n", ns, "wait", "endpointslice", "-l", "kubernetes.io/service-name="+name,
+					"--for=jsonpath={.endpoints[0].conditions.ready}=true", "--timeout=3m")
+			})
+			if err != nil {
+				b.Fatal(err)
+			}
+			walls = append(walls, time.Since(start))
+			total.add(p.take())
+		}
+		kk := float64(len(walls))
+		b.ReportMetric(walls.meanMS(), "wall-ms")
+		b.ReportMetric(float64(total.OtherWrites()+total.LeaseWrites())/kk, "writes/op")
+		b.ReportMetric(float64(total.Total())/kk, "requests/op")
+		b.Logf("kubectl script: %d ops: %s", len(walls), short(total))
+	})
+}
+
+// short is the counts with writes grouped by verb and resource type,
+// not by object (hundreds of projects make one line per object unreadable).
+func short(c apiCounts) string {
+	group := func(m map[string]int) string {
+		g := map[string]int{}
+		for k, v := range m {
+			if i := strings.Index(k, "/"); i >= 0 {
+				k = k[:i]
+			}
+			g[k] += v
+		}
+		var parts []string
+		for k, v := range g {
+			parts = append(parts, fmt.Sprintf("%s ×%d", k, v))
+		}
+		sort.Strings(parts)
+		return strings.Join(parts, ", ")
+	}
+	return fmt.Sprintf("reads %d (lists %d, watches %d); writes %d [%s]", c.Reads, c.Lists, c.Watches,
+		c.LeaseWrites()+c.OtherWrites(), group(c.Writes))
+}
+
+func envInt(name string, def int) int {
+	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v > 0 {
+		return v
+	}
+	return def
+}
