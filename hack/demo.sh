@@ -28,6 +28,8 @@ echo "exit code: $?"
 set -e
 step "kiln wait kube demo"
 $kiln wait kube demo --timeout 2m "${flags[@]}"
+step "kiln project create kube demo default/web   (Secret → Deployment → Service → Ingress, each verified)"
+$kiln project create kube demo default/web "${flags[@]}"
 step "kiln status kube demo"
 $kiln status kube demo "${flags[@]}"
 step "done"

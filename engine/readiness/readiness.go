@@ -141,7 +141,7 @@ func generic(kind string, obj runtime.Object) (Result, error) {
 	}
 	switch r.Status {
 	case status.CurrentStatus:
-		return Result{Current, r.Message}, nil
+		return Result{Current, currentMessage(kind, r.Message)}, nil
 	case status.TerminatingStatus:
 		return Result{Terminating, "being deleted"}, nil
 	case status.FailedStatus:
@@ -289,4 +289,16 @@ func plural(n int) string {
 		return ""
 	}
 	return "s"
+}
+
+// currentMessage replaces kstatus' generic wording ("Resource is always
+// ready") with what Current means for kinds that have no rollout.
+func currentMessage(kind, kstatusMessage string) string {
+	switch kind {
+	case KindNamespace:
+		return "active"
+	case KindConfigMap, KindSecret, KindServiceAcc, KindLease:
+		return "exists"
+	}
+	return kstatusMessage
 }
