@@ -35,7 +35,9 @@ vet:
 test: fmt-check vet goreleaser-check testbin build
 	hack/with-secret-service.sh env KILN_TEST_SECRET_SERVICE=1 $(GO) test -timeout $(TEST_TIMEOUT) -count=1 ./...
 
-## unit: the tests that need no control plane (fast feedback)
+## unit: fast feedback (~1 min): -short skips the end-to-end tests of the
+## binary; package tests of lock, readiness and testcluster still start a
+## control plane of their own (needs `make testbin`).
 unit:
 	$(GO) test -short -count=1 ./...
 
