@@ -16,6 +16,7 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/kilnctl/kiln/engine"
+	"github.com/kilnctl/kiln/engine/kubeapi"
 	"github.com/kilnctl/kiln/engine/platform"
 	"github.com/kilnctl/kiln/internal/exit"
 )
@@ -111,6 +112,7 @@ func (p *Provider) Client(contextName string) (*rest.Config, kubernetes.Interfac
 	}
 	rc.QPS, rc.Burst = 50, 100
 	rc.UserAgent = "kiln"
+	kubeapi.Wrap(rc) // transient API faults are retried, for every call and every caller
 	if p.Wrap != nil {
 		p.Wrap(rc)
 	}
