@@ -108,16 +108,23 @@ func (o *Ops) writeSpec(ctx context.Context, r Ref, op, holder string, mutate fu
 				Data:       map[string]string{SpecKey: string(data)},
 			}
 			_, err = cms.Create(ctx, obj, metav1.CreateOptions{FieldManager: "kiln"})
-			if apierrors.IsAlreadyExists(err) {
-				continue
-			}
 		} else {
 			upd := cm.DeepCopy() // carries the resourceVersion read above
 			upd.Data = map[string]string{SpecKey: string(data)}
 			_, err = cms.Update(ctx, upd, metav1.UpdateOptions{FieldManager: "kiln"})
-			if apierrors.IsConflict(err) {
-				continue
+		}
+		if apierrors.IsAlreadyExists(err) || apierrors.IsConflict(err) {
+			// A retried write whose first answer was lost meets its own
+			// landed write. The spec carries its write time to the
+			// nanosecond, so finding exactly our bytes means it landed:
+			// done, not written twice (which would bump the revision and
+			// re-apply mutate).
+			if landed, rerr := o.specIs(ctx, r, string(data)); rerr != nil {
+				return nil, rerr
+			} else if landed {
+				return next, nil
 			}
+			continue
 		}
 		if err != nil {
 			return nil, fmt.Errorf("write configmap %s/%s: %w", r.Namespace(), SpecName(r.Project), err)
@@ -125,6 +132,15 @@ func (o *Ops) writeSpec(ctx context.Context, r Ref, op, holder string, mutate fu
 		return next, nil
 	}
 	return nil, fmt.Errorf("write configmap %s/%s: too many concurrent changes", r.Namespace(), SpecName(r.Project))
+}
+
+// specIs reports whether the stored spec is exactly data.
+func (o *Ops) specIs(ctx context.Context, r Ref, data string) (bool, error) {
+	_, cm, err := o.readSpec(ctx, r)
+	if err != nil {
+		return false, err
+	}
+	return cm != nil && cm.Data[SpecKey] == data, nil
 }
 
 // maxAttempts bounds how often a write that lost a resourceVersion race is
