@@ -74,6 +74,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	ctx := req.Context()
 	backoff := p.Base
+	lost := false
 	for attempt := 1; ; attempt++ {
 		try := req
 		if attempt > 1 {
@@ -83,6 +84,16 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			}
 		}
 		resp, err := t.Next.RoundTrip(try)
+		if err != nil && req.Method != http.MethodGet {
+			lost = true // the write may have landed
+		}
+		if lost && resp != nil {
+			if ok := t.landed(req, resp); ok != nil {
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				return ok, nil
+			}
+		}
 		cause, wait, again := classify(resp, err, p)
 		limit := p.Attempts
 		if errors.Is(err, syscall.ECONNREFUSED) {

@@ -83,6 +83,9 @@ type Options struct {
 	WatchCutMin, WatchCutMax time.Duration
 	// HTTP2 serves HTTP/2 as well as HTTP/1.1.
 	HTTP2 bool
+	// Script, if set, decides the first requests in order ("" for none),
+	// before Rates apply: for tests that need one fault at one point.
+	Script []Kind
 	// Observe, if set, sees every request before a fault is decided.
 	Observe func(*http.Request)
 }
@@ -244,6 +247,15 @@ func (p *Proxy) decide(r *http.Request) (Kind, time.Duration) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.total++
+	if len(p.opts.Script) > 0 {
+		k := p.opts.Script[0]
+		p.opts.Script = p.opts.Script[1:]
+		if k == "" {
+			return "", 0
+		}
+		p.counts[k]++
+		return k, p.opts.WatchCutMin
+	}
 	u := p.rng.Float64()
 	for _, k := range Kinds {
 		if (k == AnswerLost && watch) || (k == WatchCut && !watch) {
