@@ -4,8 +4,8 @@ import (
 	"context"
 	"flag"
 	"net/http"
-	"strings"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -55,6 +55,14 @@ func client(t *testing.T, wrapped bool, script ...faultproxy.Kind) (kubernetes.I
 	return cs, p
 }
 
+func namespace(t *testing.T) string {
+	t.Helper()
+	if cluster == nil {
+		t.Skip("needs the control plane")
+	}
+	return cluster.Namespace(t)
+}
+
 func ctx(t *testing.T) context.Context {
 	c, cancel := context.WithTimeout(context.Background(), time.Minute)
 	t.Cleanup(cancel)
@@ -66,7 +74,7 @@ func ctx(t *testing.T) context.Context {
 func TestEveryVerbSurvivesEveryFault(t *testing.T) {
 	for _, kind := range []faultproxy.Kind{faultproxy.InternalError, faultproxy.TooManyRequests, faultproxy.ResetBeforeRequest, faultproxy.AnswerLost} {
 		t.Run(string(kind), func(t *testing.T) {
-			ns := cluster.Namespace(t)
+			ns := namespace(t)
 			c := ctx(t)
 			cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "x", Namespace: ns}, Data: map[string]string{"k": "v"}}
 			calls := []struct {
@@ -129,7 +137,7 @@ func TestEveryVerbSurvivesEveryFault(t *testing.T) {
 // create that finds someone else's different object still gets
 // AlreadyExists.
 func TestLostCreateAnswer(t *testing.T) {
-	ns := cluster.Namespace(t)
+	ns := namespace(t)
 	c := ctx(t)
 	lease := &coordinationv1.Lease{
 		ObjectMeta: metav1.ObjectMeta{Name: "lock", Namespace: ns, Labels: map[string]string{"a": "b"}},
@@ -165,7 +173,7 @@ func TestLostCreateAnswer(t *testing.T) {
 // An update whose answer was lost meets a conflict with itself on the
 // retry; it succeeds. An update that lost a real race still conflicts.
 func TestLostUpdateAnswer(t *testing.T) {
-	ns := cluster.Namespace(t)
+	ns := namespace(t)
 	c := ctx(t)
 	cm, err := cluster.Client.CoreV1().ConfigMaps(ns).Create(c, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "x"}, Data: map[string]string{"n": "1"}}, metav1.CreateOptions{})
 	if err != nil {
