@@ -76,7 +76,7 @@ func BenchmarkFaultCompletion(b *testing.B) {
 			before := k.p.Fault.Injected()
 			var runs tally
 			for b.Loop() {
-				err := k.run("apply", "--server-side", "--field-manager=bench", "-f", k.manifests)
+				err := k.run("apply", "--server-side", "-f", k.manifests)
 				if err == nil {
 					err = k.run("-n", "kiln-system", "rollout", "status", "deployment/kiln-gateway", "--timeout=2m")
 				}
