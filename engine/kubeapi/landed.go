@@ -3,10 +3,13 @@ package kubeapi
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"reflect"
 	"strings"
+
+	"k8s.io/client-go/kubernetes/scheme"
 )
 
 // A create (POST) or update (PUT) whose answer was lost may have landed; its
@@ -18,12 +21,16 @@ import (
 // ours. (An identical object written by someone else is indistinguishable,
 // and as good: nothing the caller wanted is missing.)
 func (t *Transport) landed(req *http.Request, resp *http.Response) *http.Response {
+	if req.Method == http.MethodDelete && resp.StatusCode == http.StatusNotFound && !req.URL.Query().Has("dryRun") {
+		// A repeated delete that finds the object gone: the first one
+		// did it (or someone else did; gone is gone).
+		return synthesize(req, resp, http.StatusOK, []byte(`{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Success"}`))
+	}
 	if (req.Method != http.MethodPost && req.Method != http.MethodPut) || resp.StatusCode != http.StatusConflict ||
-		req.GetBody == nil || req.URL.Query().Has("dryRun") ||
-		!strings.Contains(req.Header.Get("Content-Type"), "json") {
+		req.GetBody == nil || req.URL.Query().Has("dryRun") {
 		return nil
 	}
-	sent, err := readJSON(req.GetBody())
+	sent, err := readObject(req.Header.Get("Content-Type"), req.GetBody)
 	if err != nil {
 		return nil
 	}
@@ -61,6 +68,11 @@ func (t *Transport) landed(req *http.Request, resp *http.Response) *http.Respons
 	if req.Method == http.MethodPost {
 		code = http.StatusCreated
 	}
+	return synthesize(req, resp, code, raw)
+}
+
+// synthesize is the answer the landed write would have had.
+func synthesize(req *http.Request, resp *http.Response, code int, raw []byte) *http.Response {
 	return &http.Response{
 		Status: http.StatusText(code), StatusCode: code, Proto: resp.Proto, ProtoMajor: resp.ProtoMajor, ProtoMinor: resp.ProtoMinor,
 		Header:  http.Header{"Content-Type": {"application/json"}},
@@ -69,13 +81,31 @@ func (t *Transport) landed(req *http.Request, resp *http.Response) *http.Respons
 	}
 }
 
-func readJSON(body io.ReadCloser, err error) (map[string]any, error) {
+// readObject decodes a request body, JSON or (client-go's default for
+// built-in types) protobuf, into its JSON form.
+func readObject(contentType string, getBody func() (io.ReadCloser, error)) (map[string]any, error) {
+	body, err := getBody()
 	if err != nil {
 		return nil, err
 	}
 	defer body.Close()
+	raw, err := io.ReadAll(body)
+	if err != nil {
+		return nil, err
+	}
+	if strings.Contains(contentType, "protobuf") {
+		obj, _, err := scheme.Codecs.UniversalDeserializer().Decode(raw, nil, nil)
+		if err != nil {
+			return nil, err
+		}
+		if raw, err = json.Marshal(obj); err != nil {
+			return nil, err
+		}
+	} else if !strings.Contains(contentType, "json") {
+		return nil, fmt.Errorf("content type %q", contentType)
+	}
 	var m map[string]any
-	return m, json.NewDecoder(body).Decode(&m)
+	return m, json.Unmarshal(raw, &m)
 }
 
 // contains says whether stored holds every value of sent. At the top level,
