@@ -18,6 +18,8 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"io"
+	"log"
 	"maps"
 	"math/rand/v2"
 	"net"
@@ -137,6 +139,7 @@ func Start(opts Options) (*Proxy, error) {
 		Rewrite:       func(r *httputil.ProxyRequest) { r.SetURL(target); r.Out.Host = target.Host },
 		Transport:     transport,
 		FlushInterval: -1, // watches stream event by event
+		ErrorLog:      log.New(io.Discard, "", 0), // cut watches are the point, not news
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			if r.Context().Err() != nil {
 				// The client went away, or a watch cut fired before the
