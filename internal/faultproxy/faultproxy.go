@@ -138,7 +138,7 @@ func Start(opts Options) (*Proxy, error) {
 	p.rp = &httputil.ReverseProxy{
 		Rewrite:       func(r *httputil.ProxyRequest) { r.SetURL(target); r.Out.Host = target.Host },
 		Transport:     transport,
-		FlushInterval: -1, // watches stream event by event
+		FlushInterval: -1,                         // watches stream event by event
 		ErrorLog:      log.New(io.Discard, "", 0), // cut watches are the point, not news
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			if r.Context().Err() != nil {
