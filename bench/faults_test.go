@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
@@ -103,9 +104,15 @@ func (t *tally) add(err error) {
 		return
 	}
 	msg := err.Error()
-	// kiln's own last word is its result line; kubectl's is its error.
+	// kiln's own last word is its result event; kubectl's is its error.
 	lines := strings.Split(strings.TrimSpace(msg), "\n")
 	last := lines[len(lines)-1]
+	for _, l := range lines {
+		var ev struct{ Type, Message string }
+		if json.Unmarshal([]byte(l), &ev) == nil && ev.Type == "result" {
+			last = ev.Message
+		}
+	}
 	if len(last) > 200 {
 		last = last[:200]
 	}

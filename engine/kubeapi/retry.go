@@ -150,7 +150,7 @@ func classify(resp *http.Response, err error, p Policy) (cause string, wait time
 
 // Transient says whether a transport error (no answer) is worth another try:
 // a connection reset, refused or cut (EOF), a broken pipe, a timeout of the
-// dial, the TLS handshake or the answer, a GOAWAY.
+// dial, the TLS handshake or the answer, a GOAWAY, an HTTP/2 stream reset.
 func Transient(err error) bool {
 	if err == nil {
 		return false
@@ -167,7 +167,10 @@ func Transient(err error) bool {
 	msg := strings.ToLower(err.Error())
 	for _, s := range []string{"connection reset", "broken pipe", "use of closed network connection",
 		"server closed idle connection", "goaway", "tls handshake timeout", "unexpected eof",
-		"http2: client connection lost", "can't write http request on broken connection"} {
+		"http2: client connection lost", "can't write http request on broken connection",
+		// An HTTP/2 stream the server reset (RST_STREAM) before answering,
+		// e.g. "stream error: stream ID 7; INTERNAL_ERROR; received from peer".
+		"stream error:"} {
 		if strings.Contains(msg, s) {
 			return true
 		}
@@ -229,6 +232,8 @@ func describe(err error) string {
 		return "the connection broke while sending"
 	case errors.As(err, &ne) && ne.Timeout():
 		return "timed out"
+	case strings.Contains(err.Error(), "stream error:"):
+		return "the server reset the request's stream"
 	}
 	return "the connection failed"
 }

@@ -2,6 +2,7 @@ package kubeapi
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -156,12 +157,16 @@ func TestRetryAfterIsHonouredAndCapped(t *testing.T) {
 // Connection faults come from the fault proxy: a reset before the request,
 // and a write that landed whose answer was lost.
 func TestConnectionFaultsAreRetried(t *testing.T) {
-	for _, kind := range []faultproxy.Kind{faultproxy.ResetBeforeRequest, faultproxy.AnswerLost} {
-		t.Run(string(kind), func(t *testing.T) {
+	for _, tc := range []struct {
+		kind  faultproxy.Kind
+		http2 bool
+	}{{faultproxy.ResetBeforeRequest, false}, {faultproxy.AnswerLost, false}, {faultproxy.ResetBeforeRequest, true}, {faultproxy.AnswerLost, true}} {
+		kind := tc.kind
+		t.Run(fmt.Sprintf("%s/http2=%v", kind, tc.http2), func(t *testing.T) {
 			s := &server{codes: []int{200}}
 			up := httptest.NewTLSServer(s)
 			defer up.Close()
-			p, err := faultproxy.Start(faultproxy.Options{Upstream: &rest.Config{Host: up.URL, TLSClientConfig: rest.TLSClientConfig{Insecure: true}}, Rates: map[faultproxy.Kind]float64{kind: 1}})
+			p, err := faultproxy.Start(faultproxy.Options{Upstream: &rest.Config{Host: up.URL, TLSClientConfig: rest.TLSClientConfig{Insecure: true}}, Rates: map[faultproxy.Kind]float64{kind: 1}, HTTP2: tc.http2})
 			if err != nil {
 				t.Fatal(err)
 			}
