@@ -58,7 +58,7 @@ func TestCommandsCompleteThroughAPIFaults(t *testing.T) {
 }
 
 // faultScript runs create, create --continue, wait, every project
-// operation and destroy on cluster kiln-b through a proxy at rate, checks
+// operation, project list, status and destroy on cluster kiln-b through a proxy at rate, checks
 // the key invariants, and returns the end state before destroy.
 func faultScript(t *testing.T, rate float64) (map[string]string, *faultproxy.Proxy) {
 	t.Helper()
@@ -104,6 +104,9 @@ func faultScript(t *testing.T, rate float64) (map[string]string, *faultproxy.Pro
 	project("create", "default/tmp", "--stack", "web")
 	project("delete", "default/tmp")
 	project("suspend", "staging/shop")
+	project("inspect", "default/blog")
+	ok("project list", "project", "list", "kube", name, "--context", "faulty", "--headless")
+	ok("status", "status", "kube", name, "--context", "faulty", "--headless")
 
 	cs := clusterB.Client
 	checkKeys(t, cs, e.tokenDir(name), name)

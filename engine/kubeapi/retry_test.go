@@ -239,3 +239,28 @@ func TestCancelledContextStopsRetrying(t *testing.T) {
 		t.Fatalf("after cancel: err %v, %d tries", err, s.tries())
 	}
 }
+
+func TestContains(t *testing.T) {
+	stored := map[string]any{
+		"metadata": map[string]any{"name": "x", "resourceVersion": "9", "uid": "u", "labels": map[string]any{"a": "b"}},
+		"spec":     map[string]any{"holder": "me", "n": 3.0, "list": []any{"a", "b"}, "defaulted": "yes"},
+	}
+	cases := []struct {
+		name string
+		sent map[string]any
+		want bool
+	}{
+		{"same fields, older resourceVersion", map[string]any{"metadata": map[string]any{"name": "x", "resourceVersion": "8", "labels": map[string]any{"a": "b"}}, "spec": map[string]any{"holder": "me", "n": 3.0, "list": []any{"a", "b"}}}, true},
+		{"nulls and empties the server fills or drops", map[string]any{"metadata": map[string]any{"name": "x", "creationTimestamp": nil}, "spec": map[string]any{"holder": "me", "missing": "", "empty": map[string]any{}}, "status": map[string]any{}}, true},
+		{"another holder", map[string]any{"spec": map[string]any{"holder": "you"}}, false},
+		{"another number", map[string]any{"spec": map[string]any{"n": 4.0}}, false},
+		{"another list", map[string]any{"spec": map[string]any{"list": []any{"a"}}}, false},
+		{"a label the stored object lacks", map[string]any{"metadata": map[string]any{"labels": map[string]any{"c": "d"}}}, false},
+		{"a field the stored object lacks", map[string]any{"spec": map[string]any{"extra": "v"}}, false},
+	}
+	for _, tc := range cases {
+		if got := contains(stored, tc.sent, true); got != tc.want {
+			t.Errorf("%s: contains = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
