@@ -94,6 +94,7 @@ func (l *Lock) lose(cause error) {
 	l.lost = cause
 	l.mu.Unlock()
 	l.cancelOp(cause)
+	l.opts.logf("%v", cause)
 }
 
 // renewOnce sends one renewal of cur (the lease as last written).
