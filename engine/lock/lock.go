@@ -120,20 +120,21 @@ func Acquire(ctx context.Context, cs kubernetes.Interface, opts Options) (*Lock,
 	if err != nil {
 		return nil, nil, err
 	}
-	if err := l.checkExclusions(ctx); err != nil {
+	// Renew from now on: checking the exclusions may watch another lease
+	// for its whole duration.
+	opCtx, cancel := context.WithCancelCause(ctx)
+	kctx, stop := context.WithCancel(context.Background())
+	l.stop, l.cancelOp = stop, cancel
+	go l.keep(kctx, sent)
+	if err := l.checkExclusions(opCtx); err != nil {
+		err = l.Explain(err)
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), opts.Duration)
 		defer cancel()
-		l.stop, l.cancelOp = func() {}, func(error) {}
-		close(l.done)
 		if rerr := l.Release(rctx); rerr != nil {
 			opts.logf("%v", rerr)
 		}
 		return nil, nil, err
 	}
-	opCtx, cancel := context.WithCancelCause(ctx)
-	kctx, stop := context.WithCancel(context.Background())
-	l.stop, l.cancelOp = stop, cancel
-	go l.keep(kctx, sent)
 	return l, opCtx, nil
 }
 
