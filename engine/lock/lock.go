@@ -209,11 +209,7 @@ func (l *Lock) take(ctx context.Context) (time.Time, error) {
 			o.logf("lease %s/%s was not renewed for %s: taking it over from %s", o.Namespace, o.Name, d, Who(h))
 		}
 		upd := cur.DeepCopy()
-		trans := ptr.Deref(cur.Spec.LeaseTransitions, 0)
-		if h != "" {
-			trans++
-		}
-		upd.Spec = l.spec(l.stamp(nil), trans)
+		upd.Spec = l.spec(l.stamp(nil), ptr.Deref(cur.Spec.LeaseTransitions, 0)+1)
 		if upd.Labels == nil && len(o.Labels) > 0 {
 			upd.Labels = map[string]string{}
 		}
