@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kilnctl/kiln/engine/config"
+	"github.com/kilnctl/kiln/engine/lock"
 	"github.com/kilnctl/kiln/internal/exit"
 )
 
@@ -97,7 +98,7 @@ func (o *Ops) writeSpec(ctx context.Context, r Ref, op, holder string, mutate fu
 			next.Revision = 1
 		}
 		next.Tenant, next.Project = r.Tenant, r.Project
-		next.LastOperation, next.UpdatedBy, next.UpdatedAt = op, holder, o.now().UTC()
+		next.LastOperation, next.UpdatedBy, next.UpdatedAt = op, lock.Who(holder), o.now().UTC()
 		data, err := json.Marshal(next)
 		if err != nil {
 			return nil, err
