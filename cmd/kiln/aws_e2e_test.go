@@ -407,6 +407,9 @@ func TestAWSTokenCommand(t *testing.T) {
 	if q.Get("Action") != "GetCallerIdentity" {
 		t.Errorf("action %q", q.Get("Action"))
 	}
+	if q.Get("X-Amz-Expires") != "60" {
+		t.Errorf("X-Amz-Expires %q, want 60 (EKS refuses a token without it)", q.Get("X-Amz-Expires"))
+	}
 	if !strings.HasSuffix(q.Get("X-Amz-Credential"), "/eu-west-1/sts/aws4_request") {
 		t.Errorf("credential scope %q is not eu-west-1 sts", q.Get("X-Amz-Credential"))
 	}
