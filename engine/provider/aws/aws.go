@@ -88,6 +88,10 @@ type Provider struct {
 	WriteKubeconfig string
 	// KilnPath is the kiln executable the kubeconfig entry runs.
 	KilnPath string
+	// KubeconfigFile is the kubeconfig --write-kubeconfig writes to (the
+	// first file of $KUBECONFIG, else ~/.kube/config): destroy removes the
+	// entries kiln wrote there ("" = none).
+	KubeconfigFile string
 	// Timeout bounds one region's inspection; Concurrency bounds the
 	// regions inspected at once.
 	Timeout     time.Duration

@@ -121,10 +121,14 @@ func (p *Provider) EnsureInfrastructure(ctx context.Context, name, region string
 		engine.Checkpoint("after-aws-" + strings.ToLower(s.kind))
 	}
 	if p.WriteKubeconfig != "" {
-		if err := WriteKubeconfig(p.WriteKubeconfig, KubeconfigEntry{
+		warnings, err := WriteKubeconfig(p.WriteKubeconfig, KubeconfigEntry{
 			Cluster: name, Region: region, Profile: p.Profile, KilnPath: p.KilnPath,
 			Endpoint: aws.ToString(in.cluster.Endpoint), CAData: caData(in.cluster),
-		}); err != nil {
+		})
+		for _, w := range warnings {
+			logf(sink, engine.LevelWarn, "kubeconfig %s: %s", p.WriteKubeconfig, w)
+		}
+		if err != nil {
 			return engine.Location{}, false, err
 		}
 		logf(sink, engine.LevelInfo, "kubeconfig %s: context %s uses `kiln aws token` (no static secret)", p.WriteKubeconfig, ContextName(name))
