@@ -101,6 +101,9 @@ type Provider struct {
 	// AWS_ENDPOINT_URL is honoured by the SDK.
 	LoadConfig func(ctx context.Context, region string) (aws.Config, error)
 
+	// hostname replaces the host in the claim's holder identity (tests).
+	hostname string
+
 	once       sync.Once
 	defRegion  string
 	defErr     error

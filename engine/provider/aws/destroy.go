@@ -170,6 +170,11 @@ func (p *Provider) DestroyInfrastructure(ctx context.Context, name, region strin
 	if err != nil {
 		return false, err
 	}
+	c, ctx, err := in.acquireClaim(ctx, "destroy")
+	if err != nil {
+		return false, err
+	}
+	defer c.release(ctx)
 	unsupported := map[string]bool{}
 	steps := []struct {
 		kind string

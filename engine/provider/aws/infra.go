@@ -100,6 +100,14 @@ func (p *Provider) EnsureInfrastructure(ctx context.Context, name, region string
 	if err != nil {
 		return engine.Location{}, false, err
 	}
+	// Nothing is created before the claim is held: two hosts never both
+	// create a VPC (or roles, cluster, node group) for one NAME.
+	c, ctx, err := in.acquireClaim(ctx, "create")
+	if err != nil {
+		return engine.Location{}, false, err
+	}
+	defer c.release(ctx)
+	engine.Checkpoint("after-aws-claim")
 	steps := []struct {
 		kind string
 		run  func(context.Context) error
@@ -116,7 +124,7 @@ func (p *Provider) EnsureInfrastructure(ctx context.Context, name, region string
 	for _, s := range steps {
 		engine.Checkpoint("before-aws-" + strings.ToLower(s.kind))
 		if err := s.run(ctx); err != nil {
-			return engine.Location{}, false, err
+			return engine.Location{}, false, lostErr(ctx, err)
 		}
 		engine.Checkpoint("after-aws-" + strings.ToLower(s.kind))
 	}
