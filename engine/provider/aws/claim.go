@@ -40,8 +40,11 @@ const (
 	TagClaimSince   = "kiln.dev/claim-since"
 	TagClaimRenewed = "kiln.dev/claim-renewed"
 	claimTTL        = 15 * time.Minute
-	claimRenewEvery = time.Minute
 )
+
+// claimRenewEvery is how often the holder renews its claim (a variable so
+// tests can watch a renewal without waiting a minute).
+var claimRenewEvery = time.Minute
 
 // HostEnv is a test hook: it replaces the host name in the claim's holder
 // identity, so tests on one machine can play two hosts.

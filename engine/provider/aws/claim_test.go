@@ -164,3 +164,52 @@ func TestStaleClaimsAreTakenOver(t *testing.T) {
 		})
 	}
 }
+
+// TestLostClaimStopsTheOperation: when another kiln has taken the claim
+// over (this one stopped renewing, say), the next renewal notices, the
+// operation's context is cancelled with exit 4, and release leaves the
+// new holder's claim alone.
+func TestLostClaimStopsTheOperation(t *testing.T) {
+	old := claimRenewEvery
+	claimRenewEvery = 20 * time.Millisecond
+	t.Cleanup(func() { claimRenewEvery = old })
+	ctx := context.Background()
+	p := hostProvider(t, "host-a")
+	name := uniq("lost")
+	in, err := p.newInfra(ctx, name, "eu-west-1", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, opCtx, err := in.acquireClaim(ctx, "create")
+	if err != nil {
+		t.Fatal(err)
+	}
+	role := aws.String(claimName(name))
+	if _, err := in.iam.DeleteRole(ctx, &iam.DeleteRoleInput{RoleName: role}); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().UTC().Format(time.RFC3339)
+	if _, err := in.iam.CreateRole(ctx, &iam.CreateRoleInput{
+		RoleName: role, AssumeRolePolicyDocument: aws.String(trustPolicy("ec2.amazonaws.com")),
+		Tags: append(iamTags(name),
+			iamtypes.Tag{Key: aws.String(TagClaimHolder), Value: aws.String("kiln create x by u@host-b pid 7")},
+			iamtypes.Tag{Key: aws.String(TagClaimRenewed), Value: aws.String(now)}),
+	}); err != nil {
+		t.Fatal(err)
+	}
+	wait, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	select {
+	case <-opCtx.Done():
+	case <-wait.Done():
+		t.Fatal("the operation went on after its claim was taken over")
+	}
+	if cause := context.Cause(opCtx); exit.Code(cause) != exit.Locked || !strings.Contains(cause.Error(), "lost the claim") {
+		t.Fatalf("cause: %v", cause)
+	}
+	c.release(ctx)
+	if h, _ := p.ClaimHolder(ctx, name); !strings.Contains(h, "host-b") {
+		t.Errorf("release removed the new holder's claim (holder now %q)", h)
+	}
+	_, _ = in.iam.DeleteRole(ctx, &iam.DeleteRoleInput{RoleName: role})
+}
