@@ -182,7 +182,7 @@ func TestCommitChangesOnlyState(t *testing.T) {
 	td := newTestDir(t)
 	dir := writeTestDir(t, td)
 	before := snapshot(t, dir)
-	if err := Commit(dir); err != nil {
+	if err := Commit(dir, trustedOf(t, td)); err != nil {
 		t.Fatal(err)
 	}
 	got, err := Load(dir)
@@ -213,7 +213,7 @@ func TestCommitChangesOnlyState(t *testing.T) {
 		t.Error("manifest.json lost mode 0600")
 	}
 	// Committing again is a no-op.
-	if err := Commit(dir); err != nil {
+	if err := Commit(dir, trustedOf(t, td)); err != nil {
 		t.Fatal(err)
 	}
 	if again := snapshot(t, dir); !reflect.DeepEqual(again, after) {
@@ -245,7 +245,7 @@ func TestCommitRefusesInvalidDir(t *testing.T) {
 	if err := os.Remove(filepath.Join(dir, TokensDir, "staging")); err != nil {
 		t.Fatal(err)
 	}
-	err := Commit(dir)
+	err := Commit(dir, nil)
 	if exit.Code(err) != exit.BadInput {
 		t.Fatalf("Commit of a broken directory: exit code %d, err %v", exit.Code(err), err)
 	}
@@ -378,7 +378,7 @@ func TestWriteOddDirName(t *testing.T) {
 func TestAddTenants(t *testing.T) {
 	td := newTestDir(t, "default")
 	dir := writeTestDir(t, td)
-	if err := Commit(dir); err != nil {
+	if err := Commit(dir, trustedOf(t, td)); err != nil {
 		t.Fatal(err)
 	}
 	later := testNow.Add(time.Hour)

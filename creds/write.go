@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -228,14 +229,21 @@ func recoverDir(dir string) error {
 }
 
 // Commit marks the token directory dir committed: kiln now knows the
-// cluster trusts its key. The directory is loaded and checked first; only
-// manifest.json changes, replaced atomically (write manifest.json.tmp,
+// cluster trusts its key. trusted is what the cluster's kiln-auth holds,
+// read back just before (key id -> PEM public key). The directory is loaded
+// and checked first, and nothing is committed unless the key on disk is
+// one of trusted — by id and by the public key itself — so a directory
+// replaced or rewritten since kiln applied its key is never committed.
+// Only manifest.json changes, replaced atomically (write manifest.json.tmp,
 // fsync, rename, fsync the directory). Committing a committed directory
-// does nothing.
-func Commit(dir string) error {
+// does nothing (after the same check).
+func Commit(dir string, trusted map[string]string) error {
 	td, err := Load(dir)
 	if err != nil {
 		return fmt.Errorf("commit: %w", err)
+	}
+	if err := checkTrusted(td, trusted); err != nil {
+		return fmt.Errorf("commit token directory %s: %w; nothing was committed", td.Path, err)
 	}
 	if td.Manifest.State == StateCommitted {
 		return nil
@@ -247,6 +255,28 @@ func Commit(dir string) error {
 	}
 	if err := replaceFileSync(filepath.Join(td.Path, ManifestFile), data, filePerm); err != nil {
 		return fmt.Errorf("commit token directory %s: %w", td.Path, err)
+	}
+	return nil
+}
+
+// checkTrusted reports whether the signing key of td is one of trusted.
+func checkTrusted(td *TokenDir, trusted map[string]string) error {
+	id := td.Manifest.KeyID
+	pemText, ok := trusted[id]
+	if !ok {
+		ids := make([]string, 0, len(trusted))
+		for k := range trusted {
+			ids = append(ids, k)
+		}
+		slices.Sort(ids)
+		return fmt.Errorf("its key %s is not one the cluster trusts (kiln-auth has %s)", id, strings.Join(ids, ", "))
+	}
+	pub, err := ParsePublicKeyPEM([]byte(pemText))
+	if err != nil {
+		return fmt.Errorf("kiln-auth key %s: %w", id, err)
+	}
+	if !pub.Equal(td.PublicKey()) {
+		return fmt.Errorf("kiln-auth's key listed as %s is not the public half of the signing key on disk", id)
 	}
 	return nil
 }

@@ -60,6 +60,9 @@ type run struct {
 	td       *creds.TokenDir
 	lock     *lock.Lock
 	lockCtx  context.Context
+	// dirLocks are the token dirs this run holds (flock), from the
+	// credentials phase until commit.
+	dirLocks map[string]*creds.DirLock
 	authKeys map[string]string // kiln-auth to apply (fresh/resume)
 	w        *readiness.Watcher
 	current  string // the phase running now, for the interrupt message
@@ -76,6 +79,7 @@ func (r *run) step(ctx context.Context, name string, fn func(context.Context) er
 func (e *Engine) Create(ctx context.Context, req Request) error {
 	r := &run{e: e, req: req}
 	err := r.create(ctx)
+	r.unlockDirs()
 	if r.lock != nil {
 		err = r.lock.Explain(err) // a lost lock exits 4, not as an interrupt
 		// Release even when ctx was cancelled: a fresh context, bounded.
@@ -428,11 +432,21 @@ func (r *run) acquire(ctx context.Context, cs kubernetes.Interface) error {
 // platform is not installed, and writes the token dir as pending.
 func (r *run) credentials(ctx context.Context) error {
 	e, p, name := r.e, r.req.Provider, r.req.Name
+	// The token dir lock comes first: a second create of NAME on this host
+	// stops here (exit 4) before it writes anything, locally or remotely.
+	if err := r.lockDir(r.cands()[0].Path); err != nil {
+		return err
+	}
 	if r.loc.Client != nil {
 		if err := r.acquire(ctx, r.loc.Client); err != nil {
 			return err
 		}
 		ctx = r.lockCtx
+	}
+	if r.td != nil {
+		if err := r.lockDir(r.td.Path); err != nil {
+			return err
+		}
 	}
 	if r.decision == DecisionContinue {
 		if missing := missingTenants(r.td, r.cfg.Spec.Tenants); len(missing) > 0 {
@@ -448,7 +462,7 @@ func (r *run) credentials(ctx context.Context) error {
 		if r.td.Manifest.State == creds.StatePending {
 			// The cluster already trusts this key (kiln-auth has it and
 			// kiln-config exists): the earlier run died before committing.
-			if err := creds.Commit(r.td.Path); err != nil {
+			if err := creds.Commit(r.td.Path, r.loc.State.Keys); err != nil {
 				return err
 			}
 			r.td.Manifest.State = creds.StateCommitted
@@ -469,6 +483,9 @@ func (r *run) credentials(ctx context.Context) error {
 	}
 	if td != nil {
 		// Resume: the cluster received this key before the run stopped.
+		if err := r.lockDir(td.Path); err != nil {
+			return err
+		}
 		r.td = td
 		r.authKeys = map[string]string{td.Manifest.KeyID: trusted[td.Manifest.KeyID]}
 		if missing := missingTenants(td, r.cfg.Spec.Tenants); len(missing) > 0 {
@@ -484,6 +501,32 @@ func (r *run) credentials(ctx context.Context) error {
 			strings.Join(r.loc.State.KeyIDs(), ", "))
 	}
 	dir := r.cands()[0].Path
+	if !r.trustKnown() {
+		// Nobody can say which keys the cluster trusts yet (no cluster, or
+		// not reachable, or EKS not ACTIVE): a directory at dir may hold
+		// the key it already trusts, so it is kept and its key used. The
+		// platform phase reads kiln-auth under the cluster lock and commits
+		// only a key the cluster trusts.
+		for _, f := range found {
+			if f.Path != dir {
+				continue
+			}
+			r.td = f
+			if missing := missingTenants(f, r.cfg.Spec.Tenants); len(missing) > 0 {
+				if r.td, err = creds.AddTenants(f.Path, missing, e.now()); err != nil {
+					return err
+				}
+			}
+			pemBytes, err := creds.PublicKeyPEM(r.td.PublicKey())
+			if err != nil {
+				return err
+			}
+			r.authKeys = map[string]string{r.td.Manifest.KeyID: string(pemBytes)}
+			e.logf(LevelInfo, "keeping %s token dir %s and its key %s: which keys the cluster trusts is unknown until it is reachable, so no token dir is replaced",
+				f.Manifest.State, f.Path, f.Manifest.KeyID)
+			return r.remember()
+		}
+	}
 	for _, f := range found {
 		if f.Path != dir {
 			continue
@@ -519,6 +562,39 @@ func (r *run) credentials(ctx context.Context) error {
 	e.logf(LevelInfo, "generated key %s; token dir %s written (pending)", td.Manifest.KeyID, dir)
 	checkpoint("after-token-dir-pending")
 	return r.remember()
+}
+
+// lockDir takes the file lock of token dir path (once per run): exit 4
+// naming the holder when another process has it.
+func (r *run) lockDir(path string) error {
+	if _, ok := r.dirLocks[path]; ok {
+		return nil
+	}
+	l, err := creds.LockDir(path, lock.Identity("create "+r.req.Name))
+	if err != nil {
+		return err
+	}
+	if r.dirLocks == nil {
+		r.dirLocks = map[string]*creds.DirLock{}
+	}
+	r.dirLocks[path] = l
+	return nil
+}
+
+func (r *run) unlockDirs() {
+	for p, l := range r.dirLocks {
+		if err := l.Unlock(); err != nil {
+			r.e.logf(LevelWarn, "%v", err)
+		}
+		delete(r.dirLocks, p)
+	}
+}
+
+// trustKnown reports whether this run knows which keys the cluster trusts:
+// its kiln-auth was read under the cluster lock. Before that (no cluster
+// yet, unreachable, EKS not ACTIVE) an empty set means "unknown", not "none".
+func (r *run) trustKnown() bool {
+	return r.lock != nil && r.loc.State != nil
 }
 
 func missingTenants(td *creds.TokenDir, tenants []string) []string {
@@ -573,9 +649,16 @@ func (r *run) platform(ctx context.Context) error {
 			return err
 		}
 		ctx = r.lockCtx
+		if err := r.lockDir(r.td.Path); err != nil {
+			return err
+		}
 	}
 	name := r.req.Name
 	w := r.watcher(cs)
+	trusted := map[string]string{}
+	if r.loc.State != nil {
+		trusted = r.loc.State.Keys
+	}
 	if r.decision != DecisionContinue {
 		auth, err := platform.AuthObject(name, r.authKeys)
 		if err != nil {
@@ -602,15 +685,18 @@ func (r *run) platform(ctx context.Context) error {
 		if !st.Installed || len(config.Diff(st.Config, r.cfg)) > 0 {
 			return fmt.Errorf("read back %s/%s: it does not hold the config kiln applied", platform.Namespace, platform.ConfigMapName)
 		}
+		trusted = st.Keys
 		checkpoint("after-config")
 	}
 	if r.td.Manifest.State == creds.StatePending {
-		if err := creds.Commit(r.td.Path); err != nil {
+		// Commit checks the key on disk against kiln-auth as just read.
+		if err := creds.Commit(r.td.Path, trusted); err != nil {
 			return err
 		}
 		r.td.Manifest.State = creds.StateCommitted
 		r.e.logf(LevelInfo, "token dir %s committed: the cluster trusts key %s", r.td.Path, r.td.Manifest.KeyID)
 	}
+	r.unlockDirs()
 	checkpoint("after-commit")
 	tenants := platform.TenantObjects(name, r.cfg.Spec.Tenants)
 	if err := r.ensureAll(ctx, cs, w, tenants); err != nil {

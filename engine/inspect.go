@@ -339,7 +339,12 @@ func (e *Engine) destroy(ctx context.Context, req Request) (string, error) {
 		if td == nil {
 			return skip("no token dir with a trusted key found")
 		}
-		var err error
+		// Not while a create on this host holds the directory.
+		dl, err := creds.LockDir(td.Path, lock.Identity("destroy "+req.Name))
+		if err != nil {
+			return err
+		}
+		defer dl.Unlock()
 		aside, err = creds.MoveAside(td.Path, e.now())
 		if err != nil {
 			return err

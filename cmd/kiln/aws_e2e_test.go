@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
@@ -219,6 +220,21 @@ func TestAWSCreateWaitStatusDestroy(t *testing.T) {
 	}
 	expectDestroyed(t, inventory(t, emu, name, region))
 	waitNamespaceGone(t, clusterB.Client, "kiln-system")
+	// Destroy removed the kubeconfig entries it wrote, and only those.
+	cfg, err = clientcmd.LoadFromFile(kc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctxName := awsprovider.ContextName(name)
+	if cfg.Contexts[ctxName] != nil || cfg.Clusters[ctxName] != nil || cfg.AuthInfos[ctxName] != nil {
+		t.Errorf("destroy left %s in the kubeconfig", ctxName)
+	}
+	if cfg.CurrentContext != "mine" || cfg.AuthInfos["mine"] == nil {
+		t.Errorf("destroy changed the user's own entries: %+v", cfg)
+	}
+	if _, err := os.Stat(kc + ".lock"); err == nil {
+		t.Errorf("%s.lock left behind", kc)
+	}
 	// Destroyed means not found any more.
 	expect(t, e.aws("status", "aws", name, "--headless"), 2)
 }
@@ -407,6 +423,9 @@ func TestAWSTokenCommand(t *testing.T) {
 	if q.Get("Action") != "GetCallerIdentity" {
 		t.Errorf("action %q", q.Get("Action"))
 	}
+	if q.Get("X-Amz-Expires") != "60" {
+		t.Errorf("X-Amz-Expires %q, want 60 (EKS refuses a token without it)", q.Get("X-Amz-Expires"))
+	}
 	if !strings.HasSuffix(q.Get("X-Amz-Credential"), "/eu-west-1/sts/aws4_request") {
 		t.Errorf("credential scope %q is not eu-west-1 sts", q.Get("X-Amz-Credential"))
 	}
@@ -462,4 +481,101 @@ func writeFile(t *testing.T, path, content string) {
 	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// signingKey reads the signing key of an env's aws token dir ("" if none).
+func signingKey(e *env, name string) string {
+	data, _ := os.ReadFile(filepath.Join(e.state, "kiln", "aws", name, "tokens", "signing-key.pem"))
+	return string(data)
+}
+
+// TestAWSConcurrentCreatesOneHost: two `kiln create aws NAME` at once on
+// one host (a retried pipeline): the second exits 4 naming the first,
+// before it writes anything — its token dir and AWS are untouched.
+func TestAWSConcurrentCreatesOneHost(t *testing.T) {
+	e, emu := awsEnv(t)
+	const name, region = "awstwin", "us-east-1"
+	t.Cleanup(func() {
+		p := &awsprovider.Provider{LoadConfig: emu.Config}
+		if _, err := p.DestroyInfrastructure(context.Background(), name, region, nil); err != nil {
+			t.Errorf("cleanup: %v", err)
+		}
+	})
+	vars := e.vars
+	e.vars = append(e.vars, engine.CrashEnv+"=after-infrastructure")
+	first := e.startPaused("after-token-dir-pending", "create", "aws", name, "--region", region,
+		"--regions", strings.Join(awsRegions, ","), "--headless")
+	e.vars = vars
+	key := signingKey(e, name)
+	if key == "" {
+		t.Fatal("the first create wrote no token dir before its pause")
+	}
+	r := e.aws("create", "aws", name, "--region", region, "--headless")
+	expect(t, r, 4)
+	if !strings.Contains(r.stderr, "kiln create "+name+" by ") || !strings.Contains(r.stderr, fmt.Sprintf("pid %d", first.cmd.Process.Pid)) {
+		t.Errorf("the message does not name the first create as holder:\n%s", r)
+	}
+	if signingKey(e, name) != key {
+		t.Error("the second create changed the first one's token dir")
+	}
+	if inv := inventory(t, emu, name, region); !inv.Empty() {
+		t.Errorf("AWS resources exist while the first create is paused before its infrastructure: %s", inv)
+	}
+	r = first.resume()
+	if !r.killed {
+		t.Fatalf("the first create did not reach the end of its infrastructure phase:\n%s", r)
+	}
+	expectComplete(t, inventory(t, emu, name, region))
+	if signingKey(e, name) != key {
+		t.Error("the token dir's key changed")
+	}
+}
+
+// TestAWSConcurrentCreatesTwoHosts: creates of one NAME from two hosts
+// (own token dirs, own host names in the claim) never both create
+// infrastructure: while host-a holds the claim host-b exits 4 naming it,
+// and in the end there is exactly one of each resource.
+func TestAWSConcurrentCreatesTwoHosts(t *testing.T) {
+	a, emu := awsEnv(t)
+	b, _ := awsEnv(t)
+	a.vars = append(a.vars, awsprovider.HostEnv+"=host-a")
+	b.vars = append(b.vars, awsprovider.HostEnv+"=host-b")
+	const name, region = "awshosts", "eu-west-1"
+	t.Cleanup(func() {
+		p := &awsprovider.Provider{LoadConfig: emu.Config}
+		if _, err := p.DestroyInfrastructure(context.Background(), name, region, nil); err != nil {
+			t.Errorf("cleanup: %v", err)
+		}
+		// host-b's second run took the cluster lock on kiln-b (its
+		// kiln-system namespace) before it was stopped.
+		_ = clusterB.Client.CoreV1().Namespaces().Delete(context.Background(), "kiln-system", metav1.DeleteOptions{})
+		waitNamespaceGone(t, clusterB.Client, "kiln-system")
+	})
+	vars := a.vars
+	a.vars = append(a.vars, engine.CrashEnv+"=after-infrastructure")
+	first := a.startPaused("after-aws-claim", "create", "aws", name, "--region", region,
+		"--regions", strings.Join(awsRegions, ","), "--headless")
+	a.vars = vars
+	for _, reg := range []string{region, "us-east-1"} {
+		r := b.aws("create", "aws", name, "--region", reg, "--headless")
+		expect(t, r, 4)
+		if !strings.Contains(r.stderr, "@host-a pid") || !strings.Contains(r.stderr, "kiln-"+name+"-claim") {
+			t.Errorf("host-b in %s: the message does not name host-a's claim:\n%s", reg, r)
+		}
+		if inv := inventory(t, emu, name, reg); !inv.Empty() {
+			t.Errorf("%s: resources created while host-a holds the claim: %s", reg, inv)
+		}
+	}
+	if r := first.resume(); !r.killed {
+		t.Fatalf("host-a did not reach the end of its infrastructure phase:\n%s", r)
+	}
+	expectComplete(t, inventory(t, emu, name, region))
+	// host-b again, now that the claim is free: it continues the same
+	// infrastructure (found by tag) and creates no second VPC.
+	r := b.kilnWith([]string{engine.CrashEnv + "=after-infrastructure"}, "create", "aws", name, "--region", region,
+		"--regions", strings.Join(awsRegions, ","), "--headless")
+	if !r.killed {
+		t.Fatalf("host-b's create did not reach the end of its infrastructure phase:\n%s", r)
+	}
+	expectComplete(t, inventory(t, emu, name, region))
 }

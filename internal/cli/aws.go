@@ -68,8 +68,9 @@ func (g *globals) awsProvider() (engine.Provider, error) {
 	if f.create != nil && f.create.Changed("nodes") && f.nodes < 1 {
 		return nil, exit.Usage("--nodes: %d is out of range; a node group has 1 to %d nodes", f.nodes, awsprovider.MaxNodes)
 	}
+	p.KubeconfigFile = clientcmd.NewDefaultPathOptions().GetDefaultFilename()
 	if f.writeKubeconfig {
-		p.WriteKubeconfig = clientcmd.NewDefaultPathOptions().GetDefaultFilename()
+		p.WriteKubeconfig = p.KubeconfigFile
 		if exe, err := os.Executable(); err == nil {
 			p.KilnPath = exe
 		}

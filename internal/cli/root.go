@@ -6,6 +6,8 @@ import (
 	"errors"
 	"io"
 	"os"
+	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -97,7 +99,72 @@ stdout is not a terminal) and prints NDJSON events with -o json.`,
 	for _, c := range root.Commands() {
 		wrapArgs(c)
 	}
+	refuseUnknownCommands(root)
 	return root
+}
+
+// refuseUnknownCommands makes an unknown command (kiln creat …, kiln
+// project strt …) bad input, exit 2, suggesting the closest command, on
+// every command that has subcommands (none of them takes arguments of its
+// own). Such a command run alone prints its help.
+func refuseUnknownCommands(c *cobra.Command) {
+	if c.HasSubCommands() {
+		if !c.Runnable() {
+			c.RunE = func(cmd *cobra.Command, args []string) error { return cmd.Help() }
+		}
+		c.Args = func(cmd *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return nil
+			}
+			return exit.Usage("unknown command %q for %q; %s (see `%s --help`)", args[0], cmd.CommandPath(), suggest(cmd, args[0]), cmd.CommandPath())
+		}
+	}
+	for _, sub := range c.Commands() {
+		refuseUnknownCommands(sub)
+	}
+}
+
+// suggest names the command closest to typed: cobra's suggestions (typos
+// within two edits, prefixes) when it has any, else the command with the
+// smallest edit distance.
+func suggest(cmd *cobra.Command, typed string) string {
+	if s := cmd.SuggestionsFor(typed); len(s) > 0 {
+		return "did you mean " + strings.Join(s, " or ") + "?"
+	}
+	best, bestD := "", -1
+	for _, c := range cmd.Commands() {
+		if !c.IsAvailableCommand() {
+			continue
+		}
+		if d := editDistance(strings.ToLower(typed), c.Name()); bestD < 0 || d < bestD {
+			best, bestD = c.Name(), d
+		}
+	}
+	if best == "" {
+		return "it has no subcommands"
+	}
+	return "the closest command is " + best
+}
+
+// editDistance is the Levenshtein distance of a and b (bytes).
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur := make([]int, len(b)+1)
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev = cur
+	}
+	return prev[len(b)]
 }
 
 func (g *globals) validate() error {
@@ -108,6 +175,15 @@ func (g *globals) validate() error {
 	}
 	if g.timeout <= 0 {
 		return exit.Usage("--timeout: must be positive, got %s", g.timeout)
+	}
+	if g.tokenDir != "" && !filepath.IsAbs(g.tokenDir) {
+		// A relative dir would be stored in the keyring and read back from
+		// another working directory: make it absolute before any use.
+		abs, err := filepath.Abs(g.tokenDir)
+		if err != nil {
+			return exit.Usage("--token-dir: %q: %v", g.tokenDir, err)
+		}
+		g.tokenDir = abs
 	}
 	return nil
 }

@@ -88,6 +88,10 @@ type Provider struct {
 	WriteKubeconfig string
 	// KilnPath is the kiln executable the kubeconfig entry runs.
 	KilnPath string
+	// KubeconfigFile is the kubeconfig --write-kubeconfig writes to (the
+	// first file of $KUBECONFIG, else ~/.kube/config): destroy removes the
+	// entries kiln wrote there ("" = none).
+	KubeconfigFile string
 	// Timeout bounds one region's inspection; Concurrency bounds the
 	// regions inspected at once.
 	Timeout     time.Duration
@@ -96,6 +100,9 @@ type Provider struct {
 	// standard chain (environment, shared profiles, SSO, IMDS) with Profile;
 	// AWS_ENDPOINT_URL is honoured by the SDK.
 	LoadConfig func(ctx context.Context, region string) (aws.Config, error)
+
+	// hostname replaces the host in the claim's holder identity (tests).
+	hostname string
 
 	once       sync.Once
 	defRegion  string

@@ -170,6 +170,11 @@ func (p *Provider) DestroyInfrastructure(ctx context.Context, name, region strin
 	if err != nil {
 		return false, err
 	}
+	c, ctx, err := in.acquireClaim(ctx, "destroy")
+	if err != nil {
+		return false, err
+	}
+	defer c.release(ctx)
 	unsupported := map[string]bool{}
 	steps := []struct {
 		kind string
@@ -206,6 +211,18 @@ func (p *Provider) DestroyInfrastructure(ctx context.Context, name, region strin
 	}
 	if !inv.Empty(except...) {
 		return false, fmt.Errorf("destroy of %s in %s left resources tagged %s=%s: %s; run destroy again", name, region, TagCluster, name, inv)
+	}
+	if p.KubeconfigFile != "" {
+		removed, warnings, err := RemoveKubeconfig(p.KubeconfigFile, name)
+		for _, w := range warnings {
+			logf(sink, engine.LevelWarn, "kubeconfig %s: %s", p.KubeconfigFile, w)
+		}
+		if err != nil {
+			return false, fmt.Errorf("remove context %s: %w", ContextName(name), err)
+		}
+		if removed {
+			logf(sink, engine.LevelInfo, "kubeconfig %s: removed context, cluster and user %s", p.KubeconfigFile, ContextName(name))
+		}
 	}
 	return false, nil
 }

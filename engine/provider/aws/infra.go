@@ -100,6 +100,14 @@ func (p *Provider) EnsureInfrastructure(ctx context.Context, name, region string
 	if err != nil {
 		return engine.Location{}, false, err
 	}
+	// Nothing is created before the claim is held: two hosts never both
+	// create a VPC (or roles, cluster, node group) for one NAME.
+	c, ctx, err := in.acquireClaim(ctx, "create")
+	if err != nil {
+		return engine.Location{}, false, err
+	}
+	defer c.release(ctx)
+	engine.Checkpoint("after-aws-claim")
 	steps := []struct {
 		kind string
 		run  func(context.Context) error
@@ -116,15 +124,19 @@ func (p *Provider) EnsureInfrastructure(ctx context.Context, name, region string
 	for _, s := range steps {
 		engine.Checkpoint("before-aws-" + strings.ToLower(s.kind))
 		if err := s.run(ctx); err != nil {
-			return engine.Location{}, false, err
+			return engine.Location{}, false, lostErr(ctx, err)
 		}
 		engine.Checkpoint("after-aws-" + strings.ToLower(s.kind))
 	}
 	if p.WriteKubeconfig != "" {
-		if err := WriteKubeconfig(p.WriteKubeconfig, KubeconfigEntry{
+		warnings, err := WriteKubeconfig(p.WriteKubeconfig, KubeconfigEntry{
 			Cluster: name, Region: region, Profile: p.Profile, KilnPath: p.KilnPath,
 			Endpoint: aws.ToString(in.cluster.Endpoint), CAData: caData(in.cluster),
-		}); err != nil {
+		})
+		for _, w := range warnings {
+			logf(sink, engine.LevelWarn, "kubeconfig %s: %s", p.WriteKubeconfig, w)
+		}
+		if err != nil {
 			return engine.Location{}, false, err
 		}
 		logf(sink, engine.LevelInfo, "kubeconfig %s: context %s uses `kiln aws token` (no static secret)", p.WriteKubeconfig, ContextName(name))

@@ -6,12 +6,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strconv"
 	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	ekstypes "github.com/aws/aws-sdk-go-v2/service/eks/types"
 	"github.com/aws/aws-sdk-go-v2/service/sts"
+	"github.com/aws/smithy-go/middleware"
 	smithyhttp "github.com/aws/smithy-go/transport/http"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -31,6 +33,13 @@ const ClusterIDHeader = "x-k8s-aws-id"
 // minutes); kiln reports one minute less so clients refresh in time.
 const tokenLifetime = 14 * time.Minute
 
+// presignExpires is the X-Amz-Expires of the presigned URL, in seconds. The
+// EKS authenticator rejects a token whose X-Amz-Expires is missing or
+// outside 0..900; STS ignores the value (a presigned GetCallerIdentity is
+// good for 15 minutes after X-Amz-Date whatever it says), so kiln sends
+// the 60 that aws-iam-authenticator and the AWS CLI send.
+const presignExpires = 60
+
 // Token is an EKS bearer token and when it stops being accepted.
 type Token struct {
 	Value      string
@@ -46,7 +55,7 @@ func NewToken(ctx context.Context, cfg aws.Config, cluster string) (Token, error
 	presigner := sts.NewPresignClient(sts.NewFromConfig(cfg))
 	req, err := presigner.PresignGetCallerIdentity(ctx, &sts.GetCallerIdentityInput{}, func(o *sts.PresignOptions) {
 		o.ClientOptions = append(o.ClientOptions, func(so *sts.Options) {
-			so.APIOptions = append(so.APIOptions, smithyhttp.AddHeaderValue(ClusterIDHeader, cluster))
+			so.APIOptions = append(so.APIOptions, smithyhttp.AddHeaderValue(ClusterIDHeader, cluster), addExpires)
 		})
 	})
 	if err != nil {
@@ -56,6 +65,21 @@ func NewToken(ctx context.Context, cfg aws.Config, cluster string) (Token, error
 		Value:      TokenPrefix + base64.RawURLEncoding.EncodeToString([]byte(req.URL)),
 		Expiration: now.Add(tokenLifetime),
 	}, nil
+}
+
+// addExpires puts X-Amz-Expires into the query before the request is
+// signed (the build step runs before the presigner's finalize step), so the
+// signature covers it. The SDK's SigV4 presigner adds no expiry for STS.
+func addExpires(stack *middleware.Stack) error {
+	return stack.Build.Add(middleware.BuildMiddlewareFunc("kilnPresignExpires",
+		func(ctx context.Context, in middleware.BuildInput, next middleware.BuildHandler) (middleware.BuildOutput, middleware.Metadata, error) {
+			if req, ok := in.Request.(*smithyhttp.Request); ok {
+				q := req.URL.Query()
+				q.Set("X-Amz-Expires", strconv.Itoa(presignExpires))
+				req.URL.RawQuery = q.Encode()
+			}
+			return next.HandleBuild(ctx, in)
+		}), middleware.After)
 }
 
 // ExecCredential renders a token as the client.authentication.k8s.io
