@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
+	"github.com/kilnctl/kiln/engine/provider/kube"
 	"github.com/kilnctl/kiln/internal/exit"
 )
 
@@ -31,6 +32,9 @@ type globals struct {
 	context        string
 	region         string
 	regions        []string
+	contexts       []string
+	discoveryTO    time.Duration
+	discoveryTOSet bool
 	keyringBackend string
 	aws            awsFlags
 
@@ -53,6 +57,7 @@ stdout is not a terminal) and prints NDJSON events with -o json.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		PersistentPreRunE: func(cmd *cobra.Command, args []string) error {
+			g.discoveryTOSet = cmd.Flags().Changed("discovery-timeout")
 			return g.validate()
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -80,6 +85,8 @@ stdout is not a terminal) and prints NDJSON events with -o json.`,
 	pf.StringVar(&g.context, "context", "", "kubeconfig context of the cluster (kube provider)")
 	pf.StringVar(&g.region, "region", "", "AWS region of the cluster (aws provider)")
 	pf.StringSliceVar(&g.regions, "regions", nil, "AWS regions to search (aws provider; default: every region)")
+	pf.StringSliceVar(&g.contexts, "contexts", nil, "kubeconfig contexts discovery searches (kube provider; default: $"+kube.ContextsEnv+", else every context)")
+	pf.DurationVar(&g.discoveryTO, "discovery-timeout", kube.DefaultTimeout, "give up on one context or region during discovery after this long, whatever it waits on (credential plugin, connect, TLS, requests)")
 	pf.StringVar(&g.keyringBackend, "keyring-backend", "auto", "keyring: auto, secret-service, keychain, wincred or file")
 	g.aws.register(pf)
 
@@ -108,6 +115,9 @@ func (g *globals) validate() error {
 	}
 	if g.timeout <= 0 {
 		return exit.Usage("--timeout: must be positive, got %s", g.timeout)
+	}
+	if g.discoveryTO <= 0 {
+		return exit.Usage("--discovery-timeout: must be positive, got %s", g.discoveryTO)
 	}
 	return nil
 }
