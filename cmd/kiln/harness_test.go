@@ -130,6 +130,8 @@ type env struct {
 	state string
 	data  string
 	vars  []string
+	// kubeconfig replaces the shared kubeconfig when set.
+	kubeconfig string
 }
 
 func newEnv(t *testing.T) *env {
@@ -186,7 +188,11 @@ func (e *env) command(ctx context.Context, extra []string, args ...string) *exec
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	base := []string{"--kubeconfig", kubeconfigPath}
+	kc := kubeconfigPath
+	if e.kubeconfig != "" {
+		kc = e.kubeconfig
+	}
+	base := []string{"--kubeconfig", kc}
 	if !hasFlag(args, "--keyring-backend") {
 		base = append(base, "--keyring-backend", "file")
 	}
