@@ -144,17 +144,17 @@ func TestDiscoveryIsBoundedNonInteractiveAndRemembered(t *testing.T) {
 	e.kubeconfig = tr.kubeconfig
 	cleanup(t, e, "disc1", "kiln-a")
 
-	// create searches every context, each within 1s: the troubled ones
+	// create searches every context, each within 3s: the troubled ones
 	// are reported with a plain cause, and their plugins are killed.
-	r := e.kiln("create", "kube", "disc1", "--context", "kiln-a", "--discovery-timeout", "1s", "-o", "json")
+	r := e.kiln("create", "kube", "disc1", "--context", "kiln-a", "--discovery-timeout", "3s", "-o", "json")
 	expect(t, r, 0)
 	locs, disc := discovered(t, r)
 	want := map[string]string{
-		"kiln-slow":  "credential plugin `slow` did not answer within 1s",
-		"kiln-hang":  "credential plugin `hang` did not answer within 1s",
+		"kiln-slow":  "credential plugin `slow` did not answer within 3s",
+		"kiln-hang":  "credential plugin `hang` did not answer within 3s",
 		"kiln-login": "needs login (run kubectl against it once)",
 		"kiln-fail":  "credential plugin `fail` failed (exit 2): error: profile dev not found",
-		"kiln-mute":  "TLS handshake did not complete within 1s",
+		"kiln-mute":  "TLS handshake did not complete within 3s",
 		"kiln-dead":  "connection refused",
 	}
 	for ctx, cause := range want {
@@ -196,7 +196,7 @@ func TestDiscoveryIsBoundedNonInteractiveAndRemembered(t *testing.T) {
 		{"wait", "kube", "disc1"},
 		{"project", "list", "kube", "disc1"},
 	} {
-		r := e.kiln(append(args, "-o", "json", "--discovery-timeout", "1s")...)
+		r := e.kiln(append(args, "-o", "json", "--discovery-timeout", "3s")...)
 		expect(t, r, 0)
 		locs, disc := discovered(t, r)
 		if disc["source"] != "remembered" || len(locs) != 1 || locs["kiln-a"] == nil {
@@ -230,7 +230,7 @@ func TestDiscoveryIsBoundedNonInteractiveAndRemembered(t *testing.T) {
 
 	// Without a remembered location, status falls back to full discovery,
 	// still bounded, and finds the cluster.
-	r = other.kiln("status", "kube", "disc1", "--discovery-timeout", "1s", "-o", "json")
+	r = other.kiln("status", "kube", "disc1", "--discovery-timeout", "3s", "-o", "json")
 	expect(t, r, 0)
 	if _, disc := discovered(t, r); disc["source"] != "discovery" {
 		t.Errorf("fallback discovery: %v", disc)

@@ -25,6 +25,11 @@ func (g *globals) provider(name string) (engine.Provider, error) {
 			return nil, err
 		}
 		p := g.kubeProvider(g.context)
+		if len(g.contexts) > 0 {
+			if err := p.ValidateScope(); err != nil {
+				return nil, err
+			}
+		}
 		// Only the context the user named may prompt for a login, and
 		// only when a person is at the terminal.
 		p.Interactive = !g.headless && g.stdinIsTerminal()

@@ -91,19 +91,19 @@ func TestDiscoveryBoundsEveryContextWithAPlainCause(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	p := &Provider{Kubeconfig: kc, Timeout: 500 * time.Millisecond}
+	p := &Provider{Kubeconfig: kc, Timeout: 3 * time.Second}
 	locs, err := p.Discover(context.Background(), "x")
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := map[string]string{
-		"slow":    "credential plugin `slow` did not answer within 500ms",
+		"slow":    "credential plugin `slow` did not answer within 3s",
 		"login":   "needs login (run kubectl against it once)",
 		"fail":    "credential plugin `fail` failed (exit 3): boom: no such profile",
 		"always":  "needs login (credential plugin `always` always asks for a terminal",
 		"stdin":   "needs login",
-		"tls":     "TLS handshake did not complete within 500ms",
-		"plain":   "the server accepted the connection but did not answer within 500ms",
+		"tls":     "TLS handshake did not complete within 3s",
+		"plain":   "the server accepted the connection but did not answer within 3s",
 		"refused": "connection refused by https://127.0.0.1:1",
 	}
 	for _, l := range locs {

@@ -54,6 +54,11 @@ type Provider struct {
 	once    sync.Once
 	raw     clientcmdapi.Config
 	loadErr error
+
+	// reached holds the clients discovery built for contexts it reached, so
+	// the operation reuses them instead of running a plugin again.
+	mu      sync.Mutex
+	reached map[string]engine.Location
 }
 
 // New returns a kube provider.
@@ -200,6 +205,17 @@ func (p *Provider) scope(names []string) (map[string]bool, error) {
 	return in, nil
 }
 
+// ValidateScope checks that every context of Only is in the kubeconfig
+// (exit 2 naming --contexts otherwise).
+func (p *Provider) ValidateScope() error {
+	names, err := p.Contexts()
+	if err != nil {
+		return err
+	}
+	_, err = p.scope(names)
+	return err
+}
+
 // Discover implements engine.Provider: every context in scope, in
 // parallel, each within Timeout (see InspectLocation). Contexts outside
 // the scope are Locations with Skipped set; an unreachable context is a
@@ -238,6 +254,12 @@ func (p *Provider) Scope() string { return "--contexts or " + ContextsEnv }
 // EnsureInfrastructure implements engine.Provider: the cluster exists
 // already; it only connects.
 func (p *Provider) EnsureInfrastructure(ctx context.Context, name, location string, _ engine.Sink) (engine.Location, bool, error) {
+	p.mu.Lock()
+	l, ok := p.reached[location]
+	p.mu.Unlock()
+	if ok {
+		return engine.Location{Name: location, Infra: engine.InfraPresent, Client: l.Client, REST: l.REST}, true, nil
+	}
 	rc, cs, err := p.Client(location)
 	if err != nil {
 		return engine.Location{}, true, err

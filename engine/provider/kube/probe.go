@@ -74,6 +74,14 @@ func (p *Provider) inspectBounded(parent context.Context, location string) engin
 		}
 	}
 	loc.Elapsed = time.Since(start)
+	if loc.Err == nil && loc.Client != nil {
+		p.mu.Lock()
+		if p.reached == nil {
+			p.reached = map[string]engine.Location{}
+		}
+		p.reached[location] = engine.Location{Client: loc.Client, REST: loc.REST}
+		p.mu.Unlock()
+	}
 	return loc
 }
 
