@@ -240,6 +240,17 @@ func TestDiscoveryIsBoundedNonInteractiveAndRemembered(t *testing.T) {
 	}
 	tr.noPluginLeft(t)
 
+	// destroy, too, goes to the remembered context only.
+	before = tr.runs(t)
+	r = e.kiln("destroy", "kube", "disc1", "--yes", "-o", "json")
+	expect(t, r, 0)
+	if _, disc := discovered(t, r); disc["source"] != "remembered" {
+		t.Errorf("destroy: discovery %v, want the remembered context", disc)
+	}
+	if after := tr.runs(t); fmt.Sprint(after) != fmt.Sprint(before) {
+		t.Errorf("destroy of a remembered cluster ran other contexts' plugins: before %v, after %v", before, after)
+	}
+
 	// Bad scope is bad input naming the flag.
 	for _, args := range [][]string{
 		{"status", "kube", "disc1", "--contexts", "nosuch"},
