@@ -4,29 +4,26 @@ import (
 	"fmt"
 	"maps"
 	"net/http"
-	"net/http/httptest"
-	"net/http/httputil"
-	"net/url"
 	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
-
+	"github.com/kilnctl/kiln/internal/faultproxy"
 	"github.com/kilnctl/kiln/internal/testcluster"
 )
 
-// apiProxy is a counting reverse proxy in front of the API server. Clients
-// reach it through Kubeconfig (context ContextName); it terminates TLS
-// itself and forwards with the cluster's own transport, so what it counts
-// is exactly what the client sent.
+// apiProxy is a counting reverse proxy in front of the API server: the
+// project's fault proxy (internal/faultproxy), with no faults unless a
+// benchmark sets them through Fault. Clients reach it through Kubeconfig
+// (context ContextName); it terminates TLS itself and forwards with the
+// cluster's own transport, so what it counts is exactly what the client
+// sent.
 type apiProxy struct {
 	Kubeconfig  string
 	ContextName string
+	Fault       *faultproxy.Proxy
 
 	mu     sync.Mutex
 	counts apiCounts
@@ -43,41 +40,20 @@ type apiCounts struct {
 
 func startAPIProxy(b *testing.B, c *testcluster.Cluster, contextName string) *apiProxy {
 	b.Helper()
-	target, err := url.Parse(c.Server)
-	if err != nil {
-		b.Fatal(err)
-	}
-	transport, err := rest.TransportFor(c.RESTConfig)
-	if err != nil {
-		b.Fatal(err)
-	}
 	p := &apiProxy{ContextName: contextName, counts: newAPICounts()}
-	rp := &httputil.ReverseProxy{
-		Rewrite:       func(r *httputil.ProxyRequest) { r.SetURL(target) },
-		Transport:     transport,
-		FlushInterval: -1, // watches stream event by event
-		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
-			if r.Context().Err() != nil {
-				return // the client went away, e.g. kiln exited with a watch open
-			}
-			http.Error(w, "bench proxy: "+err.Error(), http.StatusBadGateway)
-		},
+	fp, err := faultproxy.Start(faultproxy.Options{
+		Upstream: c.RESTConfig,
+		Seed:     1,
+		HTTP2:    true, // as client-go talks to a real API server
+		Observe:  p.count,
+	})
+	if err != nil {
+		b.Fatal(err)
 	}
-	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		p.count(r)
-		rp.ServeHTTP(w, r)
-	}))
-	srv.EnableHTTP2 = true // as client-go talks to a real API server
-	srv.StartTLS()
-	b.Cleanup(srv.Close)
-
-	cfg := clientcmdapi.NewConfig()
-	cfg.Clusters[contextName] = &clientcmdapi.Cluster{Server: srv.URL, InsecureSkipTLSVerify: true}
-	cfg.AuthInfos[contextName] = &clientcmdapi.AuthInfo{Token: c.RESTConfig.BearerToken}
-	cfg.Contexts[contextName] = &clientcmdapi.Context{Cluster: contextName, AuthInfo: contextName}
-	cfg.CurrentContext = contextName
+	b.Cleanup(fp.Close)
+	p.Fault = fp
 	p.Kubeconfig = filepath.Join(b.TempDir(), "kubeconfig")
-	if err := clientcmd.WriteToFile(*cfg, p.Kubeconfig); err != nil {
+	if err := fp.Kubeconfig(p.Kubeconfig, contextName); err != nil {
 		b.Fatal(err)
 	}
 	return p

@@ -78,6 +78,7 @@ func (e *Engine) Create(ctx context.Context, req Request) error {
 	r := &run{e: e, req: req}
 	err := r.create(ctx)
 	if r.lock != nil {
+		err = r.lock.Explain(err) // a lost lock exits 4, not as an interrupt
 		// Release even when ctx was cancelled: a fresh context, bounded.
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		if rerr := r.lock.Release(rctx); rerr != nil {
@@ -267,6 +268,7 @@ func (r *run) acquire(ctx context.Context, cs kubernetes.Interface) error {
 	l, lctx, err := lock.Acquire(ctx, cs, lock.Options{
 		Namespace: platform.Namespace, Name: platform.LockName, Operation: "create " + r.req.Name,
 		Labels: map[string]string{platform.LabelManagedBy: "kiln", platform.LabelCluster: r.req.Name},
+		Logf:   func(f string, a ...any) { r.e.logf(LevelInfo, f, a...) },
 	})
 	if err != nil {
 		return err

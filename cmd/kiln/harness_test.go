@@ -130,7 +130,8 @@ type env struct {
 	state string
 	data  string
 	vars  []string
-	// kubeconfig replaces the shared kubeconfig when set.
+	// kubeconfig, if set, replaces the merged kubeconfig (the fault tests
+	// reach a cluster only through their proxy).
 	kubeconfig string
 }
 

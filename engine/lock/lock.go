@@ -2,19 +2,31 @@
 // one operation at a time per cluster (kiln-system/kiln-lock) and per
 // project (kiln-project-P in the tenant namespace).
 //
-// A Lease is taken with a create or a resourceVersion-preconditioned update,
-// so two contenders can never both believe they hold it. It is renewed while
-// the operation runs; when renewal fails the operation's context is
-// cancelled, so work never continues without the lock.
+// The rules (DESIGN.md §13):
+//
+//   - A Lease is taken with a create or a resourceVersion-preconditioned
+//     update, so two contenders can never both believe they hold it.
+//   - The holder renews it every third of its duration, each renewal with a
+//     deadline, and stops its work (cancels the operation's context with a
+//     cause that exits 4) when it has not renewed for ⅔ of the duration on
+//     its own monotonic clock, whatever a hung request is doing.
+//   - A contender never compares the holder's timestamps with its own
+//     clock to decide that a lease expired: it takes a held lease over only
+//     after watching it stay unchanged for the lease's duration on its own
+//     monotonic clock, or at once when the holder is provably a dead process
+//     of this same boot (see deadHolder).
+//   - A held lease whose timestamps are plausible (renewed within its
+//     duration of the contender's clock) is refused at once with exit 4:
+//     kiln refuses rather than queues. Only a lease that looks stale (or
+//     renewed in the future: a clock is off) is watched before deciding.
+//   - Exclusive holders (platform-changing cluster operations) and the
+//     leases listed in Options.Excludes keep each other out: see Exclusion.
 package lock
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"os"
-	"os/user"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -27,10 +39,12 @@ import (
 	"github.com/kilnctl/kiln/internal/exit"
 )
 
-// DefaultDuration is how long a lease stays valid without renewal. A holder
-// that dies leaves it to expire; a holder on this host whose process is gone
-// is taken over at once.
+// DefaultDuration is how long a lease stays valid without renewal.
 const DefaultDuration = 15 * time.Second
+
+// AnnotationExclusive marks a lease held by a platform-changing operation
+// ("true"): project operations on the cluster refuse while it is held.
+const AnnotationExclusive = "kiln.dev/lock-exclusive"
 
 // Options name the lease and its holder.
 type Options struct {
@@ -40,8 +54,34 @@ type Options struct {
 	// Labels are set on the lease object.
 	Labels   map[string]string
 	Duration time.Duration
-	// Now is the clock (tests).
+	// Exclusive marks the holder as changing the platform: exclusions that
+	// ask for ExclusiveOnly see it.
+	Exclusive bool
+	// Excludes are leases that must not be held by a live operation while
+	// this one is; see Exclusion.
+	Excludes []Exclusion
+	// Logf reports progress (waiting on a stale lease, taking one over).
+	Logf func(format string, args ...any)
+	// Now is the wall clock written into the lease and used only to judge
+	// whether its timestamps look plausible (tests inject a skewed one).
+	// Expiry and the holder's own deadline use the monotonic clock.
 	Now func() time.Time
+}
+
+// Exclusion names leases that exclude the operation. Having taken its own
+// lease, Acquire reads them; if a live operation holds one, it gives its own
+// lease back and fails with exit 4 naming that holder. Because both sides
+// write their own lease before reading the other's, at least one of two
+// racing operations sees the other.
+type Exclusion struct {
+	// Namespace and Name name one lease; or Selector (a label selector)
+	// names every lease matching it in all namespaces.
+	Namespace, Name string
+	Selector        string
+	// ExclusiveOnly: only holders that took their lease as Exclusive count.
+	ExclusiveOnly bool
+	// Advice ends the exit-4 message: why this is refused and what to do.
+	Advice string
 }
 
 // Lock is a held Lease.
@@ -49,28 +89,25 @@ type Lock struct {
 	cs       kubernetes.Interface
 	opts     Options
 	holder   string
-	lease    *coordinationv1.Lease
 	mu       sync.Mutex
+	lease    *coordinationv1.Lease
+	lost     error
 	stop     context.CancelFunc
 	cancelOp context.CancelCauseFunc
 	done     chan struct{}
 	released bool
 }
 
-// Identity is this process's holder identity: operation, user, host and pid,
-// so a lock message says who holds it and a dead local holder is detectable.
-func Identity(operation string) string {
-	host, _ := os.Hostname()
-	name := "unknown"
-	if u, err := user.Current(); err == nil {
-		name = u.Username
+func (o *Options) logf(format string, args ...any) {
+	if o.Logf != nil {
+		o.Logf(format, args...)
 	}
-	return fmt.Sprintf("kiln %s by %s@%s pid %d", operation, name, host, os.Getpid())
 }
 
 // Acquire takes the lease or fails with an exit.Locked error naming the
 // holder and since when. The returned context is cancelled if the lease is
-// lost; use it for the operation.
+// lost (context.Cause is then an exit.Locked error saying to whom); use it
+// for the operation, and pass the operation's error through Explain.
 func Acquire(ctx context.Context, cs kubernetes.Interface, opts Options) (*Lock, context.Context, error) {
 	if opts.Duration <= 0 {
 		opts.Duration = DefaultDuration
@@ -79,178 +116,274 @@ func Acquire(ctx context.Context, cs kubernetes.Interface, opts Options) (*Lock,
 		opts.Now = time.Now
 	}
 	l := &Lock{cs: cs, opts: opts, holder: Identity(opts.Operation), done: make(chan struct{})}
-	leases := cs.CoordinationV1().Leases(opts.Namespace)
-	for attempt := 0; attempt < 5; attempt++ {
-		now := metav1.NewMicroTime(opts.Now())
-		cur, err := leases.Get(ctx, opts.Name, metav1.GetOptions{})
-		switch {
-		case apierrors.IsNotFound(err):
-			lease := &coordinationv1.Lease{
-				ObjectMeta: metav1.ObjectMeta{Name: opts.Name, Namespace: opts.Namespace, Labels: opts.Labels},
-				Spec:       l.spec(now, now, 0),
-			}
-			created, err := leases.Create(ctx, lease, metav1.CreateOptions{FieldManager: "kiln"})
-			if apierrors.IsAlreadyExists(err) {
-				continue // someone was faster: look again
-			}
-			if err != nil {
-				return nil, nil, fmt.Errorf("create lease %s/%s: %w", opts.Namespace, opts.Name, err)
-			}
-			l.lease = created
-		case err != nil:
-			return nil, nil, fmt.Errorf("get lease %s/%s: %w", opts.Namespace, opts.Name, err)
-		default:
-			if held(cur, opts.Now()) && !deadLocalHolder(cur) {
-				return nil, nil, lockedError(cur)
-			}
-			// Free, expired, or its holder on this host is dead: take it
-			// over, guarded by the resourceVersion we read.
-			trans := int32(0)
-			if cur.Spec.LeaseTransitions != nil {
-				trans = *cur.Spec.LeaseTransitions + 1
-			}
-			upd := cur.DeepCopy()
-			upd.Spec = l.spec(now, now, trans)
-			updated, err := leases.Update(ctx, upd, metav1.UpdateOptions{FieldManager: "kiln"})
-			if apierrors.IsConflict(err) {
-				continue
-			}
-			if err != nil {
-				return nil, nil, fmt.Errorf("take over lease %s/%s: %w", opts.Namespace, opts.Name, err)
-			}
-			l.lease = updated
-		}
-		opCtx, cancel := context.WithCancelCause(ctx)
-		rctx, stop := context.WithCancel(context.Background())
-		l.stop, l.cancelOp = stop, cancel
-		go l.renew(rctx, cancel)
-		return l, opCtx, nil
+	sent, err := l.take(ctx)
+	if err != nil {
+		return nil, nil, err
 	}
-	return nil, nil, exit.Lock("lease %s/%s is contended; try again", opts.Namespace, opts.Name)
+	// Renew from now on: checking the exclusions may watch another lease
+	// for its whole duration.
+	opCtx, cancel := context.WithCancelCause(ctx)
+	kctx, stop := context.WithCancel(context.Background())
+	l.stop, l.cancelOp = stop, cancel
+	go l.keep(kctx, sent)
+	if err := l.checkExclusions(opCtx); err != nil {
+		err = l.Explain(err)
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), opts.Duration)
+		defer cancel()
+		if rerr := l.Release(rctx); rerr != nil {
+			opts.logf("%v", rerr)
+		}
+		return nil, nil, err
+	}
+	return l, opCtx, nil
 }
 
-func (l *Lock) spec(acquire, renew metav1.MicroTime, transitions int32) coordinationv1.LeaseSpec {
+func (l *Lock) leases() leaseClient { return l.cs.CoordinationV1().Leases(l.opts.Namespace) }
+
+type leaseClient interface {
+	Get(ctx context.Context, name string, opts metav1.GetOptions) (*coordinationv1.Lease, error)
+	Create(ctx context.Context, lease *coordinationv1.Lease, opts metav1.CreateOptions) (*coordinationv1.Lease, error)
+	Update(ctx context.Context, lease *coordinationv1.Lease, opts metav1.UpdateOptions) (*coordinationv1.Lease, error)
+}
+
+// take writes the lease for this holder. It returns when the earliest of
+// its writes was sent: the write that won was applied after that, so the
+// holder's ⅔-duration deadline counts from there.
+func (l *Lock) take(ctx context.Context) (time.Time, error) {
+	o := &l.opts
+	var first time.Time
+	wrote := func() {
+		if first.IsZero() {
+			first = time.Now()
+		}
+	}
+	for attempt := 0; attempt < 8; attempt++ {
+		cur, err := l.leases().Get(ctx, o.Name, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+			now := l.stamp(nil)
+			lease := &coordinationv1.Lease{
+				ObjectMeta: metav1.ObjectMeta{Name: o.Name, Namespace: o.Namespace, Labels: o.Labels},
+				Spec:       l.spec(now, 0),
+			}
+			l.annotate(&lease.ObjectMeta)
+			wrote()
+			created, err := l.leases().Create(ctx, lease, metav1.CreateOptions{FieldManager: "kiln"})
+			if apierrors.IsAlreadyExists(err) {
+				continue // someone was faster, or our own retried create landed: look again
+			}
+			if err != nil {
+				return time.Time{}, fmt.Errorf("create lease %s/%s: %w", o.Namespace, o.Name, err)
+			}
+			l.lease = created
+			return first, nil
+		case err != nil:
+			return time.Time{}, fmt.Errorf("get lease %s/%s: %w", o.Namespace, o.Name, err)
+		}
+		h := holderOf(cur)
+		switch {
+		case h == l.holder:
+			// Our create or takeover was applied but its answer was lost.
+			l.lease = cur
+			return first, nil
+		case h == "":
+			// Released: free at once.
+		case deadHolder(h):
+			o.logf("lease %s/%s: holder %s is a process of this machine that has exited; taking the lease over", o.Namespace, o.Name, Who(h))
+		case plausible(cur, o.Now(), o.Duration):
+			return time.Time{}, lockedError(cur)
+		default:
+			d := leaseDuration(cur, o.Duration)
+			o.logf("lease %s/%s is held by %s, last renewed %s: waiting up to %s to see whether it is still renewed",
+				o.Namespace, o.Name, Who(h), renewedAt(cur), d)
+			changed, err := observe(ctx, l.leases(), cur, d)
+			if err != nil {
+				return time.Time{}, err
+			}
+			if changed != nil {
+				if holderOf(changed) == "" {
+					continue // released while we watched
+				}
+				return time.Time{}, lockedError(changed)
+			}
+			o.logf("lease %s/%s was not renewed for %s: taking it over from %s", o.Namespace, o.Name, d, Who(h))
+		}
+		upd := cur.DeepCopy()
+		upd.Spec = l.spec(l.stamp(nil), ptr.Deref(cur.Spec.LeaseTransitions, 0)+1)
+		if upd.Labels == nil && len(o.Labels) > 0 {
+			upd.Labels = map[string]string{}
+		}
+		for k, v := range o.Labels {
+			upd.Labels[k] = v
+		}
+		l.annotate(&upd.ObjectMeta)
+		wrote()
+		updated, err := l.leases().Update(ctx, upd, metav1.UpdateOptions{FieldManager: "kiln"})
+		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
+			continue // changed under us (perhaps by our own lost update): look again
+		}
+		if err != nil {
+			return time.Time{}, fmt.Errorf("take over lease %s/%s: %w", o.Namespace, o.Name, err)
+		}
+		l.lease = updated
+		return first, nil
+	}
+	return time.Time{}, exit.Lock("lease %s/%s is contended; try again", o.Namespace, o.Name)
+}
+
+func (l *Lock) annotate(m *metav1.ObjectMeta) {
+	if l.opts.Exclusive {
+		if m.Annotations == nil {
+			m.Annotations = map[string]string{}
+		}
+		m.Annotations[AnnotationExclusive] = "true"
+		return
+	}
+	delete(m.Annotations, AnnotationExclusive)
+}
+
+// stamp is the time to write as renewTime: the wall clock, but always after
+// prev, so that every renewal changes the object (an update that changes
+// nothing keeps its resourceVersion, and a watching contender would take
+// an unchanged lease for a dead one).
+func (l *Lock) stamp(prev *metav1.MicroTime) metav1.MicroTime {
+	t := l.opts.Now().Truncate(time.Microsecond)
+	if prev != nil && !t.After(prev.Time) {
+		t = prev.Add(time.Microsecond)
+	}
+	return metav1.NewMicroTime(t)
+}
+
+func (l *Lock) spec(now metav1.MicroTime, transitions int32) coordinationv1.LeaseSpec {
 	// Whole seconds, rounded up: a sub-second Duration truncated to 0 would
 	// make the lease look expired to every other contender at once.
 	secs := int32((l.opts.Duration + time.Second - 1) / time.Second)
+	acquire := now
 	return coordinationv1.LeaseSpec{
 		HolderIdentity:       ptr.To(l.holder),
 		LeaseDurationSeconds: ptr.To(secs),
 		AcquireTime:          &acquire,
-		RenewTime:            &renew,
+		RenewTime:            &now,
 		LeaseTransitions:     ptr.To(transitions),
 	}
 }
 
-// held reports whether the lease has a holder whose renewal has not expired.
-func held(l *coordinationv1.Lease, now time.Time) bool {
-	s := l.Spec
-	if s.HolderIdentity == nil || *s.HolderIdentity == "" || s.RenewTime == nil || s.LeaseDurationSeconds == nil {
-		return false
+func holderOf(l *coordinationv1.Lease) string { return ptr.Deref(l.Spec.HolderIdentity, "") }
+
+// leaseDuration is the lease's own duration, or fallback when it has none.
+func leaseDuration(l *coordinationv1.Lease, fallback time.Duration) time.Duration {
+	if s := ptr.Deref(l.Spec.LeaseDurationSeconds, 0); s > 0 {
+		return time.Duration(s) * time.Second
 	}
-	return now.Before(s.RenewTime.Add(time.Duration(*s.LeaseDurationSeconds) * time.Second))
+	return fallback
 }
 
-// deadLocalHolder reports whether the holder ran on this host under a pid
-// that no longer exists (a killed kiln), so waiting for expiry is pointless.
-func deadLocalHolder(l *coordinationv1.Lease) bool {
-	if l.Spec.HolderIdentity == nil {
-		return false
+func renewedAt(l *coordinationv1.Lease) string {
+	if t := l.Spec.RenewTime; t != nil {
+		return t.UTC().Format(time.RFC3339)
 	}
-	h := *l.Spec.HolderIdentity
-	host, _ := os.Hostname()
-	at := strings.LastIndex(h, "@")
-	pidAt := strings.LastIndex(h, " pid ")
-	if at < 0 || pidAt < at || h[at+1:pidAt] != host {
-		return false
-	}
-	pid, err := strconv.Atoi(h[pidAt+len(" pid "):])
-	if err != nil || pid <= 0 {
-		return false
-	}
-	if pid == os.Getpid() {
-		return false
-	}
-	return !processAlive(pid)
+	return "never"
 }
 
-func lockedError(l *coordinationv1.Lease) error {
-	since := "an unknown time"
-	if t := l.Spec.AcquireTime; t != nil {
-		since = t.UTC().Format(time.RFC3339)
+// plausible reports whether a held lease's renewTime lies within its
+// duration of now, either way: what a live holder with a roughly right
+// clock looks like. It is only ever used to refuse at once; an implausible
+// lease (stale, or renewed in the future) is watched, never trusted.
+func plausible(l *coordinationv1.Lease, now time.Time, fallback time.Duration) bool {
+	t := l.Spec.RenewTime
+	if t == nil {
+		t = l.Spec.AcquireTime
 	}
-	return exit.Lock("%s/%s is locked by %s since %s; wait for it to finish (the lease expires %ds after its holder stops renewing it)",
-		l.Namespace, l.Name, *l.Spec.HolderIdentity, since, ptr.Deref(l.Spec.LeaseDurationSeconds, 0))
+	if t == nil {
+		return false
+	}
+	d := leaseDuration(l, fallback)
+	return now.Before(t.Add(d)) && t.Time.Before(now.Add(d))
 }
 
-// renew keeps the lease fresh at a third of its duration. If the lease is
-// lost (someone else took it, or it was deleted), the operation is cancelled.
-func (l *Lock) renew(ctx context.Context, cancelOp context.CancelCauseFunc) {
-	defer close(l.done)
-	t := time.NewTicker(l.opts.Duration / 3)
+// observe watches a held lease (cur, just read) for up to d on the monotonic
+// clock. It returns the lease as soon as it changes, or nil when it stayed
+// unchanged from cur's read until a read begun d later: only then is it
+// expired. NotFound counts as a change (to an empty, free lease).
+func observe(ctx context.Context, leases leaseClient, cur *coordinationv1.Lease, d time.Duration) (*coordinationv1.Lease, error) {
+	seen := time.Now()
+	every := min(max(d/10, 50*time.Millisecond), time.Second)
+	t := time.NewTimer(every)
 	defer t.Stop()
-	failures := 0
 	for {
 		select {
 		case <-ctx.Done():
-			return
+			return nil, context.Cause(ctx)
 		case <-t.C:
 		}
-		l.mu.Lock()
-		upd := l.lease.DeepCopy()
-		now := metav1.NewMicroTime(l.opts.Now())
-		upd.Spec.RenewTime = &now
-		res, err := l.cs.CoordinationV1().Leases(l.opts.Namespace).Update(ctx, upd, metav1.UpdateOptions{FieldManager: "kiln"})
-		if err == nil {
-			l.lease = res
-			failures = 0
+		sent := time.Now()
+		got, err := leases.Get(ctx, cur.Name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: cur.Namespace, Name: cur.Name}}, nil
 		}
-		l.mu.Unlock()
-		if err == nil || ctx.Err() != nil {
-			continue
+		if err != nil {
+			return nil, fmt.Errorf("watch lease %s/%s: %w", cur.Namespace, cur.Name, err)
 		}
-		if apierrors.IsConflict(err) && l.stillOurs(ctx) {
-			continue // an earlier renewal landed although its response was lost
+		if got.ResourceVersion != cur.ResourceVersion {
+			return got, nil
 		}
-		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
-			cancelOp(fmt.Errorf("lost lease %s/%s: %w", l.opts.Namespace, l.opts.Name, err))
-			return
+		if sent.Sub(seen) >= d {
+			return nil, nil
 		}
-		// Transient API errors: keep trying until the lease would expire.
-		failures++
-		if time.Duration(failures)*l.opts.Duration/3 >= l.opts.Duration {
-			cancelOp(fmt.Errorf("could not renew lease %s/%s: %w", l.opts.Namespace, l.opts.Name, err))
-			return
-		}
+		t.Reset(every)
 	}
 }
 
-// stillOurs re-reads the lease after a conflict. An update whose response
-// never arrived (a client timeout, or a renewal cut off by StopRenewing) may
-// still have been applied, leaving l.lease one resourceVersion behind. If
-// the holder and acquire time are still ours, the lease is adopted as
-// current and stillOurs reports true.
-func (l *Lock) stillOurs(ctx context.Context) bool {
-	cur, err := l.cs.CoordinationV1().Leases(l.opts.Namespace).Get(ctx, l.opts.Name, metav1.GetOptions{})
-	if err != nil {
-		return false
+func lockedError(l *coordinationv1.Lease) error {
+	return exit.Lock("%s/%s is locked by %s since %s; wait for it to finish. If it is no longer running, run again: "+
+		"kiln takes a lease over once it has seen it unrenewed for its duration (%ds), or at once if its holder was a kiln process of this machine that has exited",
+		l.Namespace, l.Name, Who(holderOf(l)), since(l), ptr.Deref(l.Spec.LeaseDurationSeconds, 0))
+}
+
+func since(l *coordinationv1.Lease) string {
+	if t := l.Spec.AcquireTime; t != nil {
+		return t.UTC().Format(time.RFC3339)
 	}
-	mine := l.lease.Spec.AcquireTime
-	s := cur.Spec
-	if s.HolderIdentity == nil || *s.HolderIdentity != l.holder || s.AcquireTime == nil || mine == nil || !s.AcquireTime.Equal(mine) {
-		return false
-	}
-	l.mu.Lock()
-	l.lease = cur
-	l.mu.Unlock()
-	return true
+	return "an unknown time"
 }
 
 // Holder is this lock's holder identity.
 func (l *Lock) Holder() string { return l.holder }
 
+// Lost is the reason the lease was lost (an exit.Locked error), or nil.
+func (l *Lock) Lost() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.lost
+}
+
+// Explain turns the error of an operation that ran under this lock into
+// the lost-lock error when the lease was lost: the operation then stopped
+// because of that (usually with a bare "context canceled"), and the run
+// must end with exit 4 saying so, not as an interrupt.
+func (l *Lock) Explain(err error) error {
+	lost := l.Lost()
+	if err == nil || lost == nil || errors.Is(err, lost) {
+		return err
+	}
+	return &exit.Error{Code: exit.Locked, Err: fmt.Errorf("%w (the operation stopped: %v)", lost, err)}
+}
+
+func (l *Lock) current() *coordinationv1.Lease {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.lease
+}
+
+func (l *Lock) setLease(lease *coordinationv1.Lease) {
+	l.mu.Lock()
+	l.lease = lease
+	l.mu.Unlock()
+}
+
 // StopRenewing ends renewal without releasing (used before the lease's
-// namespace is deleted with it).
+// namespace is deleted with it). A renewal in flight is abandoned; its
+// write, if it lands, is preconditioned like every other.
 func (l *Lock) StopRenewing() {
 	l.stop()
 	<-l.done
@@ -270,13 +403,14 @@ func (l *Lock) Release(ctx context.Context) error {
 	l.mu.Unlock()
 	l.cancelOp(fmt.Errorf("released lease %s/%s", l.opts.Namespace, l.opts.Name))
 	for attempt := 0; ; attempt++ {
-		upd := l.lease.DeepCopy()
+		upd := l.current().DeepCopy()
 		upd.Spec.HolderIdentity = nil
 		upd.Spec.RenewTime = nil
 		upd.Spec.AcquireTime = nil
-		_, err := l.cs.CoordinationV1().Leases(l.opts.Namespace).Update(ctx, upd, metav1.UpdateOptions{FieldManager: "kiln"})
+		delete(upd.Annotations, AnnotationExclusive)
+		_, err := l.leases().Update(ctx, upd, metav1.UpdateOptions{FieldManager: "kiln"})
 		if apierrors.IsConflict(err) && attempt == 0 && l.stillOurs(ctx) {
-			continue // our last renewal landed unseen: clear from there
+			continue // our last write landed unseen: clear from there
 		}
 		if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
 			return nil
@@ -286,4 +420,15 @@ func (l *Lock) Release(ctx context.Context) error {
 		}
 		return nil
 	}
+}
+
+// stillOurs re-reads the lease after a conflict and adopts it when it still
+// names this holder: a write whose answer never arrived was applied.
+func (l *Lock) stillOurs(ctx context.Context) bool {
+	cur, err := l.leases().Get(ctx, l.opts.Name, metav1.GetOptions{})
+	if err != nil || holderOf(cur) != l.holder {
+		return false
+	}
+	l.setLease(cur)
+	return true
 }

@@ -4,9 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"regexp"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -18,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 
 	"github.com/kilnctl/kiln/internal/exit"
@@ -51,8 +55,6 @@ func getLease(t *testing.T, ctx context.Context, cs kubernetes.Interface, ns str
 	}
 	return l
 }
-
-func holderOf(l *coordinationv1.Lease) string { return ptr.Deref(l.Spec.HolderIdentity, "") }
 
 // acquire takes the lock and releases it when the test ends.
 func acquire(t *testing.T, ctx context.Context, opts Options) (*Lock, context.Context) {
@@ -98,7 +100,7 @@ func TestAcquireCreatesLeaseAndReleaseFreesIt(t *testing.T) {
 	lease := getLease(t, ctx, cs, ns)
 
 	host, _ := os.Hostname()
-	want := regexp.MustCompile(`^kiln create dev1 by \S+@` + regexp.QuoteMeta(host) + fmt.Sprintf(` pid %d$`, os.Getpid()))
+	want := regexp.MustCompile(`^kiln create dev1 by \S+@` + regexp.QuoteMeta(host) + fmt.Sprintf(` pid %d \[boot=[0-9a-f-]+ pidns=\d+ start=\d+ n=\d+\]$`, os.Getpid()))
 	if h := holderOf(lease); !want.MatchString(h) || h != l.Holder() {
 		t.Errorf("holder = %q (Holder() = %q), want to match %s", h, l.Holder(), want)
 	}
@@ -171,7 +173,7 @@ func TestAcquireWhileHeldIsLocked(t *testing.T) {
 				t.Errorf("exit code = %d, want %d (err: %v)", code, exit.Locked, err)
 			}
 			msg := err.Error()
-			for _, want := range []string{ns + "/" + leaseName, first.Holder(), "since " + since.Format(time.RFC3339), fmt.Sprintf("expires %ds", tt.wantSecs)} {
+			for _, want := range []string{ns + "/" + leaseName, "locked by " + Who(first.Holder()) + " since " + since.Format(time.RFC3339), fmt.Sprintf("(%ds)", tt.wantSecs)} {
 				if !strings.Contains(msg, want) {
 					t.Errorf("error %q does not contain %q", msg, want)
 				}
@@ -183,56 +185,90 @@ func TestAcquireWhileHeldIsLocked(t *testing.T) {
 	}
 }
 
-func TestExpiredLeaseIsTakenOver(t *testing.T) {
+// A held lease whose timestamps look stale (or lie in the future) is
+// watched on the contender's own clock and taken over only once it stayed
+// unchanged for its duration.
+func TestUnrenewedLeaseIsTakenOverAfterItsDuration(t *testing.T) {
 	tests := []struct {
-		name string
-		// setup leaves a lease behind and returns the transitions it has.
-		setup func(t *testing.T, ctx context.Context, ns string) int32
-		now   func() time.Time
+		name    string
+		renewed time.Time
 	}{
-		{
-			name: "held by a live Lock, contender's clock past expiry",
-			setup: func(t *testing.T, ctx context.Context, ns string) int32 {
-				acquire(t, ctx, Options{Namespace: ns, Name: leaseName, Operation: "create dev1", Duration: 5 * time.Second})
-				return 0
-			},
-			now: fixedClock(time.Now().Add(time.Hour)),
-		},
-		{
-			name: "written by a holder on another host that stopped renewing",
-			setup: func(t *testing.T, ctx context.Context, ns string) int32 {
-				writeLease(t, ctx, ns, "kiln create dev1 by ci@elsewhere.example pid 4242", time.Now().Add(-time.Minute), 15, 3)
-				return 3
-			},
-		},
+		{"holder on another machine stopped renewing a minute ago", time.Now().Add(-time.Minute)},
+		{"dead holder whose clock was an hour ahead", time.Now().Add(time.Hour)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			ctx := testCtx(t)
 			ns := cluster.Namespace(t)
-			before := tt.setup(t, ctx, ns)
+			writeLease(t, ctx, ns, "kiln create dev1 by ci@elsewhere.example pid 4242 [boot=0b0e0000-0000-0000-0000-000000000000 pidns=1 start=1 n=1]", tt.renewed, 2, 3)
 			old := getLease(t, ctx, cluster.Client, ns)
 
-			l, _ := acquire(t, ctx, Options{Namespace: ns, Name: leaseName, Operation: "take over", Now: tt.now})
+			var logs []string
+			l, _ := acquire(t, ctx, Options{Namespace: ns, Name: leaseName, Operation: "take over",
+				Logf: func(f string, a ...any) { logs = append(logs, fmt.Sprintf(f, a...)) }})
 			lease := getLease(t, ctx, cluster.Client, ns)
 			if h := holderOf(lease); h != l.Holder() {
 				t.Errorf("holder = %q, want %q", h, l.Holder())
 			}
-			if got := ptr.Deref(lease.Spec.LeaseTransitions, -1); got != before+1 {
-				t.Errorf("leaseTransitions = %d, want %d", got, before+1)
+			if got := ptr.Deref(lease.Spec.LeaseTransitions, -1); got != 4 {
+				t.Errorf("leaseTransitions = %d, want 4", got)
 			}
-			if lease.Spec.AcquireTime == nil || !lease.Spec.AcquireTime.After(old.Spec.AcquireTime.Time) {
-				t.Errorf("acquireTime = %v, want after the old holder's %v", lease.Spec.AcquireTime, old.Spec.AcquireTime)
+			if lease.Spec.AcquireTime.Equal(old.Spec.AcquireTime) {
+				t.Errorf("acquireTime unchanged by the takeover")
+			}
+			joined := strings.Join(logs, "\n")
+			for _, want := range []string{"waiting up to 2s to see whether it is still renewed", "was not renewed for 2s: taking it over from kiln create dev1 by ci@elsewhere.example pid 4242"} {
+				if !strings.Contains(joined, want) {
+					t.Errorf("log %q does not say %q", joined, want)
+				}
 			}
 		})
 	}
 }
 
-func TestLocalHolderLiveness(t *testing.T) {
-	host, err := os.Hostname()
-	if err != nil {
-		t.Fatal(err)
+// A contender whose clock is an hour off cannot take a live lease: it sees
+// the lease renewed while it watches, and refuses.
+func TestSkewedClockCannotTakeLiveLease(t *testing.T) {
+	for _, skew := range []time.Duration{time.Hour, -time.Hour} {
+		t.Run(fmt.Sprint(skew), func(t *testing.T) {
+			ctx := testCtx(t)
+			ns := cluster.Namespace(t)
+			holder, hctx := acquire(t, ctx, Options{Namespace: ns, Name: leaseName, Operation: "create dev1", Duration: 3 * time.Second})
+			var logs []string
+			skewed := func() time.Time { return time.Now().Add(skew) }
+			l, _, err := Acquire(ctx, cluster.Client, Options{Namespace: ns, Name: leaseName, Operation: "destroy dev1", Now: skewed,
+				Logf: func(f string, a ...any) { logs = append(logs, fmt.Sprintf(f, a...)) }})
+			if err == nil {
+				_ = l.Release(ctx)
+				t.Fatal("a contender with a skewed clock took a live lease")
+			}
+			if code := exit.Code(err); code != exit.Locked || !strings.Contains(err.Error(), "locked by "+Who(holder.Holder())) {
+				t.Errorf("err = %v (exit %d), want exit 4 naming %q", err, code, Who(holder.Holder()))
+			}
+			if !strings.Contains(strings.Join(logs, "\n"), "waiting up to 3s") {
+				t.Errorf("the contender did not watch the implausible lease: logs %q", logs)
+			}
+			if h := holderOf(getLease(t, ctx, cluster.Client, ns)); h != holder.Holder() {
+				t.Errorf("holder changed to %q", h)
+			}
+			if hctx.Err() != nil {
+				t.Errorf("holder's operation cancelled: %v", context.Cause(hctx))
+			}
+		})
 	}
+}
+
+// identity builds a holder identity with the given process facts.
+func identity(boot string, pidns uint64, pid int, start uint64) string {
+	return fmt.Sprintf("kiln create dev1 by me@host pid %d [boot=%s pidns=%d start=%d n=7]", pid, boot, pidns, start)
+}
+
+func TestDeadHolderTakeover(t *testing.T) {
+	me, ok := selfFacts()
+	if !ok {
+		t.Fatal("no process facts from /proc on this machine")
+	}
+	host, _ := os.Hostname()
 	exited := exec.Command("true")
 	if err := exited.Run(); err != nil {
 		t.Fatal(err)
@@ -245,27 +281,52 @@ func TestLocalHolderLiveness(t *testing.T) {
 		_ = sleeper.Process.Kill()
 		_ = sleeper.Wait()
 	})
+	sleeping, err := procStat(sleeper.Process.Pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A child that exited and was not reaped yet: a zombie.
+	zombie := exec.Command("true")
+	if err := zombie.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = zombie.Wait() })
+	var zstart uint64
+	for {
+		st, err := procStat(zombie.Process.Pid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.zombie {
+			zstart = st.start
+			break
+		}
+		runtime.Gosched()
+	}
+	otherBoot := "00000000-1111-2222-3333-444444444444"
 
 	tests := []struct {
 		name     string
 		holder   string
 		takeOver bool
 	}{
-		{"this host, pid of an exited child", fmt.Sprintf("kiln create dev1 by me@%s pid %d", host, exited.Process.Pid), true},
-		{"this host, pid that cannot exist", fmt.Sprintf("kiln create dev1 by me@%s pid 2147480000", host), true},
-		{"this host, user with an at sign, dead pid", fmt.Sprintf("kiln create dev1 by me@corp.example@%s pid 2147480000", host), true},
-		{"this host, live parent pid", fmt.Sprintf("kiln create dev1 by me@%s pid %d", host, os.Getppid()), false},
-		{"this host, live sleeping child", fmt.Sprintf("kiln create dev1 by me@%s pid %d", host, sleeper.Process.Pid), false},
-		{"this host, this process", fmt.Sprintf("kiln create dev1 by me@%s pid %d", host, os.Getpid()), false},
-		{"other host, dead pid", "kiln create dev1 by me@not-" + host + " pid 2147480000", false},
-		{"this host, unparsable pid", fmt.Sprintf("kiln create dev1 by me@%s pid x", host), false},
+		{"this boot and pid namespace, pid of an exited child", identity(me.boot, me.pidns, exited.Process.Pid, 1), true},
+		{"this boot and pid namespace, pid that cannot exist", identity(me.boot, me.pidns, 2147480000, 1), true},
+		{"this boot and pid namespace, unreaped zombie", identity(me.boot, me.pidns, zombie.Process.Pid, zstart), true},
+		{"this boot and pid namespace, live pid reused by another process", identity(me.boot, me.pidns, sleeper.Process.Pid, sleeping.start+1), true},
+		{"this boot and pid namespace, our pid from an earlier process", identity(me.boot, me.pidns, me.pid, me.start+1), true},
+		{"this boot and pid namespace, live sleeping child", identity(me.boot, me.pidns, sleeper.Process.Pid, sleeping.start), false},
+		{"this boot and pid namespace, this process", identity(me.boot, me.pidns, me.pid, me.start), false},
+		{"another boot, dead pid", identity(otherBoot, me.pidns, 2147480000, 1), false},
+		{"another pid namespace (a container sharing the hostname), dead pid", identity(me.boot, me.pidns+1, 2147480000, 1), false},
+		{"old identity without facts, this host, dead pid", fmt.Sprintf("kiln create dev1 by me@%s pid 2147480000", host), false},
 		{"not a kiln identity", "some-controller-7d9f", false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			ctx := testCtx(t)
 			ns := cluster.Namespace(t)
-			// Renewed just now with an hour to go: only a dead local
+			// Renewed just now with an hour to go: only a provably dead
 			// holder justifies taking it.
 			writeLease(t, ctx, ns, tt.holder, time.Now(), 3600, 0)
 
@@ -282,15 +343,36 @@ func TestLocalHolderLiveness(t *testing.T) {
 			}
 			if err == nil {
 				_ = l.Release(ctx)
-				t.Fatalf("Acquire took over the lease of live or foreign holder %q", tt.holder)
+				t.Fatalf("Acquire took over the lease of live or unprovable holder %q", tt.holder)
 			}
-			if code := exit.Code(err); code != exit.Locked || !strings.Contains(err.Error(), tt.holder) {
-				t.Errorf("err = %v (exit %d), want exit %d naming %q", err, code, exit.Locked, tt.holder)
+			if code := exit.Code(err); code != exit.Locked || !strings.Contains(err.Error(), Who(tt.holder)) {
+				t.Errorf("err = %v (exit %d), want exit %d naming %q", err, code, exit.Locked, Who(tt.holder))
 			}
 			if h := holderOf(getLease(t, ctx, cluster.Client, ns)); h != tt.holder {
 				t.Errorf("holder changed to %q", h)
 			}
 		})
+	}
+}
+
+func TestIdentity(t *testing.T) {
+	a, b := Identity("create dev1"), Identity("create dev1")
+	if a == b {
+		t.Errorf("two acquisitions share identity %q", a)
+	}
+	f, ok := parseFacts(a)
+	me, _ := selfFacts()
+	if !ok || f != me {
+		t.Errorf("parseFacts(%q) = %+v, %v; want %+v", a, f, ok, me)
+	}
+	if w := Who(a); w != fmt.Sprintf("kiln create dev1 by %s pid %d", strings.SplitN(strings.TrimPrefix(a, "kiln create dev1 by "), " ", 2)[0], os.Getpid()) {
+		t.Errorf("Who(%q) = %q", a, w)
+	}
+	if w := Who("some-controller-7d9f"); w != "some-controller-7d9f" {
+		t.Errorf("Who of a foreign identity = %q", w)
+	}
+	if deadHolder(a) {
+		t.Errorf("this process's identity %q judged dead", a)
 	}
 }
 
@@ -361,6 +443,8 @@ func TestLostLeaseCancelsOperation(t *testing.T) {
 		lose func(ctx context.Context, leases func() (*coordinationv1.Lease, error), cs kubernetes.Interface, ns string) error
 		// stays is the holder expected afterwards ("" when the lease is gone).
 		stays string
+		// to is what the cause says after "lost lock NS/NAME".
+		to string
 	}{
 		{
 			name: "taken over by another holder",
@@ -376,9 +460,11 @@ func TestLostLeaseCancelsOperation(t *testing.T) {
 				return err
 			},
 			stays: "kiln destroy dev1 by intruder@elsewhere pid 1",
+			to:    " to kiln destroy dev1 by intruder@elsewhere pid 1 (holding it since ",
 		},
 		{
 			name: "deleted",
+			to:   ": the lease was deleted",
 			lose: func(ctx context.Context, _ func() (*coordinationv1.Lease, error), cs kubernetes.Interface, ns string) error {
 				return cs.CoordinationV1().Leases(ns).Delete(ctx, leaseName, metav1.DeleteOptions{})
 			},
@@ -402,8 +488,23 @@ func TestLostLeaseCancelsOperation(t *testing.T) {
 				t.Fatal("operation context not cancelled after the lease was lost")
 			}
 			cause := context.Cause(lctx)
-			if cause == nil || !strings.Contains(cause.Error(), "lost lease "+ns+"/"+leaseName) {
-				t.Errorf("context.Cause = %v, want it to say lost lease %s/%s", cause, ns, leaseName)
+			if cause == nil || !strings.Contains(cause.Error(), "lost lock "+ns+"/"+leaseName+tt.to) {
+				t.Errorf("context.Cause = %v, want it to say lost lock %s/%s%s", cause, ns, leaseName, tt.to)
+			}
+			if code := exit.Code(cause); code != exit.Locked {
+				t.Errorf("cause exits %d, want %d", code, exit.Locked)
+			}
+			if l.Lost() != cause {
+				t.Errorf("Lost() = %v, want the cause %v", l.Lost(), cause)
+			}
+			// What the operation returns when its context ends (a client
+			// call cut off) must exit 4 saying why, not 130.
+			stopped := l.Explain(fmt.Errorf("get configmap x/y: %w", context.Canceled))
+			if code := exit.Code(stopped); code != exit.Locked || errors.Is(stopped, context.Canceled) || !strings.Contains(stopped.Error(), cause.Error()) {
+				t.Errorf("Explain = %v (exit %d, canceled %v), want exit 4 with the cause", stopped, code, errors.Is(stopped, context.Canceled))
+			}
+			if again := l.Explain(fmt.Errorf("wait: %w", cause)); exit.Code(again) != exit.Locked || strings.Count(again.Error(), "lost lock") != 1 {
+				t.Errorf("Explain of an error already carrying the cause = %v", again)
 			}
 			// Release must leave the new holder alone.
 			if err := l.Release(ctx); err != nil {
@@ -507,4 +608,244 @@ func TestConcurrentAcquire(t *testing.T) {
 	if h, want := holderOf(getLease(t, ctx, cluster.Client, ns)), locks[winners[0]].Holder(); h != want {
 		t.Errorf("holder = %q, want the winner %q", h, want)
 	}
+}
+
+// stallPuts is a transport that blocks every PUT of a Lease, ignoring the
+// request's context as a hung connection does, until released.
+type stallPuts struct {
+	next    http.RoundTripper
+	release chan struct{}
+	stalled chan struct{} // one value per stalled request
+}
+
+func (s *stallPuts) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.Method == http.MethodPut && strings.Contains(req.URL.Path, "/leases/") {
+		s.stalled <- struct{}{}
+		<-s.release
+		return nil, errors.New("stalled connection dropped")
+	}
+	return s.next.RoundTrip(req)
+}
+
+func clientWith(t *testing.T, wrap func(http.RoundTripper) http.RoundTripper) kubernetes.Interface {
+	t.Helper()
+	cfg := rest.CopyConfig(cluster.RESTConfig)
+	cfg.Wrap(wrap)
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cs
+}
+
+// A renewal that hangs (the connection stalls, the request never returns)
+// stops the holder's work before any contender can take the lease: the
+// contender, watching the unchanged lease for its duration on its own
+// clock, gets it only after the holder's operation context has ended.
+func TestHungRenewalStopsWorkBeforeTakeover(t *testing.T) {
+	ctx := testCtx(t)
+	ns := cluster.Namespace(t)
+	stall := &stallPuts{release: make(chan struct{}), stalled: make(chan struct{}, 100)}
+	cs := clientWith(t, func(rt http.RoundTripper) http.RoundTripper { stall.next = rt; return stall })
+	holder, hctx, err := Acquire(ctx, cs, Options{Namespace: ns, Name: leaseName, Operation: "create dev1", Duration: 3 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		close(stall.release)
+		_ = holder.Release(context.Background())
+	})
+	select {
+	case <-stall.stalled:
+	case <-ctx.Done():
+		t.Fatal("the holder never tried to renew")
+	}
+
+	// A contender whose clock is an hour ahead watches the lease (its
+	// timestamps look stale) and takes it once unchanged for 3s.
+	ahead := func() time.Time { return time.Now().Add(time.Hour) }
+	l, _, err := Acquire(ctx, cluster.Client, Options{Namespace: ns, Name: leaseName, Operation: "destroy dev1", Now: ahead})
+	if err != nil {
+		t.Fatalf("contender: %v", err)
+	}
+	t.Cleanup(func() { _ = l.Release(context.Background()) })
+	if hctx.Err() == nil {
+		t.Fatal("the contender took the lease while the holder's operation was still running")
+	}
+	cause := context.Cause(hctx)
+	if exit.Code(cause) != exit.Locked || !strings.Contains(cause.Error(), "could not renew it for 2s (⅔ of its 3s duration") {
+		t.Errorf("cause = %v (exit %d), want exit 4 saying it could not renew", cause, exit.Code(cause))
+	}
+}
+
+// replay is a transport that sends matching requests twice and answers with
+// the second answer: a write applied whose answer was lost, and retried.
+type replay struct {
+	next  http.RoundTripper
+	match func(*http.Request) bool
+	mu    sync.Mutex
+	n     int
+}
+
+func (r *replay) RoundTrip(req *http.Request) (*http.Response, error) {
+	if !r.match(req) {
+		return r.next.RoundTrip(req)
+	}
+	r.mu.Lock()
+	r.n++
+	r.mu.Unlock()
+	first, err := r.next.RoundTrip(req)
+	if err != nil {
+		return nil, err
+	}
+	_, _ = io.Copy(io.Discard, first.Body)
+	_ = first.Body.Close()
+	again := req.Clone(req.Context())
+	if req.GetBody != nil {
+		if again.Body, err = req.GetBody(); err != nil {
+			return nil, err
+		}
+	}
+	return r.next.RoundTrip(again)
+}
+
+// A lease write whose answer was lost and that was retried finds the lease
+// held by its own identity (AlreadyExists, Conflict): the lock is ours.
+func TestRetriedWritesFindTheLeaseOurs(t *testing.T) {
+	leasePath := func(req *http.Request) bool { return strings.Contains(req.URL.Path, "/leases") }
+	tests := []struct {
+		name   string
+		method string
+		setup  func(t *testing.T, ctx context.Context, ns string)
+	}{
+		{"create", http.MethodPost, func(*testing.T, context.Context, string) {}},
+		{"takeover of a released lease and renewals", http.MethodPut, func(t *testing.T, ctx context.Context, ns string) {
+			l, _ := acquire(t, ctx, Options{Namespace: ns, Name: leaseName, Operation: "earlier"})
+			if err := l.Release(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx := testCtx(t)
+			ns := cluster.Namespace(t)
+			tt.setup(t, ctx, ns)
+			rp := &replay{match: func(req *http.Request) bool { return req.Method == tt.method && leasePath(req) }}
+			cs := clientWith(t, func(rt http.RoundTripper) http.RoundTripper { rp.next = rt; return rp })
+			l, lctx, err := Acquire(ctx, cs, Options{Namespace: ns, Name: leaseName, Operation: "create dev1", Duration: 3 * time.Second})
+			if err != nil {
+				t.Fatalf("Acquire through a replaying transport: %v", err)
+			}
+			t.Cleanup(func() { _ = l.Release(context.Background()) })
+			first := getLease(t, ctx, cluster.Client, ns)
+			if holderOf(first) != l.Holder() {
+				t.Fatalf("holder = %q, want %q", holderOf(first), l.Holder())
+			}
+			// Renewals (replayed too for PUT) go on without a lost lock.
+			renewals := 0
+			watchLease(t, ctx, ns, first.ResourceVersion, func(lease *coordinationv1.Lease) bool {
+				if holderOf(lease) != l.Holder() {
+					t.Fatalf("holder changed to %q", holderOf(lease))
+				}
+				renewals++
+				return renewals >= 3
+			})
+			if lctx.Err() != nil {
+				t.Fatalf("operation cancelled: %v", context.Cause(lctx))
+			}
+			rp.mu.Lock()
+			n := rp.n
+			rp.mu.Unlock()
+			if n == 0 {
+				t.Fatal("no request was replayed: the test did not exercise lost answers")
+			}
+			if err := l.Release(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if h := holderOf(getLease(t, ctx, cluster.Client, ns)); h != "" {
+				t.Errorf("holder after Release = %q, want none", h)
+			}
+		})
+	}
+}
+
+// Platform-changing operations (Exclusive holders of the cluster lease) and
+// project operations keep each other out.
+func TestClusterAndProjectExclusion(t *testing.T) {
+	ctx := testCtx(t)
+	system, tenant := cluster.Namespace(t), cluster.Namespace(t)
+	const clusterName = "excl1"
+	projectLabels := map[string]string{"kiln.dev/cluster": clusterName, "kiln.dev/project": "blog"}
+	advice := "refused while it runs"
+	clusterOp := func(op string, exclusive bool) Options {
+		return Options{Namespace: system, Name: leaseName, Operation: op + " " + clusterName, Exclusive: exclusive,
+			Excludes: []Exclusion{{Selector: "kiln.dev/cluster=" + clusterName + ",kiln.dev/project", Advice: advice}}}
+	}
+	projectOp := func(op string) Options {
+		return Options{Namespace: tenant, Name: "kiln-project-blog", Operation: "project " + op + " default/blog", Labels: projectLabels,
+			Excludes: []Exclusion{{Namespace: system, Name: leaseName, ExclusiveOnly: true, Advice: advice}}}
+	}
+	holderIn := func(ns, name string) string {
+		l, err := cluster.Client.CoordinationV1().Leases(ns).Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return ""
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return holderOf(l)
+	}
+	refused := func(t *testing.T, err error, holder string) {
+		t.Helper()
+		if err == nil {
+			t.Fatal("acquired although excluded")
+		}
+		if code := exit.Code(err); code != exit.Locked || !strings.Contains(err.Error(), "locked by "+Who(holder)) || !strings.Contains(err.Error(), advice) {
+			t.Errorf("err = %v (exit %d), want exit 4 naming %q", err, code, Who(holder))
+		}
+	}
+
+	// destroy holds the cluster: a project operation is refused and leaves
+	// its own lease free.
+	destroy, _ := acquire(t, ctx, clusterOp("destroy", true))
+	if a := getLease(t, ctx, cluster.Client, system).Annotations[AnnotationExclusive]; a != "true" {
+		t.Errorf("exclusive holder's lease annotation %s = %q", AnnotationExclusive, a)
+	}
+	_, _, err := Acquire(ctx, cluster.Client, projectOp("start"))
+	refused(t, err, destroy.Holder())
+	if h := holderIn(tenant, "kiln-project-blog"); h != "" {
+		t.Errorf("refused project operation left its lease held by %q", h)
+	}
+	if err := destroy.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	// create (not exclusive) holds the cluster: project operations go on.
+	create, _ := acquire(t, ctx, clusterOp("create", false))
+	if a, ok := getLease(t, ctx, cluster.Client, system).Annotations[AnnotationExclusive]; ok {
+		t.Errorf("create's lease keeps the exclusive annotation %q", a)
+	}
+	start, _ := acquire(t, ctx, projectOp("start"))
+	if err := create.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	// A project operation runs: destroy is refused and gives the cluster
+	// lease back.
+	_, _, err = Acquire(ctx, cluster.Client, clusterOp("destroy", true))
+	refused(t, err, start.Holder())
+	lease := getLease(t, ctx, cluster.Client, system)
+	if h := holderOf(lease); h != "" {
+		t.Errorf("refused destroy left the cluster lease held by %q", h)
+	}
+	if _, ok := lease.Annotations[AnnotationExclusive]; ok {
+		t.Errorf("refused destroy left the exclusive annotation")
+	}
+	if err := start.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	// The project operation finished: destroy proceeds.
+	acquire(t, ctx, clusterOp("destroy", true))
 }

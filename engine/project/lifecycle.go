@@ -28,6 +28,13 @@ func (o *Ops) locked(ctx context.Context, r Ref, op string, fn func(context.Cont
 		l, lctx, err = lock.Acquire(ctx, o.Client, lock.Options{
 			Namespace: r.Namespace(), Name: LeaseName(r.Project),
 			Operation: "project " + op + " " + r.String(), Labels: o.labels(r),
+			// A platform-changing cluster operation (destroy) excludes
+			// project operations; its side checks ours likewise.
+			Excludes: []lock.Exclusion{{
+				Namespace: platform.Namespace, Name: platform.LockName, ExclusiveOnly: true,
+				Advice: "project operations are refused while an operation that changes the cluster's platform holds it; nothing was changed. Wait for it to finish, then run again",
+			}},
+			Logf: func(f string, a ...any) { o.R.Logf("info", f, a...) },
 		})
 		if err == nil {
 			o.R.Logf("info", "holding lease %s/%s as %s", r.Namespace(), LeaseName(r.Project), l.Holder())
@@ -45,8 +52,8 @@ func (o *Ops) locked(ctx context.Context, r Ref, op string, fn func(context.Cont
 		}
 	}()
 	err = fn(lctx, l)
-	if err != nil && ctx.Err() == nil && lctx.Err() != nil {
-		err = fmt.Errorf("%w: %v", err, context.Cause(lctx))
+	if ctx.Err() == nil {
+		err = l.Explain(err) // a lost lease exits 4 saying to whom
 	}
 	return err
 }

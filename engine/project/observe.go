@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
+	"github.com/kilnctl/kiln/engine/lock"
 	"github.com/kilnctl/kiln/engine/readiness"
 )
 
@@ -286,7 +287,7 @@ func (o *Ops) observe(snap *snapshot, cm *corev1.ConfigMap) (*Status, error) {
 	add(readiness.KindIngress, r.Project, objOrNil(ing), ingRes)
 
 	if l := snap.leases[key(ns, LeaseName(r.Project))]; l != nil && leaseHeld(l, o.now()) {
-		st.Operation = *l.Spec.HolderIdentity
+		st.Operation = lock.Who(*l.Spec.HolderIdentity)
 	}
 	busy := st.Operation != ""
 

@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kilnctl/kiln/engine/config"
+	"github.com/kilnctl/kiln/engine/lock"
 	"github.com/kilnctl/kiln/internal/exit"
 )
 
@@ -97,7 +98,7 @@ func (o *Ops) writeSpec(ctx context.Context, r Ref, op, holder string, mutate fu
 			next.Revision = 1
 		}
 		next.Tenant, next.Project = r.Tenant, r.Project
-		next.LastOperation, next.UpdatedBy, next.UpdatedAt = op, holder, o.now().UTC()
+		next.LastOperation, next.UpdatedBy, next.UpdatedAt = op, lock.Who(holder), o.now().UTC()
 		data, err := json.Marshal(next)
 		if err != nil {
 			return nil, err
@@ -108,16 +109,23 @@ func (o *Ops) writeSpec(ctx context.Context, r Ref, op, holder string, mutate fu
 				Data:       map[string]string{SpecKey: string(data)},
 			}
 			_, err = cms.Create(ctx, obj, metav1.CreateOptions{FieldManager: "kiln"})
-			if apierrors.IsAlreadyExists(err) {
-				continue
-			}
 		} else {
 			upd := cm.DeepCopy() // carries the resourceVersion read above
 			upd.Data = map[string]string{SpecKey: string(data)}
 			_, err = cms.Update(ctx, upd, metav1.UpdateOptions{FieldManager: "kiln"})
-			if apierrors.IsConflict(err) {
-				continue
+		}
+		if apierrors.IsAlreadyExists(err) || apierrors.IsConflict(err) {
+			// A retried write whose first answer was lost meets its own
+			// landed write. The spec carries its write time to the
+			// nanosecond, so finding exactly our bytes means it landed:
+			// done, not written twice (which would bump the revision and
+			// re-apply mutate).
+			if landed, rerr := o.specIs(ctx, r, string(data)); rerr != nil {
+				return nil, rerr
+			} else if landed {
+				return next, nil
 			}
+			continue
 		}
 		if err != nil {
 			return nil, fmt.Errorf("write configmap %s/%s: %w", r.Namespace(), SpecName(r.Project), err)
@@ -125,6 +133,15 @@ func (o *Ops) writeSpec(ctx context.Context, r Ref, op, holder string, mutate fu
 		return next, nil
 	}
 	return nil, fmt.Errorf("write configmap %s/%s: too many concurrent changes", r.Namespace(), SpecName(r.Project))
+}
+
+// specIs reports whether the stored spec is exactly data.
+func (o *Ops) specIs(ctx context.Context, r Ref, data string) (bool, error) {
+	_, cm, err := o.readSpec(ctx, r)
+	if err != nil {
+		return false, err
+	}
+	return cm != nil && cm.Data[SpecKey] == data, nil
 }
 
 // maxAttempts bounds how often a write that lost a resourceVersion race is

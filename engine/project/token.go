@@ -1,12 +1,14 @@
 package project
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
 	"fmt"
+	"maps"
 	"strconv"
 	"strings"
 
@@ -94,6 +96,15 @@ func (o *Ops) ensureSecret(ctx context.Context, r Ref) (key, hash string, err er
 			Data: map[string][]byte{key: []byte(tok)},
 		}
 		s, err = o.Client.CoreV1().Secrets(r.Namespace()).Create(ctx, obj, metav1.CreateOptions{FieldManager: "kiln"})
+		if apierrors.IsAlreadyExists(err) {
+			// Our create landed although its answer was lost, or another
+			// start created it first: either way the stored Secret is
+			// the one in force, and it is never changed here.
+			s, err = o.getSecret(ctx, r)
+			if err == nil && s == nil {
+				err = fmt.Errorf("created, then not found")
+			}
+		}
 		if err != nil {
 			return "", "", fmt.Errorf("create secret %s/%s: %w", r.Namespace(), SecretName(r.Project), err)
 		}
@@ -127,6 +138,17 @@ func (o *Ops) updateSecret(ctx context.Context, r Ref, change func(*corev1.Secre
 		}
 		out, err := o.Client.CoreV1().Secrets(r.Namespace()).Update(ctx, upd, metav1.UpdateOptions{FieldManager: "kiln"})
 		if apierrors.IsConflict(err) {
+			// A retried update whose first answer was lost meets its own
+			// landed write: a new token is random, so a Secret equal to
+			// what we sent is ours. Applying change again would add a
+			// second new token.
+			cur, gerr := o.getSecret(ctx, r)
+			if gerr != nil {
+				return nil, gerr
+			}
+			if cur != nil && maps.EqualFunc(cur.Data, upd.Data, bytes.Equal) && maps.Equal(cur.Annotations, upd.Annotations) {
+				return cur, nil
+			}
 			continue
 		}
 		if err != nil {

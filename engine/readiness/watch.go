@@ -10,6 +10,7 @@ import (
 	"time"
 
 	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
@@ -129,6 +130,11 @@ func (w *Watcher) follow(ctx context.Context, ref Ref, goal Goal, record func(Re
 		case <-kick:
 		}
 		r, err := Compute(ctx, w.Client, ref)
+		if err != nil && permanent(err) {
+			// Waiting cannot fix a missing permission or a rejected
+			// request: fail now, naming it, instead of timing out.
+			return fmt.Errorf("%s: %w", ref, err)
+		}
 		if err != nil {
 			lastErr = err
 			// The event that kicked this may have been the last one (a
@@ -166,47 +172,79 @@ type source struct {
 	opts  metav1.ListOptions
 }
 
-// run lists (to learn the resourceVersion), then watches from there, and
-// relists when the watch ends. Every list and every event kicks.
+// run lists (to learn the resourceVersion), then watches from there. A
+// watch that ends (a cut stream, a server's timeout) resumes from the last
+// resourceVersion it delivered, so no event between is missed and nothing
+// is listed again; only when that version has expired (410 Gone) does it
+// list afresh. Every list and every event kicks.
 func (s source) run(ctx context.Context, kick func()) {
 	backoff := 100 * time.Millisecond
+	rv := ""
 	for ctx.Err() == nil {
-		list, err := s.list(ctx, s.opts)
-		if err != nil {
-			if !retryWait(ctx, &backoff) {
+		if rv == "" {
+			list, err := s.list(ctx, s.opts)
+			if err != nil {
+				if !retryWait(ctx, &backoff) {
+					return
+				}
+				continue
+			}
+			lm, err := meta.ListAccessor(list)
+			if err != nil {
 				return
 			}
-			continue
-		}
-		backoff = 100 * time.Millisecond
-		kick()
-		lm, err := meta.ListAccessor(list)
-		if err != nil {
-			return
+			rv = lm.GetResourceVersion()
+			kick()
 		}
 		opts := s.opts
-		opts.ResourceVersion = lm.GetResourceVersion()
+		opts.ResourceVersion = rv
 		opts.AllowWatchBookmarks = true
 		wi, err := s.watch(ctx, opts)
 		if err != nil {
+			if apierrors.IsResourceExpired(err) || apierrors.IsGone(err) {
+				rv = ""
+			}
 			if !retryWait(ctx, &backoff) {
 				return
 			}
 			continue
 		}
-		drain(ctx, wi, kick)
+		next, delivered, expired := drain(ctx, wi, rv, kick)
+		rv = next
+		if expired {
+			rv = "" // relist
+		}
+		if delivered {
+			backoff = 100 * time.Millisecond
+		} else if !expired && !retryWait(ctx, &backoff) {
+			// A stream that ends before delivering anything is a failed
+			// watch, not a quiet one: back off before the next.
+			return
+		}
 	}
 }
 
-func drain(ctx context.Context, wi watch.Interface, kick func()) {
+// drain kicks on every event until the stream ends, and returns the last
+// resourceVersion it saw, whether it saw any event, and whether the server
+// said the version has expired.
+func drain(ctx context.Context, wi watch.Interface, rv string, kick func()) (last string, delivered, expired bool) {
 	defer wi.Stop()
+	last = rv
 	for {
 		select {
 		case <-ctx.Done():
-			return
+			return last, delivered, false
 		case ev, ok := <-wi.ResultChan():
-			if !ok || ev.Type == watch.Error {
-				return // relist
+			if !ok {
+				return last, delivered, false
+			}
+			if ev.Type == watch.Error {
+				err := apierrors.FromObject(ev.Object)
+				return last, delivered, apierrors.IsResourceExpired(err) || apierrors.IsGone(err)
+			}
+			delivered = true
+			if m, err := meta.Accessor(ev.Object); err == nil && m.GetResourceVersion() != "" {
+				last = m.GetResourceVersion()
 			}
 			if ev.Type != watch.Bookmark {
 				kick()
@@ -284,4 +322,11 @@ func sources(cs kubernetes.Interface, ref Ref) []source {
 		}
 	}
 	return nil
+}
+
+// permanent says whether an API error will come back however often the
+// request is repeated.
+func permanent(err error) bool {
+	return apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err) || apierrors.IsBadRequest(err) ||
+		apierrors.IsInvalid(err) || apierrors.IsMethodNotSupported(err) || apierrors.IsNotAcceptable(err)
 }

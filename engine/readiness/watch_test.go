@@ -384,17 +384,22 @@ func TestUntilRetriesAfterAnAPIError(t *testing.T) {
 }
 
 // closingWatch wraps a real watch call: the first n watches it opens end at
-// once, the first as a closed channel, the rest with an Error event, the
-// two ways a server ends a watch.
+// once, the first as a closed channel (a cut stream), the rest with a 410
+// Error event (the version expired), the two ways a watch ends early.
 type closingWatch struct {
 	real  func(context.Context, metav1.ListOptions) (watch.Interface, error)
 	n     int32
 	calls atomic.Int32
+	mu    sync.Mutex
+	rvs   []string // the resourceVersion each watch started from
 	// live is signalled each time a watch that stays open is established.
 	live chan struct{}
 }
 
 func (c *closingWatch) watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+	c.mu.Lock()
+	c.rvs = append(c.rvs, opts.ResourceVersion)
+	c.mu.Unlock()
 	w, err := c.real(ctx, opts)
 	if err != nil {
 		return nil, err
@@ -416,15 +421,25 @@ func (c *closingWatch) watch(ctx context.Context, opts metav1.ListOptions) (watc
 	return fw, nil
 }
 
-func TestSourceRelistsAfterWatchEnds(t *testing.T) {
+// A cut watch resumes from the version it had reached, without listing
+// again; only a 410 (the version expired) makes it list afresh.
+func TestSourceResumesAfterCutAndRelistsOnGone(t *testing.T) {
 	ctx := testCtx(t)
 	ns := cluster.Namespace(t)
 	cms := cluster.Client.CoreV1().ConfigMaps(ns)
 
 	var lists atomic.Int32
+	var listRVs []string
+	var mu sync.Mutex
 	list := func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 		lists.Add(1)
-		return cms.List(ctx, o)
+		l, err := cms.List(ctx, o)
+		if err == nil {
+			mu.Lock()
+			listRVs = append(listRVs, l.ResourceVersion)
+			mu.Unlock()
+		}
+		return l, err
 	}
 	cw := &closingWatch{real: cms.Watch, n: 2, live: make(chan struct{}, 1)}
 	src := source{list: list, watch: cw.watch, opts: byName("late")}
@@ -438,12 +453,19 @@ func TestSourceRelistsAfterWatchEnds(t *testing.T) {
 	case <-ctx.Done():
 		t.Fatalf("no watch established after %d lists", lists.Load())
 	}
-	// One list per watch: the initial one and one after each ended watch.
-	if got := lists.Load(); got != 3 {
-		t.Errorf("lists = %d, want 3 (relist after a closed watch and after an Error event)", got)
+	// The initial list, and one after the 410; none after the cut.
+	if got := lists.Load(); got != 2 {
+		t.Errorf("lists = %d, want 2 (none after a cut stream, one after 410 Gone)", got)
 	}
-	if got := len(kicks); got != 3 {
-		t.Errorf("kicks before any change = %d, want one per list (3)", got)
+	mu.Lock()
+	cw.mu.Lock()
+	if len(listRVs) != 2 || len(cw.rvs) != 3 || cw.rvs[0] != listRVs[0] || cw.rvs[1] != listRVs[0] || cw.rvs[2] != listRVs[1] {
+		t.Errorf("watches started from %v, lists returned %v; want the cut watch resumed from the first list's version and the expired one relisted", cw.rvs, listRVs)
+	}
+	cw.mu.Unlock()
+	mu.Unlock()
+	if got := len(kicks); got != 2 {
+		t.Errorf("kicks before any change = %d, want one per list (2)", got)
 	}
 	for len(kicks) > 0 {
 		<-kicks
@@ -453,7 +475,7 @@ func TestSourceRelistsAfterWatchEnds(t *testing.T) {
 	select {
 	case <-kicks:
 	case <-ctx.Done():
-		t.Fatal("creating the object after relists did not kick")
+		t.Fatal("creating the object after a resume and a relist did not kick")
 	}
 }
 

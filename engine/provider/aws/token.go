@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/kilnctl/kiln/engine/kubeapi"
 	"github.com/kilnctl/kiln/engine/provider/kube"
 )
 
@@ -97,6 +98,7 @@ func (p *Provider) kubeClient(ctx context.Context, cfg aws.Config, c *ekstypes.C
 			return &bearer{src: src, next: rt}
 		},
 	}
+	kubeapi.Wrap(rc) // outside the bearer wrapper: each retry carries a fresh token
 	cs, err := kubernetes.NewForConfig(rc)
 	if err != nil {
 		return nil, nil, fmt.Errorf("EKS cluster %s at %s: %w (an emulator's cluster has no real API server: map it to a kubeconfig context with --kube-context-override or %s)",

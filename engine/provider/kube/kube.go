@@ -19,6 +19,7 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/kilnctl/kiln/engine"
+	"github.com/kilnctl/kiln/engine/kubeapi"
 	"github.com/kilnctl/kiln/internal/exit"
 )
 
@@ -169,6 +170,7 @@ func (p *Provider) Client(contextName string) (*rest.Config, kubernetes.Interfac
 func (p *Provider) finalize(contextName string, rc *rest.Config) (*rest.Config, kubernetes.Interface, error) {
 	rc.QPS, rc.Burst = 50, 100
 	rc.UserAgent = "kiln"
+	kubeapi.Wrap(rc) // transient API faults are retried, for every call and every caller
 	if p.Wrap != nil {
 		p.Wrap(rc)
 	}

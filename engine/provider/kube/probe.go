@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/kilnctl/kiln/engine"
+	"github.com/kilnctl/kiln/engine/kubeapi"
 	"github.com/kilnctl/kiln/engine/platform"
 )
 
@@ -132,6 +133,10 @@ func (p *Provider) probeClient(ctx context.Context, contextName string) (*rest.C
 
 // explain turns a failed inspection into a plain cause.
 func explain(ctx context.Context, err error, tr *tracer, host string) error {
+	var ex *kubeapi.ExhaustedError
+	if errors.As(err, &ex) && ex.Last != nil {
+		err = ex.Last // retried in vain: the cause is the last try's
+	}
 	var pe *pluginError
 	var dnsErr *net.DNSError
 	var unknownCA x509.UnknownAuthorityError
