@@ -170,3 +170,37 @@ func TestDiscoveryScope(t *testing.T) {
 		t.Errorf("unknown context in --contexts: %v (exit %d), want exit 2 naming --contexts and the context", err, exit.Code(err))
 	}
 }
+
+// Only the context the user named, with Interactive set (a person at the
+// terminal), is handed to client-go's own exec path when its plugin needs a
+// login; every other context stays with kiln's non-interactive run.
+func TestOnlyTheNamedContextMayAskForALogin(t *testing.T) {
+	dir := t.TempDir()
+	ran := filepath.Join(dir, "ran")
+	cfg := clientcmdapi.NewConfig()
+	for _, n := range []string{"named", "other"} {
+		cfg.Clusters[n] = &clientcmdapi.Cluster{Server: "https://127.0.0.1:1", InsecureSkipTLSVerify: true}
+		cfg.AuthInfos[n] = execUser(script(t, dir, "sso-"+n, `echo `+n+` >>`+ran+`; exit 1`), clientcmdapi.AlwaysExecInteractiveMode)
+		cfg.Contexts[n] = &clientcmdapi.Context{Cluster: n, AuthInfo: n}
+	}
+	kc := filepath.Join(dir, "kubeconfig")
+	if err := clientcmd.WriteToFile(*cfg, kc); err != nil {
+		t.Fatal(err)
+	}
+	p := &Provider{Kubeconfig: kc, Context: "named", Interactive: true, Timeout: 3 * time.Second}
+	other := p.InspectLocation(context.Background(), "x", "other")
+	if other.Err == nil || !strings.Contains(other.Err.Error(), "needs login") {
+		t.Errorf("other context: %v, want needs login without prompting", other.Err)
+	}
+	t.Logf("other: %v", other.Err)
+	// The named one went on to client-go's interactive path: without a
+	// terminal here, client-go refuses an Always plugin itself.
+	named := p.InspectLocation(context.Background(), "x", "named")
+	t.Logf("named: %v", named.Err)
+	if named.Err == nil || !strings.Contains(named.Err.Error(), "exec plugin cannot support interactive mode") {
+		t.Errorf("named context: %v, want client-go's interactive path to have been taken", named.Err)
+	}
+	if data, _ := os.ReadFile(ran); strings.Contains(string(data), "other") {
+		t.Error("the plugin of a context the user did not name was run although it always asks for a terminal")
+	}
+}
