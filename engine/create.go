@@ -57,6 +57,7 @@ type run struct {
 	loc      Location
 	decision string
 	candList []candidate
+	skipped  []string // locations left out of discovery by the user
 	td       *creds.TokenDir
 	lock     *lock.Lock
 	lockCtx  context.Context
@@ -149,144 +150,12 @@ func (r *run) create(ctx context.Context) error {
 // discover inspects every location, then picks the target and refuses a
 // NAME that lives elsewhere.
 func (r *run) discover(ctx context.Context) error {
-	loc, cands, err := r.e.discoverTarget(ctx, r.req, true)
+	f, err := r.e.discoverTarget(ctx, r.req, true)
 	if err != nil {
 		return err
 	}
-	r.loc, r.candList = loc, cands
+	r.loc, r.candList, r.skipped = f.loc, f.cands, f.skipped
 	return nil
-}
-
-// discoverTarget runs discovery, emits the discovery event and returns the
-// location the operation is about. With create set, the target is the
-// user's (or default) location and NAME found anywhere else is an error;
-// otherwise the location where NAME lives is returned.
-func (e *Engine) discoverTarget(ctx context.Context, req Request, create bool) (Location, []candidate, error) {
-	p := req.Provider
-	locs, err := p.Discover(ctx, req.Name)
-	if err != nil {
-		return Location{}, nil, err
-	}
-	cands, err := e.candidates(p.Name(), req.Name, req.TokenDir)
-	if err != nil {
-		return Location{}, nil, err
-	}
-	var infos []ClusterInfo
-	for _, l := range locs {
-		info := ClusterInfo{Provider: p.Name(), Name: l.Cluster, Location: l.Name, Infra: l.Infra, Platform: PlatformAbsent}
-		if l.Err != nil {
-			info.Error = l.Err.Error()
-			e.logf(LevelWarn, "%s %s: %v", p.Name(), l.Name, l.Err)
-		}
-		if l.State != nil {
-			if l.State.Installed {
-				info.Platform = PlatformInstalled
-			}
-			info.KeyIDs = l.State.KeyIDs()
-			if l.Cluster == req.Name {
-				// Only the cluster this operation is about gets a token dir
-				// lookup; loading other clusters' dirs is not our business.
-				if td, _, err := findTrusted(cands, p.Name(), req.Name, l.State.Keys); err == nil && td != nil {
-					info.TokenDir = nullable(td.Path)
-				}
-			}
-		}
-		infos = append(infos, info)
-	}
-	e.emit(Event{Type: TypeDiscovery, Clusters: infos})
-
-	target := p.Target()
-	var where []string
-	for _, l := range locs {
-		if l.Cluster == req.Name {
-			where = append(where, l.Name)
-		}
-	}
-	if create && !isExplicit(req, p) && len(where) == 1 {
-		// NAME is unique per kubeconfig/account: without an explicit
-		// location, operate where it lives.
-		target = where[0]
-	}
-	if create || target != "" && isExplicit(req, p) {
-		if target == "" {
-			return Location{}, nil, exit.Usage("%s: no default location; pass %s", targetFlag(p), targetFlag(p))
-		}
-		for _, w := range where {
-			if w != target {
-				return Location{}, nil, exit.Usage("cluster %s already exists in %s %s, not in %s (a NAME is unique per %s); use %s %s",
-					req.Name, locationNoun(p), w, target, scopeNoun(p), targetFlag(p), w)
-			}
-		}
-		for _, l := range locs {
-			if l.Name != target {
-				continue
-			}
-			if l.Err != nil && l.State == nil {
-				return Location{}, nil, fmt.Errorf("%s %s is unreachable: %w", locationNoun(p), target, l.Err)
-			}
-			if l.Cluster != "" && l.Cluster != req.Name {
-				return Location{}, nil, exit.Usage("%s %s already hosts kiln cluster %s; a cluster hosts one kiln platform (NAME %s)", locationNoun(p), target, l.Cluster, req.Name)
-			}
-			return l, cands, nil
-		}
-		if create {
-			// The aws provider creates its location; kube targets must exist.
-			return Location{Name: target, Infra: InfraAbsent}, cands, nil
-		}
-	}
-	switch len(where) {
-	case 0:
-		var unreachable []string
-		for _, l := range locs {
-			if l.Err != nil {
-				unreachable = append(unreachable, l.Name)
-			}
-		}
-		msg := fmt.Sprintf("no kiln cluster %s found in any %s", req.Name, locationNoun(p))
-		if len(unreachable) > 0 {
-			msg += fmt.Sprintf(" (unreachable: %s)", strings.Join(unreachable, ", "))
-		}
-		return Location{}, cands, &notFoundError{msg: msg}
-	case 1:
-		for _, l := range locs {
-			if l.Name == where[0] {
-				return l, cands, nil
-			}
-		}
-	}
-	return Location{}, nil, exit.Usage("cluster %s found in several %ss: %s; choose one with %s", req.Name, locationNoun(p), strings.Join(where, ", "), targetFlag(p))
-}
-
-type notFoundError struct{ msg string }
-
-func (e *notFoundError) Error() string { return e.msg }
-
-func isExplicit(req Request, p Provider) bool {
-	if k, ok := p.(interface{ Explicit() bool }); ok {
-		return k.Explicit()
-	}
-	return false
-}
-
-func locationNoun(p Provider) string {
-	if p.Name() == "aws" {
-		return "region"
-	}
-	return "context"
-}
-
-func scopeNoun(p Provider) string {
-	if p.Name() == "aws" {
-		return "account"
-	}
-	return "kubeconfig"
-}
-
-func targetFlag(p Provider) string {
-	if p.Name() == "aws" {
-		return "--region"
-	}
-	return "--context"
 }
 
 // plan applies the decision table to what discovery found.
@@ -296,7 +165,7 @@ func (r *run) plan(ctx context.Context) error {
 		return err
 	}
 	r.decision = d
-	r.e.emit(Event{Type: TypeDecision, Decision: d, Reason: reason})
+	r.e.emit(Event{Type: TypeDecision, Decision: d, Reason: reason + uniqueness(r.req.Provider, r.req.Name, r.skipped)})
 	return nil
 }
 

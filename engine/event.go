@@ -55,8 +55,13 @@ type Event struct {
 	ElapsedMS int64
 	Message   string // phase, resource, log, result
 
-	// discovery
+	// discovery (ElapsedMS: how long discovery took)
 	Clusters []ClusterInfo
+	// Skipped are the locations the user left out of discovery.
+	Skipped []string
+	// Source is how the locations were chosen: SourceDiscovery (every
+	// location in scope), SourceNamed or SourceRemembered (that one only).
+	Source string
 
 	// decision
 	Decision string
@@ -92,6 +97,8 @@ type ClusterInfo struct {
 	// Error says why the location could not be inspected (unreachable
 	// context, denied region); such a location is reported, not fatal.
 	Error string `json:"error,omitempty"`
+	// ElapsedMS is how long the location's inspection took.
+	ElapsedMS int64 `json:"elapsed_ms"`
 }
 
 // Infra states reported by discovery.
@@ -138,11 +145,22 @@ func (e Event) MarshalJSON() ([]byte, error) {
 				clusters[i].KeyIDs = []string{}
 			}
 		}
+		skipped := e.Skipped
+		if skipped == nil {
+			skipped = []string{}
+		}
+		source := e.Source
+		if source == "" {
+			source = SourceDiscovery
+		}
 		return json.Marshal(struct {
-			Time     string        `json:"time"`
-			Type     string        `json:"type"`
-			Clusters []ClusterInfo `json:"clusters"`
-		}{ts, e.Type, clusters})
+			Time      string        `json:"time"`
+			Type      string        `json:"type"`
+			Clusters  []ClusterInfo `json:"clusters"`
+			ElapsedMS int64         `json:"elapsed_ms"`
+			Skipped   []string      `json:"skipped"`
+			Source    string        `json:"source"`
+		}{ts, e.Type, clusters, e.ElapsedMS, skipped, source})
 	case TypeDecision:
 		return json.Marshal(struct {
 			Time     string `json:"time"`

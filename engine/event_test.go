@@ -17,7 +17,7 @@ func TestEventJSONKeys(t *testing.T) {
 		keys []string
 	}{
 		{Event{Time: ts, Type: TypePhase, Phase: "plan", State: PhaseSucceeded, ElapsedMS: 12}, []string{"elapsed_ms", "message", "phase", "state", "time", "type"}},
-		{Event{Time: ts, Type: TypeDiscovery}, []string{"clusters", "time", "type"}},
+		{Event{Time: ts, Type: TypeDiscovery}, []string{"clusters", "elapsed_ms", "skipped", "source", "time", "type"}},
 		{Event{Time: ts, Type: TypeDecision, Decision: DecisionFresh, Reason: "r"}, []string{"decision", "reason", "time", "type"}},
 		{Event{Time: ts, Type: TypeResource, Kind: "Deployment", Namespace: "ns", Name: "n", Status: StatusCurrent}, []string{"kind", "message", "name", "namespace", "status", "time", "type"}},
 		{Event{Time: ts, Type: TypeLog, Level: LevelWarn, Message: "m"}, []string{"level", "message", "time", "type"}},

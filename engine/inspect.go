@@ -76,8 +76,8 @@ func (e *Engine) locate(ctx context.Context, req Request, infraOK bool) (Locatio
 	var loc Location
 	var cands []candidate
 	err := e.phase(ctx, "discover", func(ctx context.Context) error {
-		var err error
-		loc, cands, err = e.discoverTarget(ctx, req, false)
+		f, err := e.discoverTarget(ctx, req, false)
+		loc, cands = f.loc, f.cands
 		var nf *notFoundError
 		if errors.As(err, &nf) {
 			return exit.Usage("%s", nf.msg)

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"time"
 
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -27,6 +28,11 @@ type Location struct {
 	// Client reaches the location's cluster (nil when none).
 	Client kubernetes.Interface
 	REST   *rest.Config
+	// Elapsed is how long the location's inspection took.
+	Elapsed time.Duration
+	// Skipped is set for a location the user left out of discovery
+	// (--contexts, --regions): it was not searched.
+	Skipped bool
 }
 
 // Provider finds and provisions the infrastructure a kiln cluster runs on.
@@ -48,4 +54,17 @@ type Provider interface {
 	// DestroyInfrastructure removes what EnsureInfrastructure created,
 	// verified. skipped as above.
 	DestroyInfrastructure(ctx context.Context, name, location string, sink Sink) (skipped bool, err error)
+}
+
+// LocationInspector is a provider that can inspect one location alone,
+// within the same bound as discovery. Operations on one existing cluster
+// use it to go straight to the location the user named or kiln remembered.
+type LocationInspector interface {
+	InspectLocation(ctx context.Context, name, location string) Location
+}
+
+// Scoper is a provider whose discovery the user can narrow; Scope names
+// how (for messages about slow or skipped locations).
+type Scoper interface {
+	Scope() string
 }

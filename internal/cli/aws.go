@@ -65,6 +65,11 @@ func (g *globals) awsProvider() (engine.Provider, error) {
 	if p.KubeContext == "" {
 		p.KubeContext = os.Getenv(awsprovider.KubeContextEnv)
 	}
+	if g.discoveryTOSet {
+		// Without the flag a region keeps its own default bound: its
+		// inspection is several AWS calls plus the cluster's API.
+		p.Timeout = g.discoveryTO
+	}
 	if f.create != nil && f.create.Changed("nodes") && f.nodes < 1 {
 		return nil, exit.Usage("--nodes: %d is out of range; a node group has 1 to %d nodes", f.nodes, awsprovider.MaxNodes)
 	}

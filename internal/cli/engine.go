@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"fmt"
 	"os"
+	"strings"
 
 	"golang.org/x/term"
 
@@ -23,14 +24,43 @@ func (g *globals) provider(name string) (engine.Provider, error) {
 		if err := g.aws.onlyForAWS(); err != nil {
 			return nil, err
 		}
-		return kube.New(g.kubeconfig, g.context), nil
+		p := g.kubeProvider(g.context)
+		if len(g.contexts) > 0 {
+			if err := p.ValidateScope(); err != nil {
+				return nil, err
+			}
+		}
+		// Only the context the user named may prompt for a login, and
+		// only when a person is at the terminal.
+		p.Interactive = !g.headless && g.stdinIsTerminal()
+		return p, nil
 	case "aws":
+		if len(g.contexts) > 0 {
+			return nil, exit.Usage("--contexts: only for PROVIDER kube; for aws use --regions")
+		}
 		if g.context != "" {
 			return nil, exit.Usage("--context: only for PROVIDER kube; for aws use --region (and --kube-context-override to map the EKS endpoint to a kubeconfig context)")
 		}
 		return g.awsProvider()
 	}
 	return nil, exit.Usage("PROVIDER %q: must be kube or aws", name)
+}
+
+// kubeProvider builds the kube provider for context with the discovery
+// flags: --discovery-timeout, and the scope --contexts, else $KILN_CONTEXTS.
+// Its credential plugins never get the terminal (see provider above).
+func (g *globals) kubeProvider(context string) *kube.Provider {
+	p := kube.New(g.kubeconfig, context)
+	p.Timeout = g.discoveryTO
+	p.Only = g.contexts
+	if len(p.Only) == 0 {
+		for _, c := range strings.Split(os.Getenv(kube.ContextsEnv), ",") {
+			if c = strings.TrimSpace(c); c != "" {
+				p.Only = append(p.Only, c)
+			}
+		}
+	}
+	return p
 }
 
 // sink is the headless frontend: NDJSON on stdout with -o json, readable

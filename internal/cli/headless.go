@@ -90,6 +90,13 @@ func formatText(e engine.Event, quiet bool) string {
 			if c.Error != "" {
 				fmt.Fprintf(&b, " (%s)", c.Error)
 			}
+			fmt.Fprintf(&b, " [%s]", elapsed(c.ElapsedMS))
+		}
+		if len(e.Skipped) > 0 {
+			if b.Len() > 0 {
+				b.WriteString("\n")
+			}
+			fmt.Fprintf(&b, "  skipped (left out of discovery): %s", strings.Join(e.Skipped, ", "))
 		}
 		return b.String()
 	case engine.TypeDecision:

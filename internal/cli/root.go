@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
+	"github.com/kilnctl/kiln/engine/provider/kube"
 	"github.com/kilnctl/kiln/internal/exit"
 )
 
@@ -33,6 +34,9 @@ type globals struct {
 	context        string
 	region         string
 	regions        []string
+	contexts       []string
+	discoveryTO    time.Duration
+	discoveryTOSet bool
 	keyringBackend string
 	aws            awsFlags
 
@@ -55,6 +59,7 @@ stdout is not a terminal) and prints NDJSON events with -o json.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		PersistentPreRunE: func(cmd *cobra.Command, args []string) error {
+			g.discoveryTOSet = cmd.Flags().Changed("discovery-timeout")
 			return g.validate()
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -82,6 +87,8 @@ stdout is not a terminal) and prints NDJSON events with -o json.`,
 	pf.StringVar(&g.context, "context", "", "kubeconfig context of the cluster (kube provider)")
 	pf.StringVar(&g.region, "region", "", "AWS region of the cluster (aws provider)")
 	pf.StringSliceVar(&g.regions, "regions", nil, "AWS regions to search (aws provider; default: every region)")
+	pf.StringSliceVar(&g.contexts, "contexts", nil, "kubeconfig contexts discovery searches (kube provider; default: $"+kube.ContextsEnv+", else every context)")
+	pf.DurationVar(&g.discoveryTO, "discovery-timeout", kube.DefaultTimeout, "give up on one context or region during discovery after this long, whatever it waits on (credential plugin, connect, TLS, requests)")
 	pf.StringVar(&g.keyringBackend, "keyring-backend", "auto", "keyring: auto, secret-service, keychain, wincred or file")
 	g.aws.register(pf)
 
@@ -184,6 +191,9 @@ func (g *globals) validate() error {
 			return exit.Usage("--token-dir: %q: %v", g.tokenDir, err)
 		}
 		g.tokenDir = abs
+	}
+	if g.discoveryTO <= 0 {
+		return exit.Usage("--discovery-timeout: must be positive, got %s", g.discoveryTO)
 	}
 	return nil
 }

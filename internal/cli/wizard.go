@@ -15,7 +15,6 @@ import (
 	"github.com/kilnctl/kiln/engine"
 	"github.com/kilnctl/kiln/engine/platform"
 	"github.com/kilnctl/kiln/engine/project"
-	"github.com/kilnctl/kiln/engine/provider/kube"
 	"github.com/kilnctl/kiln/tui"
 )
 
@@ -51,11 +50,11 @@ func (b *wizardBackend) engine(sink engine.Sink, confirm engine.Confirmer) *engi
 }
 
 func (b *wizardBackend) request(location, name string) engine.Request {
-	return engine.Request{Provider: kube.New(b.g.kubeconfig, location), Name: name, TokenDir: b.g.tokenDir, Timeout: b.g.timeout}
+	return engine.Request{Provider: b.g.kubeProvider(location), Name: name, TokenDir: b.g.tokenDir, Timeout: b.g.timeout}
 }
 
 func (b *wizardBackend) Locations() ([]string, string, error) {
-	p := kube.New(b.g.kubeconfig, b.g.context)
+	p := b.g.kubeProvider(b.g.context)
 	names, err := p.Contexts()
 	return names, p.Target(), err
 }
@@ -63,7 +62,7 @@ func (b *wizardBackend) Locations() ([]string, string, error) {
 // Clusters lists every context that hosts a kiln cluster (or could not be
 // reached), with whether a local token dir holds a key it trusts.
 func (b *wizardBackend) Clusters(ctx context.Context) ([]tui.Cluster, error) {
-	locs, err := kube.New(b.g.kubeconfig, "").Discover(ctx, "")
+	locs, err := b.g.kubeProvider("").Discover(ctx, "")
 	if err != nil {
 		return nil, err
 	}
@@ -131,7 +130,7 @@ func (b *wizardBackend) Status(ctx context.Context, t tui.Target) (*tui.Inspecti
 		return nil, err
 	}
 	in := &tui.Inspection{Status: st, Created: map[string]time.Time{}}
-	_, cs, err := kube.New(b.g.kubeconfig, t.Location).Client(t.Location)
+	_, cs, err := b.g.kubeProvider(t.Location).Client(t.Location)
 	if err != nil {
 		return in, nil // the status is what matters; ages and stacks are extras
 	}

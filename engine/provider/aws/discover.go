@@ -99,13 +99,47 @@ func (p *Provider) Discover(ctx context.Context, name string) ([]engine.Location
 				return
 			}
 			defer func() { <-sem }()
-			rctx, cancel := context.WithTimeout(ctx, timeout)
-			defer cancel()
-			locs[i] = p.inspect(rctx, r, name)
+			locs[i] = p.inspectBounded(ctx, r, name, timeout)
 		})
 	}
 	wg.Wait()
 	return locs, ctx.Err()
+}
+
+// InspectLocation implements engine.LocationInspector: one region, within
+// the same bound as discovery.
+func (p *Provider) InspectLocation(ctx context.Context, name, region string) engine.Location {
+	timeout := p.Timeout
+	if timeout <= 0 {
+		timeout = DefaultTimeout
+	}
+	return p.inspectBounded(ctx, region, name, timeout)
+}
+
+// inspectBounded inspects a region within timeout, whatever it waits on
+// (credential chain, AWS APIs, the cluster's API): a region that does not
+// answer in time is abandoned and reported.
+func (p *Provider) inspectBounded(ctx context.Context, region, name string, timeout time.Duration) engine.Location {
+	start := time.Now()
+	rctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	done := make(chan engine.Location, 1)
+	go func() { done <- p.inspect(rctx, region, name) }()
+	var loc engine.Location
+	select {
+	case loc = <-done:
+	case <-rctx.Done():
+		select {
+		case loc = <-done: // it gave up on its own
+		case <-time.After(250 * time.Millisecond):
+			loc = engine.Location{Name: region, Infra: engine.InfraUnreachable, Err: fmt.Errorf("region %s: no answer within %s", region, timeout)}
+			if ctx.Err() != nil {
+				loc.Err = ctx.Err()
+			}
+		}
+	}
+	loc.Elapsed = time.Since(start)
+	return loc
 }
 
 // found is what one region holds for kiln.

@@ -1,12 +1,15 @@
 // Package kube is the provider for existing clusters reached through
-// kubeconfig. Discovery inspects every context of the kubeconfig in
-// parallel; the infrastructure phases have nothing to do.
+// kubeconfig. Discovery inspects the kubeconfig's contexts in parallel,
+// each within a hard bound and never interactively; the infrastructure
+// phases have nothing to do.
 package kube
 
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -17,12 +20,15 @@ import (
 
 	"github.com/kilnctl/kiln/engine"
 	"github.com/kilnctl/kiln/engine/kubeapi"
-	"github.com/kilnctl/kiln/engine/platform"
 	"github.com/kilnctl/kiln/internal/exit"
 )
 
 // DefaultTimeout bounds the inspection of one context during discovery.
 const DefaultTimeout = 5 * time.Second
+
+// ContextsEnv names the environment variable that limits discovery to some
+// contexts (comma-separated), like --contexts.
+const ContextsEnv = "KILN_CONTEXTS"
 
 // Provider reaches clusters through a kubeconfig.
 type Provider struct {
@@ -32,8 +38,16 @@ type Provider struct {
 	// Context is the context the operation targets (--context); empty means
 	// the kubeconfig's current context.
 	Context string
-	// Timeout bounds the inspection of each context (default 5s).
+	// Timeout bounds the inspection of each context (default 5s), whatever
+	// it waits on: credential plugin, connect, TLS, requests.
 	Timeout time.Duration
+	// Only limits discovery to these contexts (--contexts, KILN_CONTEXTS);
+	// empty means every context. Context is always searched.
+	Only []string
+	// Interactive lets the credential plugin of Context (the context the
+	// user named) ask for a login when it needs one: the user is at a
+	// terminal. Every other context's plugin runs without a terminal.
+	Interactive bool
 	// Wrap, if set, wraps each context's REST config (tests use it to count
 	// or fail requests).
 	Wrap func(*rest.Config)
@@ -41,6 +55,11 @@ type Provider struct {
 	once    sync.Once
 	raw     clientcmdapi.Config
 	loadErr error
+
+	// reached holds the clients discovery built for contexts it reached, so
+	// the operation reuses them instead of running a plugin again.
+	mu      sync.Mutex
+	reached map[string]engine.Location
 }
 
 // New returns a kube provider.
@@ -71,6 +90,13 @@ func (p *Provider) load() (clientcmdapi.Config, error) {
 	return p.raw, p.loadErr
 }
 
+func (p *Provider) timeout() time.Duration {
+	if p.Timeout > 0 {
+		return p.Timeout
+	}
+	return DefaultTimeout
+}
+
 // Target implements engine.Provider.
 func (p *Provider) Target() string {
 	if p.Context != "" {
@@ -97,19 +123,51 @@ func (p *Provider) Contexts() ([]string, error) {
 	return names, nil
 }
 
-// Client builds a client for one context.
-func (p *Provider) Client(contextName string) (*rest.Config, kubernetes.Interface, error) {
-	cfg, err := p.load()
+// restConfig builds the REST config of one context. With ownExec, an exec
+// credential plugin is taken out of client-go's hands and returned to be
+// run by kiln, bounded and without a terminal. Otherwise client-go runs
+// it, with the terminal only for the context the user named on one.
+func (p *Provider) restConfig(contextName string, ownExec bool) (*rest.Config, *execAuth, error) {
+	raw, err := p.load()
 	if err != nil {
 		return nil, nil, err
 	}
-	if _, ok := cfg.Contexts[contextName]; !ok {
+	kctx, ok := raw.Contexts[contextName]
+	if !ok {
 		return nil, nil, exit.Usage("--context: no context %q in the kubeconfig", contextName)
 	}
-	rc, err := clientcmd.NewNonInteractiveClientConfig(cfg, contextName, &clientcmd.ConfigOverrides{}, p.rules()).ClientConfig()
+	cfg := raw.DeepCopy() // raw is shared by every context's goroutine
+	var auth *execAuth
+	if ai := cfg.AuthInfos[kctx.AuthInfo]; ai != nil && ai.Exec != nil {
+		switch {
+		case ownExec:
+			auth = &execAuth{ec: ai.Exec, cluster: newClusterInfo(cfg.Clusters[kctx.Cluster]), bound: p.timeout()}
+			ai.Exec = nil
+		case !(p.Interactive && contextName == p.Context):
+			ai.Exec.StdinUnavailable = true
+			ai.Exec.StdinUnavailableMessage = "kiln gives a credential plugin the terminal only for the context named with --context"
+		}
+	}
+	rc, err := clientcmd.NewNonInteractiveClientConfig(*cfg, contextName, &clientcmd.ConfigOverrides{}, p.rules()).ClientConfig()
 	if err != nil {
 		return nil, nil, fmt.Errorf("context %s: %w", contextName, err)
 	}
+	return rc, auth, nil
+}
+
+// Client builds a client for one context; client-go runs its credential
+// plugin, if any (see restConfig).
+func (p *Provider) Client(contextName string) (*rest.Config, kubernetes.Interface, error) {
+	rc, _, err := p.restConfig(contextName, false)
+	if err != nil {
+		return nil, nil, err
+	}
+	return p.finalize(contextName, rc)
+}
+
+// finalize is the one place every context's REST config is completed,
+// whichever path built it (Client, or discovery's bounded probe).
+func (p *Provider) finalize(contextName string, rc *rest.Config) (*rest.Config, kubernetes.Interface, error) {
 	rc.QPS, rc.Burst = 50, 100
 	rc.UserAgent = "kiln"
 	kubeapi.Wrap(rc) // transient API faults are retried, for every call and every caller
@@ -123,59 +181,87 @@ func (p *Provider) Client(contextName string) (*rest.Config, kubernetes.Interfac
 	return rc, cs, nil
 }
 
-// Discover implements engine.Provider: every context, in parallel, each
-// bounded by Timeout. An unreachable context is a Location with Err set.
+// scope returns the contexts discovery searches: Only (plus Context), or
+// every context. A name in Only that the kubeconfig lacks is bad input.
+func (p *Provider) scope(names []string) (map[string]bool, error) {
+	in := map[string]bool{}
+	if len(p.Only) == 0 {
+		for _, n := range names {
+			in[n] = true
+		}
+		return in, nil
+	}
+	for _, n := range p.Only {
+		n = strings.TrimSpace(n)
+		if n == "" {
+			continue
+		}
+		if !slices.Contains(names, n) {
+			return nil, exit.Usage("--contexts: no context %q in the kubeconfig (contexts: %s)", n, strings.Join(names, ", "))
+		}
+		in[n] = true
+	}
+	if p.Context != "" {
+		in[p.Context] = true
+	}
+	return in, nil
+}
+
+// ValidateScope checks that every context of Only is in the kubeconfig
+// (exit 2 naming --contexts otherwise).
+func (p *Provider) ValidateScope() error {
+	names, err := p.Contexts()
+	if err != nil {
+		return err
+	}
+	_, err = p.scope(names)
+	return err
+}
+
+// Discover implements engine.Provider: every context in scope, in
+// parallel, each within Timeout (see InspectLocation). Contexts outside
+// the scope are Locations with Skipped set; an unreachable context is a
+// Location with Err set.
 func (p *Provider) Discover(ctx context.Context, name string) ([]engine.Location, error) {
 	names, err := p.Contexts()
 	if err != nil {
 		return nil, err
 	}
-	if p.Context != "" {
-		found := false
-		for _, n := range names {
-			found = found || n == p.Context
-		}
-		if !found {
-			return nil, exit.Usage("--context: no context %q in the kubeconfig (contexts: %v)", p.Context, names)
-		}
+	if p.Context != "" && !slices.Contains(names, p.Context) {
+		return nil, exit.Usage("--context: no context %q in the kubeconfig (contexts: %v)", p.Context, names)
 	}
-	timeout := p.Timeout
-	if timeout <= 0 {
-		timeout = DefaultTimeout
+	scope, err := p.scope(names)
+	if err != nil {
+		return nil, err
 	}
 	locs := make([]engine.Location, len(names))
 	var wg sync.WaitGroup
 	for i, n := range names {
+		if !scope[n] {
+			locs[i] = engine.Location{Name: n, Skipped: true}
+			continue
+		}
 		wg.Go(func() {
-			locs[i] = p.inspect(ctx, n, timeout)
+			locs[i] = p.InspectLocation(ctx, name, n)
 		})
 	}
 	wg.Wait()
 	return locs, ctx.Err()
 }
 
-func (p *Provider) inspect(ctx context.Context, contextName string, timeout time.Duration) engine.Location {
-	loc := engine.Location{Name: contextName, Infra: engine.InfraUnreachable}
-	rc, cs, err := p.Client(contextName)
-	if err != nil {
-		loc.Err = err
-		return loc
-	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	st, err := platform.Read(ctx, cs)
-	if err != nil {
-		loc.Err = fmt.Errorf("context %s unreachable: %w", contextName, err)
-		return loc
-	}
-	loc.Infra = engine.InfraPresent
-	loc.State, loc.Cluster, loc.Client, loc.REST = st, st.Cluster, cs, rc
-	return loc
-}
+// Scope describes how discovery can be narrowed, for messages about slow
+// or skipped contexts.
+func (p *Provider) Scope() string { return "--contexts or " + ContextsEnv }
 
 // EnsureInfrastructure implements engine.Provider: the cluster exists
 // already; it only connects.
 func (p *Provider) EnsureInfrastructure(ctx context.Context, name, location string, _ engine.Sink) (engine.Location, bool, error) {
+	p.mu.Lock()
+	l, ok := p.reached[location]
+	p.mu.Unlock()
+	if ok {
+		return engine.Location{Name: location, Infra: engine.InfraPresent, Client: l.Client, REST: l.REST}, true, nil
+	}
 	rc, cs, err := p.Client(location)
 	if err != nil {
 		return engine.Location{}, true, err

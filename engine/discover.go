@@ -1,0 +1,294 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/kilnctl/kiln/creds"
+	"github.com/kilnctl/kiln/internal/exit"
+)
+
+// Discovery sources, reported in the discovery event.
+const (
+	// SourceDiscovery: every location in scope was searched.
+	SourceDiscovery = "discovery"
+	// SourceNamed: only the location the user named was inspected.
+	SourceNamed = "named"
+	// SourceRemembered: only the location kiln remembered for the cluster
+	// was inspected.
+	SourceRemembered = "remembered"
+)
+
+// slowAfter is when a location counts as slow in the discovery summary.
+const slowAfter = time.Second
+
+// found is what the discover phase found.
+type found struct {
+	loc   Location
+	cands []candidate
+	// skipped are the locations the user left out of discovery: NAME is
+	// known unique only across the others.
+	skipped []string
+}
+
+// discoverTarget finds the location the operation is about and emits the
+// discovery event. With create set, every location in scope is searched:
+// the target is the user's (or default) location and NAME found anywhere
+// else is an error. Otherwise the location the user named, or the one kiln
+// remembered for NAME, is tried alone first and verified to hold NAME;
+// only when that fails is every location searched.
+func (e *Engine) discoverTarget(ctx context.Context, req Request, create bool) (found, error) {
+	p := req.Provider
+	cands, err := e.candidates(p.Name(), req.Name, req.TokenDir)
+	if err != nil {
+		return found{}, err
+	}
+	if !create {
+		if loc, ok := e.direct(ctx, req, cands); ok {
+			return found{loc: loc, cands: cands}, nil
+		}
+		if err := ctx.Err(); err != nil {
+			return found{}, err
+		}
+	}
+	start := time.Now()
+	locs, err := p.Discover(ctx, req.Name)
+	if err != nil {
+		return found{}, err
+	}
+	var searched []Location
+	var skipped []string
+	for _, l := range locs {
+		if l.Skipped {
+			skipped = append(skipped, l.Name)
+		} else {
+			searched = append(searched, l)
+		}
+	}
+	e.report(req, searched, skipped, cands, time.Since(start), SourceDiscovery)
+	loc, err := e.pick(req, searched, skipped, create)
+	return found{loc: loc, cands: cands, skipped: skipped}, err
+}
+
+// direct inspects only the location the user named or, failing that, the
+// one kiln remembered for NAME; ok when NAME is there.
+func (e *Engine) direct(ctx context.Context, req Request, cands []candidate) (Location, bool) {
+	p := req.Provider
+	insp, ok := p.(LocationInspector)
+	if !ok {
+		return Location{}, false
+	}
+	try := func(where, source, how string) (Location, bool) {
+		l := insp.InspectLocation(ctx, req.Name, where)
+		if l.Err == nil && l.Cluster == req.Name {
+			e.report(req, []Location{l}, nil, cands, l.Elapsed, source)
+			e.logf(LevelInfo, "cluster %s is in %s %s (%s); no other %s was searched", req.Name, locationNoun(p), where, how, locationNoun(p))
+			return l, true
+		}
+		why := "no kiln cluster " + req.Name + " there"
+		switch {
+		case l.Err != nil:
+			why = l.Err.Error()
+		case l.Cluster != "":
+			why = "it hosts kiln cluster " + l.Cluster
+		}
+		e.logf(LevelInfo, "cluster %s is not in %s %s (%s): %s; searching every %s", req.Name, locationNoun(p), where, how, why, locationNoun(p))
+		return Location{}, false
+	}
+	if isExplicit(req, p) {
+		return try(p.Target(), SourceNamed, "named with "+targetFlag(p))
+	}
+	if where, how := e.remembered(req, cands); where != "" {
+		return try(where, SourceRemembered, how)
+	}
+	return Location{}, false
+}
+
+// remembered returns where kiln last saw cluster NAME: its keyring entry's
+// location, else the location in the manifest of its token dir.
+func (e *Engine) remembered(req Request, cands []candidate) (location, source string) {
+	p := req.Provider
+	if e.Keyring != nil {
+		if entry, ok, err := e.Keyring.Get(p.Name(), req.Name); err == nil && ok && entry.Location != "" {
+			return entry.Location, "remembered in the keyring"
+		}
+	}
+	for _, c := range cands {
+		td, err := creds.Load(c.Path)
+		if err == nil && td.Manifest.Cluster == req.Name && td.Manifest.Provider == p.Name() && td.Manifest.Location != "" {
+			return td.Manifest.Location, "remembered in token dir " + c.Path
+		}
+	}
+	return "", ""
+}
+
+// report emits the discovery event for the searched locations, warns about
+// each that could not be inspected, and sums up how long discovery took and
+// which locations were slow.
+func (e *Engine) report(req Request, locs []Location, skipped []string, cands []candidate, took time.Duration, source string) {
+	p := req.Provider
+	var infos []ClusterInfo
+	var slow []string
+	for _, l := range locs {
+		info := ClusterInfo{Provider: p.Name(), Name: l.Cluster, Location: l.Name, Infra: l.Infra, Platform: PlatformAbsent, ElapsedMS: l.Elapsed.Milliseconds()}
+		if l.Err != nil {
+			info.Error = l.Err.Error()
+			e.logf(LevelWarn, "%s %s: %v", p.Name(), l.Name, l.Err)
+		}
+		if l.Elapsed >= slowAfter {
+			s := fmt.Sprintf("%s %s", l.Name, l.Elapsed.Round(100*time.Millisecond))
+			if l.Err != nil {
+				s += " (" + l.Err.Error() + ")"
+			}
+			slow = append(slow, s)
+		}
+		if l.State != nil {
+			if l.State.Installed {
+				info.Platform = PlatformInstalled
+			}
+			info.KeyIDs = l.State.KeyIDs()
+			if l.Cluster == req.Name {
+				// Only the cluster this operation is about gets a token dir
+				// lookup; loading other clusters' dirs is not our business.
+				if td, _, err := findTrusted(cands, p.Name(), req.Name, l.State.Keys); err == nil && td != nil {
+					info.TokenDir = nullable(td.Path)
+				}
+			}
+		}
+		infos = append(infos, info)
+	}
+	e.emit(Event{Type: TypeDiscovery, Clusters: infos, ElapsedMS: took.Milliseconds(), Skipped: skipped, Source: source})
+	noun := locationNoun(p)
+	msg := fmt.Sprintf("discovery: %d %s%s searched in %s", len(locs), noun, plural(len(locs)), took.Round(10*time.Millisecond))
+	if len(skipped) > 0 {
+		msg += fmt.Sprintf("; %d left out by the user: %s", len(skipped), strings.Join(skipped, ", "))
+	}
+	if len(slow) == 0 {
+		e.logf(LevelInfo, "%s", msg)
+		return
+	}
+	msg += "; slow: " + strings.Join(slow, "; ")
+	if s, ok := p.(Scoper); ok && source == SourceDiscovery {
+		msg += fmt.Sprintf(". Leave slow %ss out of discovery with %s", noun, s.Scope())
+	}
+	e.logf(LevelWarn, "%s", msg)
+}
+
+// pick chooses, among the searched locations, the one the operation is
+// about (see discoverTarget).
+func (e *Engine) pick(req Request, locs []Location, skipped []string, create bool) (Location, error) {
+	p := req.Provider
+	target := p.Target()
+	var where []string
+	for _, l := range locs {
+		if l.Cluster == req.Name {
+			where = append(where, l.Name)
+		}
+	}
+	if create && !isExplicit(req, p) && len(where) == 1 {
+		// NAME is unique per kubeconfig/account: without an explicit
+		// location, operate where it lives.
+		target = where[0]
+	}
+	if create || target != "" && isExplicit(req, p) {
+		if target == "" {
+			return Location{}, exit.Usage("%s: no default location; pass %s", targetFlag(p), targetFlag(p))
+		}
+		for _, w := range where {
+			if w != target {
+				return Location{}, exit.Usage("cluster %s already exists in %s %s, not in %s (a NAME is unique per %s); use %s %s",
+					req.Name, locationNoun(p), w, target, scopeNoun(p), targetFlag(p), w)
+			}
+		}
+		for _, l := range locs {
+			if l.Name != target {
+				continue
+			}
+			if l.Err != nil && l.State == nil {
+				return Location{}, fmt.Errorf("%s %s is unreachable: %w", locationNoun(p), target, l.Err)
+			}
+			if l.Cluster != "" && l.Cluster != req.Name {
+				return Location{}, exit.Usage("%s %s already hosts kiln cluster %s; a cluster hosts one kiln platform (NAME %s)", locationNoun(p), target, l.Cluster, req.Name)
+			}
+			return l, nil
+		}
+		if create {
+			// The aws provider creates its location; kube targets must exist.
+			return Location{Name: target, Infra: InfraAbsent}, nil
+		}
+	}
+	switch len(where) {
+	case 0:
+		var unreachable []string
+		for _, l := range locs {
+			if l.Err != nil {
+				unreachable = append(unreachable, l.Name)
+			}
+		}
+		msg := fmt.Sprintf("no kiln cluster %s found in any %s", req.Name, locationNoun(p))
+		if len(skipped) > 0 {
+			msg = fmt.Sprintf("no kiln cluster %s found in the %ss searched", req.Name, locationNoun(p))
+		}
+		var notes []string
+		if len(unreachable) > 0 {
+			notes = append(notes, "unreachable: "+strings.Join(unreachable, ", "))
+		}
+		if len(skipped) > 0 {
+			notes = append(notes, "not searched: "+strings.Join(skipped, ", "))
+		}
+		if len(notes) > 0 {
+			msg += " (" + strings.Join(notes, "; ") + ")"
+		}
+		return Location{}, &notFoundError{msg: msg}
+	case 1:
+		for _, l := range locs {
+			if l.Name == where[0] {
+				return l, nil
+			}
+		}
+	}
+	return Location{}, exit.Usage("cluster %s found in several %ss: %s; choose one with %s", req.Name, locationNoun(p), strings.Join(where, ", "), targetFlag(p))
+}
+
+// uniqueness says, for the decision, across which locations NAME was
+// checked unique when the user left some out of discovery.
+func uniqueness(p Provider, name string, skipped []string) string {
+	if len(skipped) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("; %s is known unique only across the %ss searched (not searched: %s)", name, locationNoun(p), strings.Join(skipped, ", "))
+}
+
+type notFoundError struct{ msg string }
+
+func (e *notFoundError) Error() string { return e.msg }
+
+func isExplicit(req Request, p Provider) bool {
+	if k, ok := p.(interface{ Explicit() bool }); ok {
+		return k.Explicit()
+	}
+	return false
+}
+
+func locationNoun(p Provider) string {
+	if p.Name() == "aws" {
+		return "region"
+	}
+	return "context"
+}
+
+func scopeNoun(p Provider) string {
+	if p.Name() == "aws" {
+		return "account"
+	}
+	return "kubeconfig"
+}
+
+func targetFlag(p Provider) string {
+	if p.Name() == "aws" {
+		return "--region"
+	}
+	return "--context"
+}

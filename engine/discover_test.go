@@ -1,0 +1,64 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+)
+
+// scopedProvider is a provider whose locations are given: the summary and
+// scope messages are pure logic over them.
+type scopedProvider struct{ locs []Location }
+
+func (p *scopedProvider) Name() string   { return "kube" }
+func (p *scopedProvider) Target() string { return "a" }
+func (p *scopedProvider) Scope() string  { return "--contexts or KILN_CONTEXTS" }
+func (p *scopedProvider) Discover(context.Context, string) ([]Location, error) {
+	return p.locs, nil
+}
+func (p *scopedProvider) EnsureInfrastructure(context.Context, string, string, Sink) (Location, bool, error) {
+	return Location{}, true, nil
+}
+func (p *scopedProvider) DestroyInfrastructure(context.Context, string, string, Sink) (bool, error) {
+	return true, nil
+}
+
+func TestDiscoveryReportsSlowAndSkippedLocations(t *testing.T) {
+	var evs []Event
+	e := &Engine{Sink: SinkFunc(func(ev Event) { evs = append(evs, ev) })}
+	p := &scopedProvider{locs: []Location{
+		{Name: "a", Infra: InfraPresent, Elapsed: 20 * time.Millisecond},
+		{Name: "slow", Infra: InfraUnreachable, Elapsed: 5 * time.Second, Err: errors.New("credential plugin `aws` did not answer within 5s")},
+		{Name: "prod", Skipped: true},
+	}}
+	f, err := e.discoverTarget(context.Background(), Request{Provider: p, Name: "dev1", TokenDir: t.TempDir()}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.loc.Name != "a" || len(f.skipped) != 1 || f.skipped[0] != "prod" {
+		t.Errorf("found %+v", f)
+	}
+	var disc *Event
+	var summary string
+	for i, ev := range evs {
+		if ev.Type == TypeDiscovery {
+			disc = &evs[i]
+		}
+		if ev.Type == TypeLog && strings.HasPrefix(ev.Message, "discovery:") {
+			summary = ev.Level + " " + ev.Message
+		}
+	}
+	if disc == nil || len(disc.Clusters) != 2 || disc.Source != SourceDiscovery || len(disc.Skipped) != 1 || disc.Clusters[1].ElapsedMS != 5000 {
+		t.Fatalf("discovery event: %+v", disc)
+	}
+	for _, want := range []string{"warn discovery: 2 contexts searched", "left out by the user: prod", "slow: slow 5s (credential plugin `aws` did not answer within 5s)", "--contexts or KILN_CONTEXTS"} {
+		if !strings.Contains(summary, want) {
+			t.Errorf("summary %q lacks %q", summary, want)
+		}
+	}
+	if got := uniqueness(p, "dev1", f.skipped); !strings.Contains(got, "dev1 is known unique only across the contexts searched (not searched: prod)") {
+		t.Errorf("uniqueness note: %q", got)
+	}
+}
