@@ -295,9 +295,15 @@ func (p *Proxy) serve(w http.ResponseWriter, r *http.Request) {
 		p.rp.ServeHTTP(&discard{h: http.Header{}}, r)
 		reset(w)
 	case WatchCut:
-		ctx, cancel := context.WithTimeout(r.Context(), cut)
+		// The clock starts once the answer's headers are on their way to
+		// the client: a cut then always ends an open stream, however slow
+		// the upstream was to answer (a reset before any answer is the
+		// reset fault's job).
+		ctx, cancel := context.WithCancel(r.Context())
 		defer cancel()
-		p.rp.ServeHTTP(w, r.WithContext(ctx))
+		cw := &cutWriter{ResponseWriter: w, cut: cut, cancel: cancel}
+		defer cw.stop()
+		p.rp.ServeHTTP(cw, r.WithContext(ctx))
 		// The stream ended; if the server ended it, it ended cleanly, else
 		// the copy error has already aborted the connection.
 	default:
@@ -332,6 +338,40 @@ func writeStatus(w http.ResponseWriter, code int, reason, msg string) {
 	w.WriteHeader(code)
 	_, _ = w.Write(body)
 }
+
+// cutWriter passes an answer through and, once its headers are flushed to
+// the client, cancels the upstream request after cut.
+type cutWriter struct {
+	http.ResponseWriter
+	cut    time.Duration
+	cancel context.CancelFunc
+	timer  *time.Timer
+}
+
+func (c *cutWriter) WriteHeader(code int) {
+	c.ResponseWriter.WriteHeader(code)
+	_ = http.NewResponseController(c.ResponseWriter).Flush()
+	if c.timer == nil {
+		c.timer = time.AfterFunc(c.cut, c.cancel)
+	}
+}
+
+func (c *cutWriter) Write(b []byte) (int, error) {
+	if c.timer == nil {
+		c.WriteHeader(http.StatusOK)
+	}
+	return c.ResponseWriter.Write(b)
+}
+
+func (c *cutWriter) stop() {
+	if c.timer != nil {
+		c.timer.Stop()
+	}
+}
+
+// Unwrap lets http.ResponseController (the reverse proxy's flushes) reach
+// the connection's own writer.
+func (c *cutWriter) Unwrap() http.ResponseWriter { return c.ResponseWriter }
 
 // discard is a ResponseWriter that forgets the answer.
 type discard struct{ h http.Header }
