@@ -58,9 +58,13 @@ type run struct {
 	decision string
 	candList []candidate
 	skipped  []string // locations left out of discovery by the user
-	td       *creds.TokenDir
-	lock     *lock.Lock
-	lockCtx  context.Context
+	// elsewhere are the other locations where NAME was found.
+	elsewhere []string
+	// asked is what the user asked, with the continue question answered.
+	asked   Asked
+	td      *creds.TokenDir
+	lock    *lock.Lock
+	lockCtx context.Context
 	// dirLocks are the token dirs this run holds (flock), from the
 	// credentials phase until commit.
 	dirLocks map[string]*creds.DirLock
@@ -147,110 +151,69 @@ func (r *run) create(ctx context.Context) error {
 	return r.step(opCtx, "readiness", r.readiness)
 }
 
-// discover inspects every location, then picks the target and refuses a
-// NAME that lives elsewhere.
+// discover inspects every location, then picks the target.
 func (r *run) discover(ctx context.Context) error {
 	f, err := r.e.discoverTarget(ctx, r.req, true)
 	if err != nil {
 		return err
 	}
-	r.loc, r.candList, r.skipped = f.loc, f.cands, f.skipped
+	r.loc, r.candList, r.skipped, r.elsewhere = f.loc, f.cands, f.skipped, f.elsewhere
 	return nil
 }
 
 // plan applies the decision table to what discovery found.
 func (r *run) plan(ctx context.Context) error {
-	d, reason, err := r.decide(ctx, r.loc.State)
+	out, err := r.decide(ctx, r.loc.State)
 	if err != nil {
 		return err
 	}
-	r.decision = d
-	r.e.emit(Event{Type: TypeDecision, Decision: d, Reason: reason + uniqueness(r.req.Provider, r.req.Name, r.skipped)})
+	r.decision = out.Decision
+	r.e.emit(Event{Type: TypeDecision, Decision: out.Decision, Reason: out.Reason + uniqueness(r.req.Provider, r.req.Name, r.skipped)})
 	return nil
 }
 
-// decide maps the platform state to fresh / resume / continue and checks
-// what continuing requires. It asks for confirmation when needed.
-func (r *run) decide(ctx context.Context, st *platform.State) (string, string, error) {
-	p, name := r.req.Provider, r.req.Name
-	switch {
-	case st != nil && st.Installed:
-		if r.req.Continue {
-			// fall through to the checks below
-		} else {
-			q := ContinueQuestion{Provider: p.Name(), Name: name, Location: r.loc.Name, TrustedKeyIDs: st.KeyIDs()}
-			if td, _, err := findTrusted(r.cands(), p.Name(), name, st.Keys); err == nil && td != nil {
-				q.TokenDir = td.Path
-			}
-			ok := false
-			if r.e.Confirm != nil {
-				var err error
-				ok, err = r.e.Confirm.ConfirmContinue(ctx, q)
-				if err != nil {
-					return "", "", err
-				}
-			}
-			if !ok {
-				return "", "", exit.Confirm("kiln platform %s is already installed in %s %s (trusted keys: %s); nothing was changed. Run again with --continue to continue it with the key material it already trusts",
-					name, locationNoun(p), r.loc.Name, strings.Join(st.KeyIDs(), ", "))
-			}
-		}
-		if r.userCfg != nil {
-			installed := st.Config
-			if diff := config.Diff(installed, r.userCfg); len(diff) > 0 {
-				return "", "", exit.Usage("--config %s differs from the installed kiln-config of %s; kiln never ignores a config silently. Differences:\n  %s",
-					r.req.ConfigPath, name, strings.Join(diff, "\n  "))
-			}
-		}
-		r.cfg = st.Config
-		td, found, err := findTrusted(r.cands(), p.Name(), name, st.Keys)
-		if err != nil {
-			return "", "", err
-		}
-		if td == nil {
-			var have []string
-			for _, f := range found {
-				have = append(have, fmt.Sprintf("%s has key %s", f.Path, f.Manifest.KeyID))
-			}
-			msg := fmt.Sprintf("kiln platform %s is installed in %s %s, but no token dir holds a key it trusts (trusted: %s). Looked in: %s",
-				name, locationNoun(p), r.loc.Name, strings.Join(st.KeyIDs(), ", "), describeCandidates(r.cands()))
-			if len(have) > 0 {
-				msg += "; found: " + strings.Join(have, "; ")
-			}
-			return "", "", errors.New(msg + ". Pass --token-dir with the directory created when the cluster was made")
-		}
-		r.td = td
-		return DecisionContinue, fmt.Sprintf("platform installed in %s %s; continuing with trusted key %s from %s", locationNoun(p), r.loc.Name, td.Manifest.KeyID, td.Path), nil
-	}
-	// Before anything is written: every token dir candidate that exists
-	// must be usable and belong to this cluster (exit 2 otherwise, and
-	// nothing on disk or in the cluster is touched).
-	var keys map[string]string
-	if st != nil {
-		keys = st.Keys
-	}
-	if _, _, err := findTrusted(r.cands(), p.Name(), name, keys); err != nil {
-		return "", "", err
-	}
-	switch {
-	case st != nil && (st.NamespaceExists || len(st.Keys) > 0):
-		r.setConfig()
-		return DecisionResume, fmt.Sprintf("%s exists in %s %s but kiln-config does not: an earlier create stopped part-way; resuming", platform.Namespace, locationNoun(p), r.loc.Name), nil
-	default:
-		r.setConfig()
-		if r.loc.Infra == InfraAbsent {
-			return DecisionFresh, "no cluster found; creating infrastructure and platform", nil
-		}
-		return DecisionFresh, fmt.Sprintf("no kiln platform in %s %s", locationNoun(p), r.loc.Name), nil
+// facts gathers what Decide needs: discovery's view of the target with
+// platform state st, and the token dirs on disk as they are now.
+func (r *run) facts(st *platform.State) Facts {
+	p := r.req.Provider.Name()
+	return Facts{
+		Provider: p, Location: r.loc.Name, Infra: r.loc.Infra, Cluster: r.loc.Cluster,
+		Elsewhere: r.elsewhere, State: st,
+		TokenDirs: loadTokenDirs(r.cands(), p, r.req.Name),
 	}
 }
 
-func (r *run) setConfig() {
-	if r.userCfg != nil {
-		r.cfg = r.userCfg
-	} else {
-		r.cfg = config.Default(r.req.Name)
+// decide applies the decision table to the facts as they are now and asks
+// the question it returns. The answer is kept: deciding again (under the
+// lock) asks again only if the facts the user answered on have changed.
+func (r *run) decide(ctx context.Context, st *platform.State) (Outcome, error) {
+	f := r.facts(st)
+	r.asked.Name, r.asked.Continue = r.req.Name, r.req.Continue
+	r.asked.Config, r.asked.ConfigPath = r.userCfg, r.req.ConfigPath
+	out := Decide(f, r.asked)
+	if out.Question != nil {
+		ok := false
+		if r.e.Confirm != nil {
+			var err error
+			if ok, err = r.e.Confirm.ConfirmContinue(ctx, *out.Question); err != nil {
+				return Outcome{}, err
+			}
+		}
+		if !ok {
+			return Outcome{}, out.Err
+		}
+		q := *out.Question
+		r.asked.Confirmed = &q
+		out = Decide(f, r.asked)
 	}
+	if out.Question != nil || out.Err != nil {
+		return Outcome{}, out.Err
+	}
+	r.cfg = out.Config
+	if out.TokenDir != nil {
+		r.td = out.TokenDir
+	}
+	return out, nil
 }
 
 func (r *run) cands() []candidate {
@@ -259,7 +222,8 @@ func (r *run) cands() []candidate {
 
 // acquire takes the cluster lock (creating kiln-system first: the Lease
 // lives there), then re-reads the platform under the lock and re-decides:
-// another run may have finished while this one planned.
+// another run may have finished while this one planned. An answer the user
+// gave in plan stands when nothing it was about has changed.
 func (r *run) acquire(ctx context.Context, cs kubernetes.Interface) error {
 	if r.lock != nil {
 		return nil
@@ -285,14 +249,14 @@ func (r *run) acquire(ctx context.Context, cs kubernetes.Interface) error {
 		return err
 	}
 	before := r.decision
-	d, reason, err := r.decide(lctx, st)
+	out, err := r.decide(lctx, st)
 	if err != nil {
 		return err
 	}
 	r.loc.State = st
-	if d != before && !(before == DecisionFresh && d == DecisionResume) {
+	if d := out.Decision; d != before && !(before == DecisionFresh && d == DecisionResume) {
 		r.decision = d
-		r.e.emit(Event{Type: TypeDecision, Decision: d, Reason: "changed while waiting for the lock: " + reason})
+		r.e.emit(Event{Type: TypeDecision, Decision: d, Reason: "changed while waiting for the lock: " + out.Reason})
 	}
 	return nil
 }
