@@ -31,6 +31,9 @@ type found struct {
 	// skipped are the locations the user left out of discovery: NAME is
 	// known unique only across the others.
 	skipped []string
+	// elsewhere (create only) are the other locations where NAME lives;
+	// the decision table refuses them.
+	elsewhere []string
 }
 
 // discoverTarget finds the location the operation is about and emits the
@@ -68,8 +71,8 @@ func (e *Engine) discoverTarget(ctx context.Context, req Request, create bool) (
 		}
 	}
 	e.report(req, searched, skipped, cands, time.Since(start), SourceDiscovery)
-	loc, err := e.pick(req, searched, skipped, create)
-	return found{loc: loc, cands: cands, skipped: skipped}, err
+	loc, elsewhere, err := e.pick(req, searched, skipped, create)
+	return found{loc: loc, cands: cands, skipped: skipped, elsewhere: elsewhere}, err
 }
 
 // direct inspects only the location the user named or, failing that, the
@@ -177,8 +180,9 @@ func (e *Engine) report(req Request, locs []Location, skipped []string, cands []
 }
 
 // pick chooses, among the searched locations, the one the operation is
-// about (see discoverTarget).
-func (e *Engine) pick(req Request, locs []Location, skipped []string, create bool) (Location, error) {
+// about (see discoverTarget). For create, NAME found elsewhere and a target
+// hosting another NAME are facts for the decision table, not errors here.
+func (e *Engine) pick(req Request, locs []Location, skipped []string, create bool) (Location, []string, error) {
 	p := req.Provider
 	target := p.Target()
 	var where []string
@@ -194,29 +198,33 @@ func (e *Engine) pick(req Request, locs []Location, skipped []string, create boo
 	}
 	if create || target != "" && isExplicit(req, p) {
 		if target == "" {
-			return Location{}, exit.Usage("%s: no default location; pass %s", targetFlag(p), targetFlag(p))
+			return Location{}, nil, exit.Usage("%s: no default location; pass %s", targetFlag(p), targetFlag(p))
 		}
+		var elsewhere []string
 		for _, w := range where {
 			if w != target {
-				return Location{}, exit.Usage("cluster %s already exists in %s %s, not in %s (a NAME is unique per %s); use %s %s",
-					req.Name, locationNoun(p), w, target, scopeNoun(p), targetFlag(p), w)
+				elsewhere = append(elsewhere, w)
 			}
+		}
+		if len(elsewhere) > 0 && !create {
+			return Location{}, nil, exit.Usage("cluster %s already exists in %s %s, not in %s (a NAME is unique per %s); use %s %s",
+				req.Name, locationNoun(p), elsewhere[0], target, scopeNoun(p), targetFlag(p), elsewhere[0])
 		}
 		for _, l := range locs {
 			if l.Name != target {
 				continue
 			}
-			if l.Err != nil && l.State == nil {
-				return Location{}, fmt.Errorf("%s %s is unreachable: %w", locationNoun(p), target, l.Err)
+			if l.Err != nil && l.State == nil && len(elsewhere) == 0 {
+				return Location{}, nil, fmt.Errorf("%s %s is unreachable: %w", locationNoun(p), target, l.Err)
 			}
-			if l.Cluster != "" && l.Cluster != req.Name {
-				return Location{}, exit.Usage("%s %s already hosts kiln cluster %s; a cluster hosts one kiln platform (NAME %s)", locationNoun(p), target, l.Cluster, req.Name)
+			if l.Cluster != "" && l.Cluster != req.Name && !create {
+				return Location{}, nil, exit.Usage("%s %s already hosts kiln cluster %s; a cluster hosts one kiln platform (NAME %s)", locationNoun(p), target, l.Cluster, req.Name)
 			}
-			return l, nil
+			return l, elsewhere, nil
 		}
 		if create {
 			// The aws provider creates its location; kube targets must exist.
-			return Location{Name: target, Infra: InfraAbsent}, nil
+			return Location{Name: target, Infra: InfraAbsent}, elsewhere, nil
 		}
 	}
 	switch len(where) {
@@ -241,15 +249,15 @@ func (e *Engine) pick(req Request, locs []Location, skipped []string, create boo
 		if len(notes) > 0 {
 			msg += " (" + strings.Join(notes, "; ") + ")"
 		}
-		return Location{}, &notFoundError{msg: msg}
+		return Location{}, nil, &notFoundError{msg: msg}
 	case 1:
 		for _, l := range locs {
 			if l.Name == where[0] {
-				return l, nil
+				return l, nil, nil
 			}
 		}
 	}
-	return Location{}, exit.Usage("cluster %s found in several %ss: %s; choose one with %s", req.Name, locationNoun(p), strings.Join(where, ", "), targetFlag(p))
+	return Location{}, nil, exit.Usage("cluster %s found in several %ss: %s; choose one with %s", req.Name, locationNoun(p), strings.Join(where, ", "), targetFlag(p))
 }
 
 // uniqueness says, for the decision, across which locations NAME was
@@ -272,22 +280,26 @@ func isExplicit(req Request, p Provider) bool {
 	return false
 }
 
-func locationNoun(p Provider) string {
-	if p.Name() == "aws" {
+func locationNoun(p Provider) string { return locationNounFor(p.Name()) }
+func scopeNoun(p Provider) string    { return scopeNounFor(p.Name()) }
+func targetFlag(p Provider) string   { return targetFlagFor(p.Name()) }
+
+func locationNounFor(provider string) string {
+	if provider == "aws" {
 		return "region"
 	}
 	return "context"
 }
 
-func scopeNoun(p Provider) string {
-	if p.Name() == "aws" {
+func scopeNounFor(provider string) string {
+	if provider == "aws" {
 		return "account"
 	}
 	return "kubeconfig"
 }
 
-func targetFlag(p Provider) string {
-	if p.Name() == "aws" {
+func targetFlagFor(provider string) string {
+	if provider == "aws" {
 		return "--region"
 	}
 	return "--context"

@@ -1,0 +1,17 @@
+package engine
+
+import "context"
+
+func (r *run) infrastructure(ctx context.Context) error {
+	loc, skipped, err := r.req.Provider.EnsureInfrastructure(ctx, r.req.Name, r.loc.Name, r.e.Sink)
+	if err != nil {
+		return err
+	}
+	st := r.loc.State
+	r.loc.Client, r.loc.REST = loc.Client, loc.REST
+	r.loc.State = st
+	if skipped {
+		return skip("%s %s already exists", locationNoun(r.req.Provider), r.loc.Name)
+	}
+	return nil
+}

@@ -1,0 +1,78 @@
+package engine
+
+import (
+	"context"
+
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/kilnctl/kiln/creds"
+	"github.com/kilnctl/kiln/engine/lock"
+	"github.com/kilnctl/kiln/engine/platform"
+)
+
+// acquire takes the cluster lock (creating kiln-system first: the Lease
+// lives there), then re-reads the platform under the lock and re-decides:
+// another run may have finished while this one planned. An answer the user
+// gave in plan stands when nothing it was about has changed.
+func (r *run) acquire(ctx context.Context, cs kubernetes.Interface) error {
+	if r.lock != nil {
+		return nil
+	}
+	r.mutated = true
+	if err := r.ensure(ctx, cs, r.watcher(cs), platform.NamespaceObject(r.req.Name)); err != nil {
+		return err
+	}
+	checkpoint("after-namespace")
+	l, lctx, err := lock.Acquire(ctx, cs, lock.Options{
+		Namespace: platform.Namespace, Name: platform.LockName, Operation: "create " + r.req.Name,
+		Labels: map[string]string{platform.LabelManagedBy: "kiln", platform.LabelCluster: r.req.Name},
+		Logf:   func(f string, a ...any) { r.e.logf(LevelInfo, f, a...) },
+	})
+	if err != nil {
+		return err
+	}
+	r.lock, r.lockCtx = l, lctx
+	r.e.logf(LevelInfo, "holding lock %s/%s as %s", platform.Namespace, platform.LockName, l.Holder())
+	checkpoint("after-lock")
+	st, err := platform.Read(lctx, cs)
+	if err != nil {
+		return err
+	}
+	before := r.decision
+	out, err := r.decide(lctx, st)
+	if err != nil {
+		return err
+	}
+	r.loc.State = st
+	if d := out.Decision; d != before && !(before == DecisionFresh && d == DecisionResume) {
+		r.decision = d
+		r.e.emit(Event{Type: TypeDecision, Decision: d, Reason: "changed while waiting for the lock: " + out.Reason})
+	}
+	return nil
+}
+
+// lockDir takes the file lock of token dir path (once per run): exit 4
+// naming the holder when another process has it.
+func (r *run) lockDir(path string) error {
+	if _, ok := r.dirLocks[path]; ok {
+		return nil
+	}
+	l, err := creds.LockDir(path, lock.Identity("create "+r.req.Name))
+	if err != nil {
+		return err
+	}
+	if r.dirLocks == nil {
+		r.dirLocks = map[string]*creds.DirLock{}
+	}
+	r.dirLocks[path] = l
+	return nil
+}
+
+func (r *run) unlockDirs() {
+	for p, l := range r.dirLocks {
+		if err := l.Unlock(); err != nil {
+			r.e.logf(LevelWarn, "%v", err)
+		}
+		delete(r.dirLocks, p)
+	}
+}

@@ -1,0 +1,131 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/kilnctl/kiln/creds"
+	"github.com/kilnctl/kiln/engine/config"
+	"github.com/kilnctl/kiln/engine/platform"
+	"github.com/kilnctl/kiln/engine/readiness"
+)
+
+// platform applies the platform objects in dependency order, each verified
+// before its dependents: Namespace → kiln-auth → kiln-config → token dir
+// committed → tenant namespaces → gateway.
+func (r *run) platform(ctx context.Context) error {
+	cs := r.loc.Client
+	if r.lock == nil {
+		// Providers whose cluster did not exist before the infrastructure
+		// phase take the lock here.
+		if err := r.acquire(ctx, cs); err != nil {
+			return err
+		}
+		ctx = r.lockCtx
+		if err := r.lockDir(r.td.Path); err != nil {
+			return err
+		}
+	}
+	name := r.req.Name
+	w := r.watcher(cs)
+	trusted := map[string]string{}
+	if r.loc.State != nil {
+		trusted = r.loc.State.Keys
+	}
+	if r.decision != DecisionContinue {
+		auth, err := platform.AuthObject(name, r.authKeys)
+		if err != nil {
+			return err
+		}
+		if err := r.ensure(ctx, cs, w, auth); err != nil {
+			return err
+		}
+		if err := r.verifyAuth(ctx, cs); err != nil {
+			return err
+		}
+		checkpoint("after-auth")
+		cfgObj, err := platform.ConfigObject(name, r.cfg)
+		if err != nil {
+			return err
+		}
+		if err := r.ensure(ctx, cs, w, cfgObj); err != nil {
+			return err
+		}
+		st, err := platform.Read(ctx, cs)
+		if err != nil {
+			return err
+		}
+		if !st.Installed || len(config.Diff(st.Config, r.cfg)) > 0 {
+			return fmt.Errorf("read back %s/%s: it does not hold the config kiln applied", platform.Namespace, platform.ConfigMapName)
+		}
+		trusted = st.Keys
+		checkpoint("after-config")
+	}
+	if r.td.Manifest.State == creds.StatePending {
+		// Commit checks the key on disk against kiln-auth as just read.
+		if err := creds.Commit(r.td.Path, trusted); err != nil {
+			return err
+		}
+		r.td.Manifest.State = creds.StateCommitted
+		r.e.logf(LevelInfo, "token dir %s committed: the cluster trusts key %s", r.td.Path, r.td.Manifest.KeyID)
+	}
+	r.unlockDirs()
+	checkpoint("after-commit")
+	tenants := platform.TenantObjects(name, r.cfg.Spec.Tenants)
+	if err := r.ensureAll(ctx, cs, w, tenants); err != nil {
+		return err
+	}
+	checkpoint("after-tenants")
+	for _, obj := range platform.GatewayObjects(name, r.cfg) {
+		if err := r.ensure(ctx, cs, w, obj); err != nil {
+			return err
+		}
+		checkpoint("after-" + strings.ToLower(obj.Ref.Kind))
+	}
+	return nil
+}
+
+// verifyAuth reads kiln-auth back and checks it trusts the token dir's key.
+func (r *run) verifyAuth(ctx context.Context, cs kubernetes.Interface) error {
+	st, err := platform.Read(ctx, cs)
+	if err != nil {
+		return err
+	}
+	if _, ok := st.Keys[r.td.Manifest.KeyID]; !ok {
+		return fmt.Errorf("read back %s/%s: key %s is not there", platform.Namespace, platform.AuthName, r.td.Manifest.KeyID)
+	}
+	return nil
+}
+
+func (r *run) watcher(cs kubernetes.Interface) *readiness.Watcher {
+	if r.w == nil {
+		r.w = r.e.watcher(cs)
+	}
+	return r.w
+}
+
+// ensure applies one object and waits until it is ready.
+func (r *run) ensure(ctx context.Context, cs kubernetes.Interface, w *readiness.Watcher, obj platform.Object) error {
+	return r.ensureAll(ctx, cs, w, []platform.Object{obj})
+}
+
+// ensureAll applies independent objects, then waits until all are ready.
+func (r *run) ensureAll(ctx context.Context, cs kubernetes.Interface, w *readiness.Watcher, objs []platform.Object) error {
+	var refs []readiness.Ref
+	for _, obj := range objs {
+		if _, err := platform.Ensure(ctx, cs, obj); err != nil {
+			return err
+		}
+		refs = append(refs, obj.Ref)
+	}
+	wctx, cancel := withTimeout(ctx, r.req.Timeout)
+	defer cancel()
+	_, err := w.Until(wctx, refs, readiness.Ready)
+	if err != nil && ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return err
+}
