@@ -268,7 +268,7 @@ func (r *run) acquire(ctx context.Context, cs kubernetes.Interface) error {
 	if err := r.ensure(ctx, cs, r.watcher(cs), platform.NamespaceObject(r.req.Name)); err != nil {
 		return err
 	}
-	checkpoint("after-namespace")
+	checkpoint(ctx, "after-namespace")
 	l, lctx, err := lock.Acquire(ctx, cs, lock.Options{
 		Namespace: platform.Namespace, Name: platform.LockName, Operation: "create " + r.req.Name,
 		Labels: map[string]string{platform.LabelManagedBy: "kiln", platform.LabelCluster: r.req.Name},
@@ -279,7 +279,7 @@ func (r *run) acquire(ctx context.Context, cs kubernetes.Interface) error {
 	}
 	r.lock, r.lockCtx = l, lctx
 	r.e.logf(LevelInfo, "holding lock %s/%s as %s", platform.Namespace, platform.LockName, l.Holder())
-	checkpoint("after-lock")
+	checkpoint(ctx, "after-lock")
 	st, err := platform.Read(lctx, cs)
 	if err != nil {
 		return err
@@ -429,7 +429,7 @@ func (r *run) credentials(ctx context.Context) error {
 	}
 	r.authKeys = map[string]string{td.Manifest.KeyID: string(pemBytes)}
 	e.logf(LevelInfo, "generated key %s; token dir %s written (pending)", td.Manifest.KeyID, dir)
-	checkpoint("after-token-dir-pending")
+	checkpoint(ctx, "after-token-dir-pending")
 	return r.remember()
 }
 
@@ -539,7 +539,7 @@ func (r *run) platform(ctx context.Context) error {
 		if err := r.verifyAuth(ctx, cs); err != nil {
 			return err
 		}
-		checkpoint("after-auth")
+		checkpoint(ctx, "after-auth")
 		cfgObj, err := platform.ConfigObject(name, r.cfg)
 		if err != nil {
 			return err
@@ -555,7 +555,7 @@ func (r *run) platform(ctx context.Context) error {
 			return fmt.Errorf("read back %s/%s: it does not hold the config kiln applied", platform.Namespace, platform.ConfigMapName)
 		}
 		trusted = st.Keys
-		checkpoint("after-config")
+		checkpoint(ctx, "after-config")
 	}
 	if r.td.Manifest.State == creds.StatePending {
 		// Commit checks the key on disk against kiln-auth as just read.
@@ -566,17 +566,17 @@ func (r *run) platform(ctx context.Context) error {
 		r.e.logf(LevelInfo, "token dir %s committed: the cluster trusts key %s", r.td.Path, r.td.Manifest.KeyID)
 	}
 	r.unlockDirs()
-	checkpoint("after-commit")
+	checkpoint(ctx, "after-commit")
 	tenants := platform.TenantObjects(name, r.cfg.Spec.Tenants)
 	if err := r.ensureAll(ctx, cs, w, tenants); err != nil {
 		return err
 	}
-	checkpoint("after-tenants")
+	checkpoint(ctx, "after-tenants")
 	for _, obj := range platform.GatewayObjects(name, r.cfg) {
 		if err := r.ensure(ctx, cs, w, obj); err != nil {
 			return err
 		}
-		checkpoint("after-" + strings.ToLower(obj.Ref.Kind))
+		checkpoint(ctx, "after-"+strings.ToLower(obj.Ref.Kind))
 	}
 	return nil
 }

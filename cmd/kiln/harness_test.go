@@ -30,6 +30,7 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/kilnctl/kiln/internal/testcluster"
+	"github.com/kilnctl/kiln/internal/testhooks"
 )
 
 var (
@@ -46,7 +47,7 @@ var (
 
 func TestMain(m *testing.M) {
 	if os.Getenv("KILN_E2E_AS_KILN") == "1" {
-		os.Exit(run())
+		os.Exit(run(testhooks.FromEnv()))
 	}
 	flag.Parse()
 	if testing.Short() {
@@ -354,7 +355,7 @@ func (e *env) startPaused(point string, args ...string) *paused {
 	e.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	p := &paused{e: e, cancel: cancel, release: filepath.Join(e.t.TempDir(), "release")}
-	p.cmd = e.command(ctx, []string{"KILN_TEST_PAUSE_AT=" + point, "KILN_TEST_PAUSE_FILE=" + p.release}, args...)
+	p.cmd = e.command(ctx, []string{testhooks.PauseEnv + "=" + point, testhooks.PauseFileEnv + "=" + p.release}, args...)
 	p.cmd.Stdout, p.cmd.Stderr = &p.stdout, &p.stderr
 	if err := p.cmd.Start(); err != nil {
 		cancel()
