@@ -134,6 +134,9 @@ type env struct {
 	// kubeconfig, if set, replaces the merged kubeconfig (the fault tests
 	// reach a cluster only through their proxy).
 	kubeconfig string
+	// exe, if set, is the kiln binary to run instead of this test binary
+	// (the release-build test runs kiln as `make build` builds it).
+	exe string
 }
 
 func newEnv(t *testing.T) *env {
@@ -186,9 +189,12 @@ func (r result) last(t *testing.T, typ string) map[string]any {
 }
 
 func (e *env) command(ctx context.Context, extra []string, args ...string) *exec.Cmd {
-	exe, err := os.Executable()
-	if err != nil {
-		e.t.Fatal(err)
+	exe := e.exe
+	if exe == "" {
+		var err error
+		if exe, err = os.Executable(); err != nil {
+			e.t.Fatal(err)
+		}
 	}
 	kc := kubeconfigPath
 	if e.kubeconfig != "" {
