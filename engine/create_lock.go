@@ -22,7 +22,7 @@ func (r *run) acquire(ctx context.Context, cs kubernetes.Interface) error {
 	if err := r.ensure(ctx, cs, r.watcher(cs), platform.NamespaceObject(r.req.Name)); err != nil {
 		return err
 	}
-	checkpoint("after-namespace")
+	checkpoint(ctx, "after-namespace")
 	l, lctx, err := lock.Acquire(ctx, cs, lock.Options{
 		Namespace: platform.Namespace, Name: platform.LockName, Operation: "create " + r.req.Name,
 		Labels: map[string]string{platform.LabelManagedBy: "kiln", platform.LabelCluster: r.req.Name},
@@ -33,7 +33,7 @@ func (r *run) acquire(ctx context.Context, cs kubernetes.Interface) error {
 	}
 	r.lock, r.lockCtx = l, lctx
 	r.e.logf(LevelInfo, "holding lock %s/%s as %s", platform.Namespace, platform.LockName, l.Holder())
-	checkpoint("after-lock")
+	checkpoint(ctx, "after-lock")
 	st, err := platform.Read(lctx, cs)
 	if err != nil {
 		return err

@@ -46,7 +46,7 @@ func (r *run) platform(ctx context.Context) error {
 		if err := r.verifyAuth(ctx, cs); err != nil {
 			return err
 		}
-		checkpoint("after-auth")
+		checkpoint(ctx, "after-auth")
 		cfgObj, err := platform.ConfigObject(name, r.cfg)
 		if err != nil {
 			return err
@@ -62,7 +62,7 @@ func (r *run) platform(ctx context.Context) error {
 			return fmt.Errorf("read back %s/%s: it does not hold the config kiln applied", platform.Namespace, platform.ConfigMapName)
 		}
 		trusted = st.Keys
-		checkpoint("after-config")
+		checkpoint(ctx, "after-config")
 	}
 	if r.td.Manifest.State == creds.StatePending {
 		// Commit checks the key on disk against kiln-auth as just read.
@@ -73,17 +73,17 @@ func (r *run) platform(ctx context.Context) error {
 		r.e.logf(LevelInfo, "token dir %s committed: the cluster trusts key %s", r.td.Path, r.td.Manifest.KeyID)
 	}
 	r.unlockDirs()
-	checkpoint("after-commit")
+	checkpoint(ctx, "after-commit")
 	tenants := platform.TenantObjects(name, r.cfg.Spec.Tenants)
 	if err := r.ensureAll(ctx, cs, w, tenants); err != nil {
 		return err
 	}
-	checkpoint("after-tenants")
+	checkpoint(ctx, "after-tenants")
 	for _, obj := range platform.GatewayObjects(name, r.cfg) {
 		if err := r.ensure(ctx, cs, w, obj); err != nil {
 			return err
 		}
-		checkpoint("after-" + strings.ToLower(obj.Ref.Kind))
+		checkpoint(ctx, "after-"+strings.ToLower(obj.Ref.Kind))
 	}
 	return nil
 }

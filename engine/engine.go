@@ -9,7 +9,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"sync"
 	"time"
 
@@ -124,7 +123,7 @@ func (e *Engine) phase(ctx context.Context, name string, run func(context.Contex
 	default:
 		e.emit(Event{Type: TypePhase, Phase: name, State: PhaseSucceeded, ElapsedMS: elapsed})
 	}
-	checkpoint("after-" + name)
+	checkpoint(ctx, "after-"+name)
 	return err
 }
 
@@ -142,41 +141,4 @@ func (e *Engine) finish(err error, okMessage, tokenDir string) error {
 	}
 	e.emit(Event{Type: TypeResult, OK: false, ExitCode: exit.Code(err), Message: err.Error(), TokenDir: tokenDir})
 	return err
-}
-
-// CrashEnv names the environment variable of the crash-test hook: when it
-// equals a checkpoint's name, kiln SIGKILLs itself there. Tests use it to
-// prove that a run killed at any point converges when run again.
-const CrashEnv = "KILN_TEST_CRASH_AT"
-
-// PauseEnv and PauseFileEnv name the pause hook: at the checkpoint named by
-// PauseEnv, kiln creates PAUSEFILE.reached and waits until PAUSEFILE exists.
-// Tests use it to hold an operation at a known point (the lock held, say).
-const (
-	PauseEnv     = "KILN_TEST_PAUSE_AT"
-	PauseFileEnv = "KILN_TEST_PAUSE_FILE"
-)
-
-// Checkpoint is the crash and pause hook for code outside the engine
-// package (providers name their steps with it).
-func Checkpoint(name string) { checkpoint(name) }
-
-func checkpoint(name string) {
-	if at := os.Getenv(PauseEnv); at != "" && at == name {
-		if f := os.Getenv(PauseFileEnv); f != "" {
-			_ = os.WriteFile(f+".reached", nil, 0o600)
-			for {
-				if _, err := os.Stat(f); err == nil {
-					break
-				}
-				time.Sleep(20 * time.Millisecond) // test hook only
-			}
-		}
-	}
-	if at := os.Getenv(CrashEnv); at != "" && at == name {
-		if p, err := os.FindProcess(os.Getpid()); err == nil {
-			_ = p.Kill() // SIGKILL on Unix: no deferred cleanup runs
-		}
-		select {} // the signal is delivered asynchronously
-	}
 }

@@ -23,9 +23,9 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
-	"github.com/kilnctl/kiln/engine"
 	awsprovider "github.com/kilnctl/kiln/engine/provider/aws"
 	"github.com/kilnctl/kiln/internal/awsemu"
+	"github.com/kilnctl/kiln/internal/testhooks"
 )
 
 var awsRegions = []string{"us-east-1", "eu-west-1", "ap-northeast-1"}
@@ -260,14 +260,14 @@ func TestAWSKilledCreateConverges(t *testing.T) {
 					t.Errorf("cleanup: %v", err)
 				}
 			})
-			r := e.kilnWith([]string{engine.CrashEnv + "=" + at}, "create", "aws", name, "--region", region,
+			r := e.kilnWith([]string{testhooks.CrashEnv + "=" + at}, "create", "aws", name, "--region", region,
 				"--regions", strings.Join(awsRegions, ","), "--headless")
 			if !r.killed {
 				t.Fatalf("not killed at %s:\n%s", at, r)
 			}
 			// Run again up to the end of the infrastructure phase (the
 			// platform on kiln-b is covered by the cycle test).
-			r = e.kilnWith([]string{engine.CrashEnv + "=after-infrastructure"}, "create", "aws", name, "--region", region,
+			r = e.kilnWith([]string{testhooks.CrashEnv + "=after-infrastructure"}, "create", "aws", name, "--region", region,
 				"--regions", strings.Join(awsRegions, ","), "--headless")
 			if !r.killed {
 				t.Fatalf("rerun did not reach the end of the infrastructure phase:\n%s", r)
@@ -286,7 +286,7 @@ func TestAWSDestroyWithoutPlatform(t *testing.T) {
 	for i, at := range []string{"after-aws-securitygroup", "after-infrastructure"} {
 		t.Run(at, func(t *testing.T) {
 			name := fmt.Sprintf("awspart%d", i)
-			r := e.kilnWith([]string{engine.CrashEnv + "=" + at}, "create", "aws", name, "--region", region,
+			r := e.kilnWith([]string{testhooks.CrashEnv + "=" + at}, "create", "aws", name, "--region", region,
 				"--regions", strings.Join(awsRegions, ","), "--headless")
 			if !r.killed {
 				t.Fatalf("not killed at %s:\n%s", at, r)
@@ -318,7 +318,7 @@ func TestAWSDiscoveryAndBadInput(t *testing.T) {
 	})
 	// Infrastructure only (stopped after the infrastructure phase): the
 	// cluster is found in us-east-1 and nowhere else.
-	r := e.kilnWith([]string{engine.CrashEnv + "=after-infrastructure"}, "create", "aws", name, "--region", "us-east-1",
+	r := e.kilnWith([]string{testhooks.CrashEnv + "=after-infrastructure"}, "create", "aws", name, "--region", "us-east-1",
 		"--regions", strings.Join(awsRegions, ","), "--headless")
 	if !r.killed {
 		t.Fatalf("create did not reach the end of the infrastructure phase:\n%s", r)
@@ -502,7 +502,7 @@ func TestAWSConcurrentCreatesOneHost(t *testing.T) {
 		}
 	})
 	vars := e.vars
-	e.vars = append(e.vars, engine.CrashEnv+"=after-infrastructure")
+	e.vars = append(e.vars, testhooks.CrashEnv+"=after-infrastructure")
 	first := e.startPaused("after-token-dir-pending", "create", "aws", name, "--region", region,
 		"--regions", strings.Join(awsRegions, ","), "--headless")
 	e.vars = vars
@@ -552,7 +552,7 @@ func TestAWSConcurrentCreatesTwoHosts(t *testing.T) {
 		waitNamespaceGone(t, clusterB.Client, "kiln-system")
 	})
 	vars := a.vars
-	a.vars = append(a.vars, engine.CrashEnv+"=after-infrastructure")
+	a.vars = append(a.vars, testhooks.CrashEnv+"=after-infrastructure")
 	first := a.startPaused("after-aws-claim", "create", "aws", name, "--region", region,
 		"--regions", strings.Join(awsRegions, ","), "--headless")
 	a.vars = vars
@@ -572,7 +572,7 @@ func TestAWSConcurrentCreatesTwoHosts(t *testing.T) {
 	expectComplete(t, inventory(t, emu, name, region))
 	// host-b again, now that the claim is free: it continues the same
 	// infrastructure (found by tag) and creates no second VPC.
-	r := b.kilnWith([]string{engine.CrashEnv + "=after-infrastructure"}, "create", "aws", name, "--region", region,
+	r := b.kilnWith([]string{testhooks.CrashEnv + "=after-infrastructure"}, "create", "aws", name, "--region", region,
 		"--regions", strings.Join(awsRegions, ","), "--headless")
 	if !r.killed {
 		t.Fatalf("host-b's create did not reach the end of its infrastructure phase:\n%s", r)

@@ -30,6 +30,7 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/kilnctl/kiln/internal/testcluster"
+	"github.com/kilnctl/kiln/internal/testhooks"
 )
 
 var (
@@ -46,7 +47,7 @@ var (
 
 func TestMain(m *testing.M) {
 	if os.Getenv("KILN_E2E_AS_KILN") == "1" {
-		os.Exit(run())
+		os.Exit(run(testhooks.FromEnv()))
 	}
 	flag.Parse()
 	if testing.Short() {
@@ -133,6 +134,9 @@ type env struct {
 	// kubeconfig, if set, replaces the merged kubeconfig (the fault tests
 	// reach a cluster only through their proxy).
 	kubeconfig string
+	// exe, if set, is the kiln binary to run instead of this test binary
+	// (the release-build test runs kiln as `make build` builds it).
+	exe string
 }
 
 func newEnv(t *testing.T) *env {
@@ -185,9 +189,12 @@ func (r result) last(t *testing.T, typ string) map[string]any {
 }
 
 func (e *env) command(ctx context.Context, extra []string, args ...string) *exec.Cmd {
-	exe, err := os.Executable()
-	if err != nil {
-		e.t.Fatal(err)
+	exe := e.exe
+	if exe == "" {
+		var err error
+		if exe, err = os.Executable(); err != nil {
+			e.t.Fatal(err)
+		}
 	}
 	kc := kubeconfigPath
 	if e.kubeconfig != "" {
@@ -354,7 +361,7 @@ func (e *env) startPaused(point string, args ...string) *paused {
 	e.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	p := &paused{e: e, cancel: cancel, release: filepath.Join(e.t.TempDir(), "release")}
-	p.cmd = e.command(ctx, []string{"KILN_TEST_PAUSE_AT=" + point, "KILN_TEST_PAUSE_FILE=" + p.release}, args...)
+	p.cmd = e.command(ctx, []string{testhooks.PauseEnv + "=" + point, testhooks.PauseFileEnv + "=" + p.release}, args...)
 	p.cmd.Stdout, p.cmd.Stderr = &p.stdout, &p.stderr
 	if err := p.cmd.Start(); err != nil {
 		cancel()

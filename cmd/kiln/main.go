@@ -9,6 +9,7 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/kilnctl/kiln/engine"
 	"github.com/kilnctl/kiln/internal/cli"
 	"github.com/kilnctl/kiln/internal/exit"
 )
@@ -21,10 +22,13 @@ var (
 )
 
 func main() {
-	os.Exit(run())
+	os.Exit(run(nil))
 }
 
-func run() int {
+// run is kiln. hooks are test hooks (see engine.Hooks): the kiln binary
+// passes none; the e2e test binary, which runs as kiln, passes the ones
+// its environment configures.
+func run(hooks engine.Hooks) int {
 	// The first Ctrl-C cancels the context: the engine stops at a safe point
 	// and reports what was left. A second one kills the process outright.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -33,6 +37,8 @@ func run() int {
 		<-ctx.Done()
 		stop() // restore default handling: the next signal ends the process
 	}()
+
+	ctx = engine.WithHooks(ctx, hooks)
 
 	root := cli.NewRoot(cli.BuildInfo{Version: version, Commit: commit, Date: date})
 	err := root.ExecuteContext(ctx)

@@ -21,7 +21,7 @@ import (
 // runWizard opens the Bubble Tea wizard (kiln without a command on a
 // terminal). It drives the same engine entry points as the commands.
 func (g *globals) runWizard(ctx context.Context) error {
-	b := &wizardBackend{g: g}
+	b := &wizardBackend{g: g, hooks: engine.HooksFrom(ctx)}
 	// The wizard owns the terminal, so the file keyring cannot prompt for
 	// its passphrase: it is read from KILN_KEYRING_PASSPHRASE, and an
 	// unavailable keyring is reported in each operation's log.
@@ -40,6 +40,9 @@ type wizardBackend struct {
 	g              *globals
 	keyring        engine.Keyring
 	keyringWarning string
+	// hooks are the test hooks kiln was started with (none in a release
+	// build): the wizard runs operations under contexts of its own.
+	hooks engine.Hooks
 }
 
 func (b *wizardBackend) engine(sink engine.Sink, confirm engine.Confirmer) *engine.Engine {
@@ -114,6 +117,7 @@ func (b *wizardBackend) trustedDir(name string, trusted []string) string {
 }
 
 func (b *wizardBackend) Create(ctx context.Context, req tui.CreateRequest, sink engine.Sink, confirm engine.Confirmer) error {
+	ctx = engine.WithHooks(ctx, b.hooks)
 	r := b.request(req.Location, req.Name)
 	r.ConfigPath = req.ConfigPath
 	return b.engine(sink, confirm).Create(ctx, r)
@@ -124,6 +128,7 @@ func (b *wizardBackend) Create(ctx context.Context, req tui.CreateRequest, sink 
 // kiln-config and the projects' creation times, which the status does not
 // carry.
 func (b *wizardBackend) Status(ctx context.Context, t tui.Target) (*tui.Inspection, error) {
+	ctx = engine.WithHooks(ctx, b.hooks)
 	quiet := engine.SinkFunc(func(engine.Event) {})
 	st, err := b.engine(quiet, nil).Status(ctx, b.request(t.Location, t.Name), false)
 	if err != nil {
@@ -153,10 +158,12 @@ func (b *wizardBackend) Status(ctx context.Context, t tui.Target) (*tui.Inspecti
 
 // Project runs one project operation, as kiln project OP does.
 func (b *wizardBackend) Project(ctx context.Context, t tui.Target, op tui.ProjectOp, sink engine.Sink, confirm engine.Confirmer) error {
+	ctx = engine.WithHooks(ctx, b.hooks)
 	_, err := b.engine(sink, confirm).Project(ctx, engine.ProjectRequest{Request: b.request(t.Location, t.Name), Op: op.Op, Ref: op.Ref, Stack: op.Stack})
 	return err
 }
 
 func (b *wizardBackend) Destroy(ctx context.Context, t tui.Target, sink engine.Sink, confirm engine.Confirmer) error {
+	ctx = engine.WithHooks(ctx, b.hooks)
 	return b.engine(sink, confirm).Destroy(ctx, b.request(t.Location, t.Name))
 }

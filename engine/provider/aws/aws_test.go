@@ -455,7 +455,7 @@ func TestWriteKubeconfigKeepsOtherEntries(t *testing.T) {
 	errs := make([]error, 8)
 	for i := range 8 {
 		wg.Go(func() {
-			_, errs[i] = WriteKubeconfig(path, KubeconfigEntry{Cluster: fmt.Sprintf("c%d", i), Region: "eu-west-1", Endpoint: "https://x.example", CAData: ca, KilnPath: "/usr/bin/kiln"})
+			_, errs[i] = WriteKubeconfig(t.Context(), path, KubeconfigEntry{Cluster: fmt.Sprintf("c%d", i), Region: "eu-west-1", Endpoint: "https://x.example", CAData: ca, KilnPath: "/usr/bin/kiln"})
 		})
 	}
 	wg.Wait()
@@ -463,7 +463,7 @@ func TestWriteKubeconfigKeepsOtherEntries(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Updating an entry replaces it rather than adding another.
-	if _, err := WriteKubeconfig(path, KubeconfigEntry{Cluster: "c0", Region: "us-east-1", Endpoint: "https://y.example", CAData: ca}); err != nil {
+	if _, err := WriteKubeconfig(t.Context(), path, KubeconfigEntry{Cluster: "c0", Region: "us-east-1", Endpoint: "https://y.example", CAData: ca}); err != nil {
 		t.Fatal(err)
 	}
 	got, err := clientcmd.LoadFromFile(path)

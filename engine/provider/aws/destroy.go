@@ -194,7 +194,7 @@ func (p *Provider) DestroyInfrastructure(ctx context.Context, name, region strin
 		{KindVPC, in.deleteVPCs},
 	}
 	for _, s := range steps {
-		engine.Checkpoint("before-aws-delete-" + strings.ToLower(s.kind))
+		engine.Checkpoint(ctx, "before-aws-delete-"+strings.ToLower(s.kind))
 		if err := s.run(ctx); err != nil {
 			return false, err
 		}
@@ -213,7 +213,7 @@ func (p *Provider) DestroyInfrastructure(ctx context.Context, name, region strin
 		return false, fmt.Errorf("destroy of %s in %s left resources tagged %s=%s: %s; run destroy again", name, region, TagCluster, name, inv)
 	}
 	if p.KubeconfigFile != "" {
-		removed, warnings, err := RemoveKubeconfig(p.KubeconfigFile, name)
+		removed, warnings, err := RemoveKubeconfig(ctx, p.KubeconfigFile, name)
 		for _, w := range warnings {
 			logf(sink, engine.LevelWarn, "kubeconfig %s: %s", p.KubeconfigFile, w)
 		}

@@ -107,7 +107,7 @@ func (p *Provider) EnsureInfrastructure(ctx context.Context, name, region string
 		return engine.Location{}, false, err
 	}
 	defer c.release(ctx)
-	engine.Checkpoint("after-aws-claim")
+	engine.Checkpoint(ctx, "after-aws-claim")
 	steps := []struct {
 		kind string
 		run  func(context.Context) error
@@ -122,14 +122,14 @@ func (p *Provider) EnsureInfrastructure(ctx context.Context, name, region string
 		{KindNodegroup, in.ensureNodegroup},
 	}
 	for _, s := range steps {
-		engine.Checkpoint("before-aws-" + strings.ToLower(s.kind))
+		engine.Checkpoint(ctx, "before-aws-"+strings.ToLower(s.kind))
 		if err := s.run(ctx); err != nil {
 			return engine.Location{}, false, lostErr(ctx, err)
 		}
-		engine.Checkpoint("after-aws-" + strings.ToLower(s.kind))
+		engine.Checkpoint(ctx, "after-aws-"+strings.ToLower(s.kind))
 	}
 	if p.WriteKubeconfig != "" {
-		warnings, err := WriteKubeconfig(p.WriteKubeconfig, KubeconfigEntry{
+		warnings, err := WriteKubeconfig(ctx, p.WriteKubeconfig, KubeconfigEntry{
 			Cluster: name, Region: region, Profile: p.Profile, KilnPath: p.KilnPath,
 			Endpoint: aws.ToString(in.cluster.Endpoint), CAData: caData(in.cluster),
 		})

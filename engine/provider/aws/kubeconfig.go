@@ -1,6 +1,7 @@
 package aws
 
 import (
+	"context"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -41,7 +42,7 @@ var kubeconfigLockWait = 30 * time.Second
 // editKubeconfig for how it coexists with kubectl). The user entry holds
 // no secret: it runs `kiln aws token`. The first entry kiln writes into a
 // file without a current context becomes the current context.
-func WriteKubeconfig(path string, e KubeconfigEntry) (warnings []string, err error) {
+func WriteKubeconfig(ctx context.Context, path string, e KubeconfigEntry) (warnings []string, err error) {
 	ca, err := base64.StdEncoding.DecodeString(e.CAData)
 	if err != nil {
 		return nil, fmt.Errorf("kubeconfig %s: CA data of %s: %w", path, e.Cluster, err)
@@ -55,7 +56,7 @@ func WriteKubeconfig(path string, e KubeconfigEntry) (warnings []string, err err
 	if e.Profile != "" {
 		args = append(args, "--profile", e.Profile)
 	}
-	return editKubeconfig(path, true, func(cfg *clientcmdapi.Config) bool {
+	return editKubeconfig(ctx, path, true, func(cfg *clientcmdapi.Config) bool {
 		cfg.Clusters[name] = &clientcmdapi.Cluster{Server: e.Endpoint, CertificateAuthorityData: ca}
 		cfg.AuthInfos[name] = &clientcmdapi.AuthInfo{Exec: &clientcmdapi.ExecConfig{
 			APIVersion:      "client.authentication.k8s.io/v1beta1",
@@ -76,12 +77,12 @@ func WriteKubeconfig(path string, e KubeconfigEntry) (warnings []string, err err
 // entries), and those entries when no other context uses them; a
 // current-context naming the removed context is cleared. A missing file
 // is left missing. It reports whether anything was removed.
-func RemoveKubeconfig(path, cluster string) (removed bool, warnings []string, err error) {
+func RemoveKubeconfig(ctx context.Context, path, cluster string) (removed bool, warnings []string, err error) {
 	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
 		return false, nil, nil
 	}
 	name := ContextName(cluster)
-	warnings, err = editKubeconfig(path, false, func(cfg *clientcmdapi.Config) bool {
+	warnings, err = editKubeconfig(ctx, path, false, func(cfg *clientcmdapi.Config) bool {
 		if c, ok := cfg.Contexts[name]; ok && c.Cluster == name && c.AuthInfo == name {
 			delete(cfg.Contexts, name)
 			removed = true
@@ -143,7 +144,7 @@ func isKilnUser(u *clientcmdapi.AuthInfo, cluster string) bool {
 //
 // edit returns whether it changed anything; nothing is written otherwise.
 // create says whether a missing file may be created.
-func editKubeconfig(path string, create bool, edit func(*clientcmdapi.Config) bool) (warnings []string, err error) {
+func editKubeconfig(ctx context.Context, path string, create bool, edit func(*clientcmdapi.Config) bool) (warnings []string, err error) {
 	path = filepath.Clean(path)
 	target, err := resolveLinks(path)
 	if err != nil {
@@ -168,7 +169,7 @@ func editKubeconfig(path string, create bool, edit func(*clientcmdapi.Config) bo
 		return warnings, fmt.Errorf("kubeconfig %s: %w", path, err)
 	}
 	defer os.Remove(lockPath)
-	engine.Checkpoint("kubeconfig-locked")
+	engine.Checkpoint(ctx, "kubeconfig-locked")
 
 	mode := os.FileMode(0o600)
 	cfg, err := clientcmd.LoadFromFile(target)
@@ -192,7 +193,7 @@ func editKubeconfig(path string, create bool, edit func(*clientcmdapi.Config) bo
 	if err != nil {
 		return warnings, fmt.Errorf("kubeconfig %s: %w", path, err)
 	}
-	if err := replaceFile(target, data, mode); err != nil {
+	if err := replaceFile(ctx, target, data, mode); err != nil {
 		return warnings, fmt.Errorf("kubeconfig %s: %w", path, err)
 	}
 	return warnings, nil
@@ -233,7 +234,7 @@ func lockTempPrefix(path string) string { return "." + filepath.Base(path) + ".l
 
 // replaceFile writes data to a temp file next to target with mode, fsyncs
 // it, renames it over target and fsyncs the directory.
-func replaceFile(target string, data []byte, mode os.FileMode) error {
+func replaceFile(ctx context.Context, target string, data []byte, mode os.FileMode) error {
 	tmp, err := os.CreateTemp(filepath.Dir(target), tempPrefix(target)+"*")
 	if err != nil {
 		return err
@@ -248,7 +249,7 @@ func replaceFile(target string, data []byte, mode os.FileMode) error {
 		tmp.Close()
 		return err
 	}
-	engine.Checkpoint("kubeconfig-half-written")
+	engine.Checkpoint(ctx, "kubeconfig-half-written")
 	if _, err := tmp.Write(data[half:]); err != nil {
 		tmp.Close()
 		return err

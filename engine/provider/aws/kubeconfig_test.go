@@ -17,6 +17,7 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/kilnctl/kiln/engine"
+	"github.com/kilnctl/kiln/internal/testhooks"
 )
 
 // kubectl runs the real kubectl on the kubeconfig at path.
@@ -116,7 +117,7 @@ func noLeftovers(t *testing.T, link, target string) {
 func TestKubeconfigWritesKeepKubectlWorking(t *testing.T) {
 	link, target := userKubeconfig(t, 0o640)
 	for _, c := range []string{"one", "two", "one"} {
-		warnings, err := WriteKubeconfig(link, entry(c))
+		warnings, err := WriteKubeconfig(t.Context(), link, entry(c))
 		if err != nil || len(warnings) > 0 {
 			t.Fatalf("write %s: %v %v", c, err, warnings)
 		}
@@ -142,7 +143,7 @@ func TestKubeconfigWritesKeepKubectlWorking(t *testing.T) {
 
 func TestKubeconfigNewFileIsPrivate(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "kube", "config")
-	if _, err := WriteKubeconfig(path, entry("fresh")); err != nil {
+	if _, err := WriteKubeconfig(t.Context(), path, entry("fresh")); err != nil {
 		t.Fatal(err)
 	}
 	fi, err := os.Stat(path)
@@ -160,12 +161,12 @@ func TestKubeconfigNewFileIsPrivate(t *testing.T) {
 func TestKubeconfigRemoveUndoesWrite(t *testing.T) {
 	link, target := userKubeconfig(t, 0o600)
 	for _, c := range []string{"gone", "stays"} {
-		if _, err := WriteKubeconfig(link, entry(c)); err != nil {
+		if _, err := WriteKubeconfig(t.Context(), link, entry(c)); err != nil {
 			t.Fatal(err)
 		}
 	}
 	kubectlWorks(t, link, ContextName("gone"))
-	removed, _, err := RemoveKubeconfig(link, "gone")
+	removed, _, err := RemoveKubeconfig(t.Context(), link, "gone")
 	if err != nil || !removed {
 		t.Fatalf("remove: %v %v", removed, err)
 	}
@@ -189,11 +190,11 @@ func TestKubeconfigRemoveUndoesWrite(t *testing.T) {
 		t.Errorf("kubectl still sees %s", n)
 	}
 	// Nothing to remove: no change, no error; a missing file stays missing.
-	if removed, _, err := RemoveKubeconfig(link, "gone"); err != nil || removed {
+	if removed, _, err := RemoveKubeconfig(t.Context(), link, "gone"); err != nil || removed {
 		t.Errorf("second remove: %v %v", removed, err)
 	}
 	missing := filepath.Join(t.TempDir(), "none")
-	if _, _, err := RemoveKubeconfig(missing, "gone"); err != nil {
+	if _, _, err := RemoveKubeconfig(t.Context(), missing, "gone"); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(missing); err == nil {
@@ -210,12 +211,12 @@ const childEnv = "KILN_TEST_KUBECONFIG_CHILD"
 // can change the file again.
 func TestKubeconfigKilledDuringWrite(t *testing.T) {
 	if p := os.Getenv(childEnv); p != "" {
-		_, err := WriteKubeconfig(p, entry("crash"))
+		_, err := WriteKubeconfig(engine.WithHooks(t.Context(), testhooks.FromEnv()), p, entry("crash"))
 		fmt.Fprintln(os.Stderr, "child finished without being killed:", err)
 		os.Exit(3)
 	}
 	link, target := userKubeconfig(t, 0o600)
-	if _, err := WriteKubeconfig(link, entry("before")); err != nil {
+	if _, err := WriteKubeconfig(t.Context(), link, entry("before")); err != nil {
 		t.Fatal(err)
 	}
 	before, err := os.ReadFile(target)
@@ -225,7 +226,7 @@ func TestKubeconfigKilledDuringWrite(t *testing.T) {
 	for _, at := range []string{"kubeconfig-locked", "kubeconfig-half-written"} {
 		t.Run(at, func(t *testing.T) {
 			cmd := exec.Command(os.Args[0], "-test.run=^TestKubeconfigKilledDuringWrite$")
-			cmd.Env = append(os.Environ(), childEnv+"="+link, engine.CrashEnv+"="+at)
+			cmd.Env = append(os.Environ(), childEnv+"="+link, testhooks.CrashEnv+"="+at)
 			out, err := cmd.CombinedOutput()
 			ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus)
 			if err == nil || !ok || !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
@@ -245,7 +246,7 @@ func TestKubeconfigKilledDuringWrite(t *testing.T) {
 				t.Fatalf("kubectl config view after the kill: %v\n%s", err, out2)
 			}
 			// The next kiln write clears what the killed one left.
-			warnings, err := WriteKubeconfig(link, entry("after"))
+			warnings, err := WriteKubeconfig(t.Context(), link, entry("after"))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -256,7 +257,7 @@ func TestKubeconfigKilledDuringWrite(t *testing.T) {
 			if names := kubectlWorks(t, link, ContextName("after")); !names[ContextName("before")] || !names["mine"] {
 				t.Errorf("kubectl sees %v", names)
 			}
-			if _, _, err := RemoveKubeconfig(link, "after"); err != nil {
+			if _, _, err := RemoveKubeconfig(t.Context(), link, "after"); err != nil {
 				t.Fatal(err)
 			}
 			before, _ = os.ReadFile(target)
@@ -283,7 +284,7 @@ func TestKubeconfigNeverRemovesALiveLock(t *testing.T) {
 			if err := os.WriteFile(link+".lock", []byte(content), 0o600); err != nil {
 				t.Fatal(err)
 			}
-			_, err := WriteKubeconfig(link, entry("blocked"))
+			_, err := WriteKubeconfig(t.Context(), link, entry("blocked"))
 			if err == nil || !strings.Contains(err.Error(), link+".lock") {
 				t.Fatalf("want an error naming the lock, got %v", err)
 			}
@@ -303,7 +304,7 @@ func TestKubeconfigNeverRemovesALiveLock(t *testing.T) {
 	if err := os.WriteFile(link+".lock", []byte(stale), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := WriteKubeconfig(link, entry("freed")); err != nil {
+	if _, err := WriteKubeconfig(t.Context(), link, entry("freed")); err != nil {
 		t.Fatalf("stale lock of a dead kiln not cleared: %v", err)
 	}
 }

@@ -1,0 +1,44 @@
+package engine
+
+import "context"
+
+// Hooks are test hooks: a test build hands an operation a Hooks value to
+// act at named points of its run (kill the process there, or hold it until
+// the test lets it go). A release build has none, so every checkpoint is a
+// no-op. The implementation that reads KILN_TEST_CRASH_AT and
+// KILN_TEST_PAUSE_AT lives in internal/testhooks, which only _test.go files
+// import: the kiln binary does not contain it.
+type Hooks interface {
+	// At is called when an operation reaches the checkpoint named point.
+	// It returns when the operation may go on (it may also never return).
+	At(ctx context.Context, point string)
+}
+
+type hooksKey struct{}
+
+// WithHooks returns a copy of ctx that carries h: every checkpoint reached
+// under it, in the engine and in the providers it calls, is reported to h.
+// A nil h leaves ctx unchanged.
+func WithHooks(ctx context.Context, h Hooks) context.Context {
+	if h == nil {
+		return ctx
+	}
+	return context.WithValue(ctx, hooksKey{}, h)
+}
+
+// HooksFrom returns the hooks ctx carries, or nil.
+func HooksFrom(ctx context.Context) Hooks {
+	h, _ := ctx.Value(hooksKey{}).(Hooks)
+	return h
+}
+
+// Checkpoint marks the point named point of an operation for the hooks ctx
+// carries; without hooks (every release build) it does nothing. Providers
+// name their steps with it; the names are what tests crash and pause at.
+func Checkpoint(ctx context.Context, point string) {
+	if h := HooksFrom(ctx); h != nil {
+		h.At(ctx, point)
+	}
+}
+
+func checkpoint(ctx context.Context, point string) { Checkpoint(ctx, point) }
