@@ -1,7 +1,6 @@
 package bench
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -215,20 +214,10 @@ func newKilnEnv(b *testing.B, bin string, p *apiProxy) *kilnEnv {
 	}}
 }
 
-// run runs kiln headless with NDJSON events to completion.
+// run runs kiln headless with NDJSON events to completion, on the bench
+// cluster's context.
 func (e *kilnEnv) run(args ...string) error {
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	args = append(args, "--context", e.p.ContextName, "--kubeconfig", e.p.Kubeconfig,
-		"--keyring-backend", "file", "--headless", "-o", "json")
-	cmd := exec.CommandContext(ctx, e.bin, args...)
-	cmd.Env = append(os.Environ(), e.vars...)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("kiln %v: %w\n--- stdout\n%s--- stderr\n%s", args, err, stdout.Bytes(), stderr.Bytes())
-	}
-	return nil
+	return e.runIn(3*time.Minute, e.p.Kubeconfig, append(args, "--context", e.p.ContextName)...)
 }
 
 // The kiln binary is $KILN_BENCH_KILN when set (bench/run.sh builds it

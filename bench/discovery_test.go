@@ -50,17 +50,17 @@ func BenchmarkDiscovery(b *testing.B) {
 				name := fmt.Sprintf("disc-%s-%d", v.name, i)
 				e := newKilnEnv(b, bin, nil)
 				t0 := time.Now()
-				if err := e.runIn(kc, "create", "kube", name, "--context", "kiln-bench"); err != nil {
+				if err := e.runIn(10*time.Minute, kc, "create", "kube", name, "--context", "kiln-bench"); err != nil {
 					b.Fatal(err)
 				}
 				t1 := time.Now()
-				if err := e.runIn(kc, "status", "kube", name); err != nil {
+				if err := e.runIn(10*time.Minute, kc, "status", "kube", name); err != nil {
 					b.Fatal(err)
 				}
 				t2 := time.Now()
 				create, status = append(create, t1.Sub(t0)), append(status, t2.Sub(t1))
 				b.StopTimer()
-				if err := e.runIn(kc, "destroy", "kube", name, "--context", "kiln-bench", "--yes"); err != nil {
+				if err := e.runIn(10*time.Minute, kc, "destroy", "kube", name, "--context", "kiln-bench", "--yes"); err != nil {
 					b.Fatal(err)
 				}
 				b.StartTimer()
@@ -102,9 +102,10 @@ func slowKubeconfig(b *testing.B, c *testcluster.Cluster, slowS int) string {
 	return path
 }
 
-// runIn runs kiln headless against kubeconfig kc, to completion.
-func (e *kilnEnv) runIn(kc string, args ...string) error {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+// runIn runs kiln headless against kubeconfig kc, to completion, bounded by
+// timeout.
+func (e *kilnEnv) runIn(timeout time.Duration, kc string, args ...string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	args = append(args, "--kubeconfig", kc, "--keyring-backend", "file", "--headless", "-o", "json")
 	cmd := exec.CommandContext(ctx, e.bin, args...)
