@@ -259,6 +259,16 @@ func TestAWSKilledCreateConverges(t *testing.T) {
 				if _, err := p.DestroyInfrastructure(context.Background(), name, region, nil); err != nil {
 					t.Errorf("cleanup: %v", err)
 				}
+				// The platform runs on kiln-b: a run killed after it began
+				// leaves this NAME's kiln-system there, which would make
+				// kiln-b "host another NAME" for every later test.
+				ns, err := clusterB.Client.CoreV1().Namespaces().Get(context.Background(), "kiln-system", metav1.GetOptions{})
+				if err == nil && ns.Labels["kiln.dev/cluster"] == name {
+					if err := clusterB.Client.CoreV1().Namespaces().Delete(context.Background(), "kiln-system", metav1.DeleteOptions{}); err != nil {
+						t.Errorf("cleanup: delete kiln-system on kiln-b: %v", err)
+					}
+					waitNamespaceGone(t, clusterB.Client, "kiln-system")
+				}
 			})
 			r := e.kilnWith([]string{testhooks.CrashEnv + "=" + at}, "create", "aws", name, "--region", region,
 				"--regions", strings.Join(awsRegions, ","), "--headless")
