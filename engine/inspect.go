@@ -46,6 +46,9 @@ type ClusterStatus struct {
 	TokenProblem string `json:"token_problem,omitempty"`
 	// Projects are every project's observed state.
 	Projects []ProjectStatus `json:"projects"`
+	// Stacks are the stack names kiln-config lists, in order (for the
+	// wizard's restack; not part of the status output).
+	Stacks []string `json:"-"`
 }
 
 // platformRefs lists every platform object in apply order.
@@ -123,6 +126,9 @@ func (e *Engine) status(ctx context.Context, req Request, watch bool) (*ClusterS
 		cfg = config.Default(req.Name) // partial install: show what should be there
 	}
 	out.Tenants = cfg.Spec.Tenants
+	for _, s := range cfg.Spec.Stacks {
+		out.Stacks = append(out.Stacks, s.Name)
+	}
 	refs := platformRefs(req.Name, cfg)
 	err = e.phase(ctx, "readiness", func(ctx context.Context) error {
 		ready := true

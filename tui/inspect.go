@@ -3,7 +3,6 @@ package tui
 import (
 	"context"
 	"fmt"
-	"strings"
 	"time"
 
 	tea "charm.land/bubbletea/v2"
@@ -19,9 +18,6 @@ type Inspection struct {
 	Status *engine.ClusterStatus
 	// Stacks are the stack names kiln-config lists, in order (restack).
 	Stacks []string
-	// Created is when each project was created, by TENANT/PROJECT (a
-	// project missing here shows no age).
-	Created map[string]time.Time
 }
 
 // ProjectOp is one project operation the inspect screens run.
@@ -206,31 +202,22 @@ func age(d time.Duration) string {
 	return fmt.Sprintf("%dd", int(d.Hours()/24))
 }
 
-// tokenSync says whether the project's Deployment runs the token in force,
-// from its Secret's status and the token reasons.
+// tokenSync renders the engine's token sync of the project: in sync only
+// when the engine saw the Deployment run the token in force.
 func tokenSync(p *engine.ProjectStatus) (ok bool, text string) {
-	var problems []string
-	for _, r := range p.Reasons {
-		if strings.Contains(r, "token") || strings.Contains(r, "secret") {
-			problems = append(problems, r)
-		}
-	}
-	if len(problems) > 0 {
-		return false, strings.Join(problems, "; ")
-	}
-	for _, o := range p.Objects {
-		if o.Kind != "Secret" {
-			continue
-		}
-		switch o.Status {
-		case engine.StatusCurrent:
-			return true, "deployment runs the token in force (" + o.Message + ")"
-		case engine.StatusNotFound:
-			if p.Desired == "suspended" {
-				return true, "no token secret (suspended)"
+	switch p.TokenSync {
+	case engine.TokenInSync:
+		for _, o := range p.Objects {
+			if o.Kind == "Secret" && o.Message != "" {
+				return true, "deployment runs the token in force (" + o.Message + ")"
 			}
 		}
-		return false, o.Message
+		return true, "deployment runs the token in force"
+	case engine.TokenOutOfSync:
+		return false, "token out of sync"
 	}
-	return false, "no token secret observed"
+	if p.Desired == "suspended" {
+		return false, "unknown: no deployment runs a token (suspended)"
+	}
+	return false, "unknown: no deployment runs a token"
 }

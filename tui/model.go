@@ -18,16 +18,7 @@ import (
 )
 
 // Cluster is one row of the home screen.
-type Cluster struct {
-	Provider, Name, Location string
-	// Platform is engine.PlatformInstalled or engine.PlatformAbsent.
-	Platform string
-	KeyIDs   []string
-	// TokenDir is a local token dir holding a key the cluster trusts ("" if
-	// none is known).
-	TokenDir string
-	Err      string
-}
+type Cluster = engine.ClusterSummary
 
 // CreateRequest is what the create form collects.
 type CreateRequest struct {

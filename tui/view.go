@@ -564,7 +564,7 @@ func (m *Model) viewInspect(p *page, rows int) {
 		for i := first; i < len(st.Projects) && i < first+visible; i++ {
 			pr := st.Projects[i]
 			a := "-"
-			if c, ok := s.data.Created[ref(pr)]; ok {
+			if c := pr.Created; !c.IsZero() {
 				a = age(m.opts.Now().Sub(c))
 			}
 			reasons := strings.Join(pr.Reasons, "; ")
@@ -617,7 +617,7 @@ func (m *Model) viewProject(p *page) {
 	p.blank()
 	line := m.st.header.Render("Project "+ref(*pr)) + "  " + m.projectState(pr.State).Render(pr.State) +
 		fmt.Sprintf(" (desired %s) · stack %s", pr.Desired, pr.Stack)
-	if c, ok := s.data.Created[ref(*pr)]; ok {
+	if c := pr.Created; !c.IsZero() {
 		line += " · age " + age(m.opts.Now().Sub(c))
 	}
 	p.line(line)

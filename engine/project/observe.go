@@ -42,7 +42,24 @@ type Status struct {
 	Operation string         `json:"operation,omitempty"`
 	Objects   []ObjectStatus `json:"objects"`
 	Revision  int64          `json:"revision"`
+	// TokenSync says whether the Deployment runs the token in force (one of
+	// the TokenSync* constants), judged from the live Deployment and Secret.
+	TokenSync string `json:"token_sync"`
+	// Created is when the project's spec ConfigMap was created.
+	Created time.Time `json:"-"`
 }
+
+// Token sync of a project (Status.TokenSync).
+const (
+	// TokenInSync: the Deployment references the Secret's token in force
+	// and its pod template carries that token's hash.
+	TokenInSync = "in-sync"
+	// TokenOutOfSync: the Deployment runs another token than the one in
+	// force, or the Secret holds no token in force.
+	TokenOutOfSync = "out-of-sync"
+	// TokenUnknown: there is no Deployment, so nothing runs a token.
+	TokenUnknown = "unknown"
+)
 
 // snapshot is every project object of one scope, read with one LIST per
 // kind: answering for 1 or 1,000 projects costs the same 8 requests.
@@ -209,6 +226,7 @@ func (o *Ops) observe(snap *snapshot, cm *corev1.ConfigMap) (*Status, error) {
 	st := &Status{
 		Tenant: r.Tenant, Project: r.Project, Namespace: ns, Stack: spec.Stack.Name,
 		Host: o.Host(r), Desired: spec.State, Revision: spec.Revision, Reasons: []string{},
+		Created: cm.CreationTimestamp.Time,
 	}
 	add := func(kind, name string, obj runtime.Object, res readiness.Result) {
 		if obj == nil {
@@ -286,6 +304,8 @@ func (o *Ops) observe(snap *snapshot, cm *corev1.ConfigMap) (*Status, error) {
 	}
 	add(readiness.KindIngress, r.Project, objOrNil(ing), ingRes)
 
+	st.TokenSync = tokenSync(secret, curKey, dep)
+
 	if l := snap.leases[key(ns, LeaseName(r.Project))]; l != nil && leaseHeld(l, o.now()) {
 		st.Operation = lock.Who(*l.Spec.HolderIdentity)
 	}
@@ -331,8 +351,7 @@ func (o *Ops) observe(snap *snapshot, cm *corev1.ConfigMap) (*Status, error) {
 		case readiness.InProgress, readiness.Terminating:
 			rolling = true
 		}
-		dk := deploymentTokenKey(dep)
-		if secret == nil || curKey == "" || dk != curKey || dep.Spec.Template.Annotations[AnnotationToken] != TokenHash(secret.Data[curKey]) {
+		if st.TokenSync == TokenOutOfSync {
 			if secret != nil && curKey != "" {
 				reason("token out of sync")
 			}
@@ -368,6 +387,19 @@ func (o *Ops) observe(snap *snapshot, cm *corev1.ConfigMap) (*Status, error) {
 		st.State = StateDegraded
 	}
 	return st, nil
+}
+
+// tokenSync judges whether dep runs the token in force (curKey of secret).
+// Without a Deployment nothing runs a token: unknown, never claimed in sync.
+func tokenSync(secret *corev1.Secret, curKey string, dep *appsv1.Deployment) string {
+	switch {
+	case dep == nil:
+		return TokenUnknown
+	case secret == nil || curKey == "" || deploymentTokenKey(dep) != curKey ||
+		dep.Spec.Template.Annotations[AnnotationToken] != TokenHash(secret.Data[curKey]):
+		return TokenOutOfSync
+	}
+	return TokenInSync
 }
 
 // objOrNil keeps a typed nil pointer from becoming a non-nil interface.

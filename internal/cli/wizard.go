@@ -2,19 +2,13 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
-	"path/filepath"
-	"slices"
-	"time"
-
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kilnctl/kiln/creds"
 	"github.com/kilnctl/kiln/engine"
-	"github.com/kilnctl/kiln/engine/platform"
-	"github.com/kilnctl/kiln/engine/project"
+	awsprovider "github.com/kilnctl/kiln/engine/provider/aws"
+	"github.com/kilnctl/kiln/internal/exit"
 	"github.com/kilnctl/kiln/tui"
 )
 
@@ -43,6 +37,8 @@ type wizardBackend struct {
 	// hooks are the test hooks kiln was started with (none in a release
 	// build): the wizard runs operations under contexts of its own.
 	hooks engine.Hooks
+	// newProvider, when set, replaces providerAt's construction (tests).
+	newProvider func(name, location string) (engine.Provider, error)
 }
 
 func (b *wizardBackend) engine(sink engine.Sink, confirm engine.Confirmer) *engine.Engine {
@@ -52,8 +48,34 @@ func (b *wizardBackend) engine(sink engine.Sink, confirm engine.Confirmer) *engi
 	return &engine.Engine{Sink: sink, Confirm: confirm, Keyring: b.keyring}
 }
 
-func (b *wizardBackend) request(location, name string) engine.Request {
-	return engine.Request{Provider: b.g.kubeProvider(location), Name: name, TokenDir: b.g.tokenDir, Timeout: b.g.timeout}
+// providerAt builds the provider for a cluster at location, as the
+// commands do with --context / --region.
+func (b *wizardBackend) providerAt(name, location string) (engine.Provider, error) {
+	if b.newProvider != nil {
+		return b.newProvider(name, location)
+	}
+	switch name {
+	case "", "kube":
+		return b.g.kubeProvider(location), nil
+	case "aws":
+		p, err := b.g.awsProvider()
+		if err != nil {
+			return nil, err
+		}
+		if ap, ok := p.(*awsprovider.Provider); ok && location != "" {
+			ap.Region = location
+		}
+		return p, nil
+	}
+	return nil, exit.Usage("PROVIDER %q: must be kube or aws", name)
+}
+
+func (b *wizardBackend) request(provider, location, name string) (engine.Request, error) {
+	p, err := b.providerAt(provider, location)
+	if err != nil {
+		return engine.Request{}, err
+	}
+	return engine.Request{Provider: p, Name: name, TokenDir: b.g.tokenDir, Timeout: b.g.timeout}, nil
 }
 
 func (b *wizardBackend) Locations() ([]string, string, error) {
@@ -62,108 +84,61 @@ func (b *wizardBackend) Locations() ([]string, string, error) {
 	return names, p.Target(), err
 }
 
-// Clusters lists every context that hosts a kiln cluster (or could not be
-// reached), with whether a local token dir holds a key it trusts.
+// Clusters asks the engine to discover the kiln clusters in every context,
+// with the token dir the engine would use for each (events discarded: the
+// home screen shows the list).
 func (b *wizardBackend) Clusters(ctx context.Context) ([]tui.Cluster, error) {
-	locs, err := b.g.kubeProvider("").Discover(ctx, "")
+	p, err := b.providerAt("kube", "")
 	if err != nil {
 		return nil, err
 	}
-	var out []tui.Cluster
-	for _, l := range locs {
-		if l.Err != nil {
-			out = append(out, tui.Cluster{Provider: "kube", Location: l.Name, Platform: "?", Err: l.Err.Error()})
-			continue
-		}
-		if l.Cluster == "" || l.State == nil {
-			continue
-		}
-		c := tui.Cluster{Provider: "kube", Name: l.Cluster, Location: l.Name, Platform: engine.PlatformAbsent, KeyIDs: l.State.KeyIDs()}
-		if l.State.Installed {
-			c.Platform = engine.PlatformInstalled
-		}
-		c.TokenDir = b.trustedDir(l.Cluster, c.KeyIDs)
-		out = append(out, c)
-	}
-	return out, nil
-}
-
-// trustedDir finds a token dir whose key id the cluster trusts, without
-// changing anything on disk: the keyring entry, then the default path.
-func (b *wizardBackend) trustedDir(name string, trusted []string) string {
-	var dirs []string
-	if b.g.tokenDir != "" {
-		dirs = append(dirs, b.g.tokenDir)
-	}
-	if b.keyring != nil {
-		if e, ok, err := b.keyring.Get("kube", name); err == nil && ok {
-			dirs = append(dirs, e.TokenDir)
-		}
-	}
-	if d, err := creds.DefaultDir("kube", name); err == nil {
-		dirs = append(dirs, d)
-	}
-	for _, d := range dirs {
-		data, err := os.ReadFile(filepath.Join(d, "manifest.json"))
-		if err != nil {
-			continue
-		}
-		var m creds.Manifest
-		if json.Unmarshal(data, &m) == nil && slices.Contains(trusted, m.KeyID) {
-			return d
-		}
-	}
-	return ""
+	quiet := engine.SinkFunc(func(engine.Event) {})
+	return b.engine(quiet, nil).DiscoverClusters(ctx, p, b.g.tokenDir)
 }
 
 func (b *wizardBackend) Create(ctx context.Context, req tui.CreateRequest, sink engine.Sink, confirm engine.Confirmer) error {
 	ctx = engine.WithHooks(ctx, b.hooks)
-	r := b.request(req.Location, req.Name)
+	r, err := b.request(req.Provider, req.Location, req.Name)
+	if err != nil {
+		return err
+	}
 	r.ConfigPath = req.ConfigPath
 	return b.engine(sink, confirm).Create(ctx, r)
 }
 
-// Status reads the cluster for the inspect screens with engine.Status
-// (events discarded: it runs every few seconds), then the stacks of
-// kiln-config and the projects' creation times, which the status does not
-// carry.
+// Status reads the cluster for the inspect screens with engine.Inspect at
+// the cluster's known location (events discarded: it runs every few
+// seconds).
 func (b *wizardBackend) Status(ctx context.Context, t tui.Target) (*tui.Inspection, error) {
 	ctx = engine.WithHooks(ctx, b.hooks)
-	quiet := engine.SinkFunc(func(engine.Event) {})
-	st, err := b.engine(quiet, nil).Status(ctx, b.request(t.Location, t.Name), false)
+	r, err := b.request(t.Provider, t.Location, t.Name)
 	if err != nil {
 		return nil, err
 	}
-	in := &tui.Inspection{Status: st, Created: map[string]time.Time{}}
-	_, cs, err := b.g.kubeProvider(t.Location).Client(t.Location)
+	quiet := engine.SinkFunc(func(engine.Event) {})
+	st, err := b.engine(quiet, nil).Inspect(ctx, r)
 	if err != nil {
-		return in, nil // the status is what matters; ages and stacks are extras
+		return nil, err
 	}
-	if ps, err := platform.Read(ctx, cs); err == nil && ps.Config != nil {
-		for _, s := range ps.Config.Spec.Stacks {
-			in.Stacks = append(in.Stacks, s.Name)
-		}
-	}
-	specs, err := cs.CoreV1().ConfigMaps("").List(ctx, metav1.ListOptions{LabelSelector: project.LabelCluster + "=" + t.Name + "," + project.LabelProject})
-	if err == nil {
-		for _, cm := range specs.Items {
-			p := cm.Labels[project.LabelProject]
-			if cm.Name == project.SpecName(p) {
-				in.Created[cm.Labels[project.LabelTenant]+"/"+p] = cm.CreationTimestamp.Time
-			}
-		}
-	}
-	return in, nil
+	return &tui.Inspection{Status: st, Stacks: st.Stacks}, nil
 }
 
 // Project runs one project operation, as kiln project OP does.
 func (b *wizardBackend) Project(ctx context.Context, t tui.Target, op tui.ProjectOp, sink engine.Sink, confirm engine.Confirmer) error {
 	ctx = engine.WithHooks(ctx, b.hooks)
-	_, err := b.engine(sink, confirm).Project(ctx, engine.ProjectRequest{Request: b.request(t.Location, t.Name), Op: op.Op, Ref: op.Ref, Stack: op.Stack})
+	r, err := b.request(t.Provider, t.Location, t.Name)
+	if err != nil {
+		return err
+	}
+	_, err = b.engine(sink, confirm).Project(ctx, engine.ProjectRequest{Request: r, Op: op.Op, Ref: op.Ref, Stack: op.Stack})
 	return err
 }
 
 func (b *wizardBackend) Destroy(ctx context.Context, t tui.Target, sink engine.Sink, confirm engine.Confirmer) error {
 	ctx = engine.WithHooks(ctx, b.hooks)
-	return b.engine(sink, confirm).Destroy(ctx, b.request(t.Location, t.Name))
+	r, err := b.request(t.Provider, t.Location, t.Name)
+	if err != nil {
+		return err
+	}
+	return b.engine(sink, confirm).Destroy(ctx, r)
 }

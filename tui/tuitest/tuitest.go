@@ -190,6 +190,7 @@ func Inspection(name, location string) *tui.Inspection {
 	}
 	web := engine.ProjectStatus{Tenant: "default", Project: "web", Namespace: ns("default"), Stack: "default", Host: "web.default." + name + ".kiln.test",
 		Desired: "running", State: "running", Reasons: []string{}, Revision: 3,
+		TokenSync: engine.TokenInSync, Created: T0.Add(-50 * time.Hour),
 		Objects: projObjs("default", "web", "running", "default",
 			obj("Deployment", "", "web", engine.StatusCurrent, "2/2 replicas available"),
 			obj("Service", "", "web", engine.StatusCurrent, "2 ready endpoints"),
@@ -197,6 +198,7 @@ func Inspection(name, location string) *tui.Inspection {
 			obj("Secret", "", "web-auth", engine.StatusCurrent, "token k2"))}
 	api := engine.ProjectStatus{Tenant: "team-a", Project: "api", Namespace: ns("team-a"), Stack: "gpu", Host: "api.team-a." + name + ".kiln.test",
 		Desired: "running", State: "degraded", Reasons: []string{"token out of sync", "no ready endpoints"}, Revision: 5,
+		TokenSync: engine.TokenOutOfSync, Created: T0.Add(-5 * time.Hour),
 		Objects: projObjs("team-a", "api", "running", "gpu",
 			obj("Deployment", "", "api", engine.StatusInProgress, "0/1 replicas available"),
 			obj("Service", "", "api", engine.StatusInProgress, "no ready endpoints"),
@@ -204,6 +206,7 @@ func Inspection(name, location string) *tui.Inspection {
 			obj("Secret", "", "api-auth", engine.StatusCurrent, "token k1"))}
 	batch := engine.ProjectStatus{Tenant: "team-a", Project: "batch", Namespace: ns("team-a"), Stack: "default", Host: "batch.team-a." + name + ".kiln.test",
 		Desired: "suspended", State: "suspended", Reasons: []string{}, Revision: 2,
+		TokenSync: engine.TokenUnknown, Created: T0.Add(-12 * time.Minute),
 		Objects: projObjs("team-a", "batch", "suspended", "default",
 			obj("Deployment", "", "batch", engine.StatusNotFound, "not found"),
 			obj("Service", "", "batch", engine.StatusNotFound, "not found"),
@@ -224,8 +227,7 @@ func Inspection(name, location string) *tui.Inspection {
 		TokenDir: "/home/dev/.local/state/kiln/kube/" + name + "/tokens", KeyTrusted: true,
 		Projects: []engine.ProjectStatus{web, api, batch},
 	}
-	return &tui.Inspection{Status: st, Stacks: []string{"default", "gpu"}, Created: map[string]time.Time{
-		"default/web": T0.Add(-50 * time.Hour), "team-a/api": T0.Add(-5 * time.Hour), "team-a/batch": T0.Add(-12 * time.Minute)}}
+	return &tui.Inspection{Status: st, Stacks: []string{"default", "gpu"}}
 }
 
 // ProjectScript is the event sequence of a project operation that

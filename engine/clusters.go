@@ -1,0 +1,87 @@
+package engine
+
+import (
+	"context"
+	"time"
+
+	"github.com/kilnctl/kiln/engine/project"
+)
+
+// ClusterSummary is one location discovery found, for a frontend's list
+// of clusters.
+type ClusterSummary struct {
+	Provider, Name, Location string
+	// Platform is PlatformInstalled or PlatformAbsent ("?" when the
+	// location could not be inspected).
+	Platform string
+	KeyIDs   []string
+	// TokenDir is a local token dir holding a key the cluster trusts, found
+	// and validated as create and status find it ("" if none).
+	TokenDir string
+	// Err says why the location could not be inspected.
+	Err string
+}
+
+// DiscoverClusters searches every location of p for kiln clusters and
+// emits the discovery event, as create's discover phase does. Each cluster
+// found gets the token dir create would use: a candidate (tokenDir, the
+// keyring entry, the default path) that loads and validates with
+// creds.Load and holds a key id kiln-auth trusts. Nothing is changed.
+func (e *Engine) DiscoverClusters(ctx context.Context, p Provider, tokenDir string) ([]ClusterSummary, error) {
+	start := time.Now()
+	locs, err := p.Discover(ctx, "")
+	if err != nil {
+		return nil, err
+	}
+	var searched []Location
+	var skipped []string
+	for _, l := range locs {
+		if l.Skipped {
+			skipped = append(skipped, l.Name)
+		} else {
+			searched = append(searched, l)
+		}
+	}
+	e.report(Request{Provider: p}, searched, skipped, nil, time.Since(start), SourceDiscovery)
+	var out []ClusterSummary
+	for _, l := range searched {
+		if l.Err != nil {
+			out = append(out, ClusterSummary{Provider: p.Name(), Location: l.Name, Platform: "?", Err: l.Err.Error()})
+			continue
+		}
+		if l.Cluster == "" || l.State == nil {
+			continue
+		}
+		c := ClusterSummary{Provider: p.Name(), Name: l.Cluster, Location: l.Name, Platform: PlatformAbsent, KeyIDs: l.State.KeyIDs()}
+		if l.State.Installed {
+			c.Platform = PlatformInstalled
+		}
+		cands, err := e.candidates(p.Name(), l.Cluster, tokenDir)
+		if err != nil {
+			return nil, err
+		}
+		// A broken dir or one of another cluster is not trusted; create
+		// refuses it and says why.
+		if td, _, err := findTrusted(cands, p.Name(), l.Cluster, l.State.Keys); err == nil && td != nil {
+			c.TokenDir = td.Path
+		}
+		out = append(out, c)
+	}
+	return out, nil
+}
+
+// Inspect reads one cluster for a frontend that refreshes it every few
+// seconds: the status at the location req's provider targets (when the
+// provider can inspect one location alone, nothing else is searched),
+// with its projects' token sync and creation times and the stacks of
+// kiln-config. Unlike Status it emits no result event.
+func (e *Engine) Inspect(ctx context.Context, req Request) (*ClusterStatus, error) {
+	return e.status(ctx, req, false)
+}
+
+// Token sync of a project (ProjectStatus.TokenSync).
+const (
+	TokenInSync    = project.TokenInSync
+	TokenOutOfSync = project.TokenOutOfSync
+	TokenUnknown   = project.TokenUnknown
+)
