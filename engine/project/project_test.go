@@ -111,6 +111,9 @@ func TestObserveReadsPodProblemsAndTokenSync(t *testing.T) {
 	if st.State != StateRunning || len(st.Reasons) != 0 {
 		t.Fatalf("after create: %+v", st)
 	}
+	if st.TokenSync != TokenInSync || st.Created.IsZero() {
+		t.Errorf("after create: token sync %q, created %v; want in-sync and the spec's creation time", st.TokenSync, st.Created)
+	}
 	// A pod bound to a node nobody runs keeps the status the test gives it.
 	cs := o.Client
 	for i, reason := range []string{"CrashLoopBackOff", "ImagePullBackOff"} {
@@ -147,12 +150,26 @@ func TestObserveReadsPodProblemsAndTokenSync(t *testing.T) {
 	if st.State != StateDegraded {
 		t.Errorf("state %s, want degraded", st.State)
 	}
+	if st.TokenSync != TokenOutOfSync {
+		t.Errorf("token sync %q after the token changed, want %q", st.TokenSync, TokenOutOfSync)
+	}
 	list, err := o.List(ctx, "observe")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(list) != 1 || list[0].State != StateDegraded {
 		t.Errorf("list = %+v", list)
+	}
+	// Without a Deployment nothing runs a token: sync is unknown, never
+	// claimed.
+	if err := o.Suspend(ctx, r); err != nil {
+		t.Fatal(err)
+	}
+	if st, err = o.Inspect(ctx, r); err != nil {
+		t.Fatal(err)
+	}
+	if st.TokenSync != TokenUnknown {
+		t.Errorf("token sync %q when suspended, want %q", st.TokenSync, TokenUnknown)
 	}
 }
 
