@@ -70,6 +70,10 @@ func (b *Bridge) Start(send func(tea.Msg)) {
 	}()
 }
 
+// Events returns the batch's events (for tests outside tui that watch
+// what a bridge forwards).
+func (m eventsMsg) Events() []engine.Event { return m }
+
 // forward sends msgs in order, joining runs of events into one message.
 func forward(msgs []tea.Msg, send func(tea.Msg)) {
 	var evs eventsMsg
