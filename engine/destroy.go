@@ -54,7 +54,7 @@ func (e *Engine) destroy(ctx context.Context, req Request) (string, error) {
 			}
 		}
 		if !ok {
-			return "", exit.Confirm("destroying cluster %s (%s %s) removes its platform and every tenant namespace; nothing was changed. Pass --yes to confirm", req.Name, locationNoun(req.Provider), loc.Name)
+			return "", inputErr(exit.NeedConfirm, InputYes, req.Name, "destroying cluster %s (%s %s) removes its platform and every tenant namespace; nothing was changed. Pass {input} to confirm", req.Name, locationNoun(req.Provider), loc.Name)
 		}
 	}
 	cs := loc.Client

@@ -33,7 +33,7 @@ func (e *Engine) destroyInfraOnly(ctx context.Context, req Request, loc Location
 			}
 		}
 		if !ok {
-			return exit.Confirm("destroying cluster %s (%s %s) removes the infrastructure a create left there; nothing was changed. Pass --yes to confirm", req.Name, locationNoun(req.Provider), loc.Name)
+			return inputErr(exit.NeedConfirm, InputYes, req.Name, "destroying cluster %s (%s %s) removes the infrastructure a create left there; nothing was changed. Pass {input} to confirm", req.Name, locationNoun(req.Provider), loc.Name)
 		}
 	}
 	_ = e.phase(ctx, "platform", func(context.Context) error {

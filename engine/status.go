@@ -39,6 +39,8 @@ type ClusterStatus struct {
 	TokenProblem string `json:"token_problem,omitempty"`
 	// Projects are every project's observed state.
 	Projects []ProjectStatus `json:"projects"`
+	// Nouns word the location for a frontend (not part of the JSON).
+	Nouns Nouns `json:"-"`
 }
 
 // platformRefs lists every platform object in apply order.
@@ -110,7 +112,7 @@ func (e *Engine) status(ctx context.Context, req Request, watch bool) (*ClusterS
 		return nil, err
 	}
 	ps := loc.State
-	out := &ClusterStatus{Provider: req.Provider.Name(), Name: req.Name, Location: loc.Name, Installed: ps.Installed, KeyIDs: ps.KeyIDs()}
+	out := &ClusterStatus{Provider: req.Provider.Name(), Nouns: req.Provider.Nouns(), Name: req.Name, Location: loc.Name, Installed: ps.Installed, KeyIDs: ps.KeyIDs()}
 	cfg := ps.Config
 	if cfg == nil {
 		cfg = config.Default(req.Name) // partial install: show what should be there

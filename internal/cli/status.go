@@ -72,7 +72,7 @@ func printStatus(w io.Writer, st *engine.ClusterStatus) {
 	} else if !st.Ready {
 		state = "not ready"
 	}
-	fmt.Fprintf(w, "Cluster   %s (%s, %s %s)\n", st.Name, st.Provider, map[bool]string{true: "region", false: "context"}[st.Provider == "aws"], st.Location)
+	fmt.Fprintf(w, "Cluster   %s (%s, %s %s)\n", st.Name, st.Provider, st.Nouns.Location, st.Location)
 	fmt.Fprintf(w, "Platform  %s\n", state)
 	fmt.Fprintf(w, "Tenants   %s\n", strings.Join(st.Tenants, ", "))
 	fmt.Fprintf(w, "Keys      %s\n", strings.Join(st.KeyIDs, ", "))

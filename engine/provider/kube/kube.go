@@ -70,6 +70,11 @@ func New(kubeconfig, context string) *Provider {
 // Name implements engine.Provider.
 func (p *Provider) Name() string { return "kube" }
 
+// Nouns implements engine.Provider: a kube location is a kubeconfig context.
+func (p *Provider) Nouns() engine.Nouns {
+	return engine.Nouns{Location: "context", Scope: "kubeconfig", Target: engine.InputContext}
+}
+
 func (p *Provider) rules() *clientcmd.ClientConfigLoadingRules {
 	rules := clientcmd.NewDefaultClientConfigLoadingRules()
 	if p.Kubeconfig != "" {
