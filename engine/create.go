@@ -124,29 +124,29 @@ func (r *run) create(ctx context.Context) error {
 		}
 		r.userCfg = cfg
 	}
-	if err := r.step(ctx, "discover", r.discover); err != nil {
+	if err := r.step(ctx, PhaseDiscover, r.discover); err != nil {
 		return err
 	}
-	if err := r.step(ctx, "plan", r.plan); err != nil {
+	if err := r.step(ctx, PhasePlan, r.plan); err != nil {
 		return err
 	}
 	// From here on the operation mutates; ctx is replaced by the lock's
 	// context once the lock is held, so losing the lock stops the work.
-	if err := r.step(ctx, "credentials", r.credentials); err != nil {
+	if err := r.step(ctx, PhaseCredentials, r.credentials); err != nil {
 		return err
 	}
 	opCtx := ctx
 	if r.lockCtx != nil {
 		opCtx = r.lockCtx
 	}
-	if err := r.step(opCtx, "infrastructure", r.infrastructure); err != nil {
+	if err := r.step(opCtx, PhaseInfrastructure, r.infrastructure); err != nil {
 		return err
 	}
 	if r.lockCtx != nil {
 		opCtx = r.lockCtx
 	}
-	if err := r.step(opCtx, "platform", r.platform); err != nil {
+	if err := r.step(opCtx, PhasePlatform, r.platform); err != nil {
 		return err
 	}
-	return r.step(opCtx, "readiness", r.readiness)
+	return r.step(opCtx, PhaseReadiness, r.readiness)
 }

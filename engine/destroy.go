@@ -79,14 +79,14 @@ func (e *Engine) destroy(ctx context.Context, req Request) (string, error) {
 		defer cancel()
 		_ = l.Release(rctx) // the lease is usually gone with its namespace
 	}()
-	err = e.phase(lctx, "platform", func(ctx context.Context) error {
+	err = e.phase(lctx, PhasePlatform, func(ctx context.Context) error {
 		return e.removePlatform(ctx, cs, req, cfg, l)
 	})
 	if err != nil {
 		err = l.Explain(err)
 		return "", err
 	}
-	err = e.phase(ctx, "infrastructure", func(ctx context.Context) error {
+	err = e.phase(ctx, PhaseInfrastructure, func(ctx context.Context) error {
 		skipped, err := req.Provider.DestroyInfrastructure(ctx, req.Name, loc.Name, e.Sink)
 		if err == nil && skipped {
 			return skip("kiln did not create %s %s; it stays", locationNoun(req.Provider), loc.Name)
@@ -97,7 +97,7 @@ func (e *Engine) destroy(ctx context.Context, req Request) (string, error) {
 		return "", err
 	}
 	var aside string
-	err = e.phase(ctx, "credentials", func(ctx context.Context) error {
+	err = e.phase(ctx, PhaseCredentials, func(ctx context.Context) error {
 		if e.Keyring != nil {
 			if err := e.Keyring.Delete(req.Provider.Name(), req.Name); err != nil {
 				e.logf(LevelWarn, "keyring: %v", err)

@@ -18,7 +18,21 @@ const (
 	TypeProject = "project"
 )
 
-// Phase states.
+// Phase names: the Phase of a phase event. create runs discover, plan,
+// credentials, infrastructure, platform, readiness; destroy runs platform,
+// infrastructure, credentials; status discover and readiness; wait
+// readiness; project repair. Frontends match on these, not on literals.
+const (
+	PhaseDiscover       = "discover"
+	PhasePlan           = "plan"
+	PhaseCredentials    = "credentials"
+	PhaseInfrastructure = "infrastructure"
+	PhasePlatform       = "platform"
+	PhaseReadiness      = "readiness"
+	PhaseRepair         = "repair"
+)
+
+// Phase states: the State of a phase event.
 const (
 	PhaseStarted   = "started"
 	PhaseSucceeded = "succeeded"

@@ -70,7 +70,7 @@ func (e *Engine) locate(ctx context.Context, req Request, infraOK bool) (Locatio
 	}
 	var loc Location
 	var cands []candidate
-	err := e.phase(ctx, "discover", func(ctx context.Context) error {
+	err := e.phase(ctx, PhaseDiscover, func(ctx context.Context) error {
 		f, err := e.discoverTarget(ctx, req, false)
 		loc, cands = f.loc, f.cands
 		var nf *notFoundError
@@ -119,7 +119,7 @@ func (e *Engine) status(ctx context.Context, req Request, watch bool) (*ClusterS
 	}
 	out.Tenants = cfg.Spec.Tenants
 	refs := platformRefs(req.Name, cfg)
-	err = e.phase(ctx, "readiness", func(ctx context.Context) error {
+	err = e.phase(ctx, PhaseReadiness, func(ctx context.Context) error {
 		ready := true
 		for _, ref := range refs {
 			res, err := readiness.Compute(ctx, loc.Client, ref)

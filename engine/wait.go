@@ -29,7 +29,7 @@ func (e *Engine) wait(ctx context.Context, req Request) (*creds.TokenDir, error)
 		return nil, err
 	}
 	var td *creds.TokenDir
-	err = e.phase(ctx, "readiness", func(ctx context.Context) error {
+	err = e.phase(ctx, PhaseReadiness, func(ctx context.Context) error {
 		wctx, cancel := withTimeout(ctx, req.Timeout)
 		defer cancel()
 		// The platform may still be being created: wait for kiln-config
