@@ -38,9 +38,6 @@ type Request struct {
 	// Repair is status --repair: heal what is missing of projects whose
 	// desired state is running.
 	Repair bool
-	// Snapshot, for status --watch, receives the complete status once
-	// before changes stream (text mode prints its table then).
-	Snapshot func(*ClusterStatus)
 }
 
 // run is the state of one create.

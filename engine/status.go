@@ -171,9 +171,7 @@ func (e *Engine) status(ctx context.Context, req Request, watch bool) (*ClusterS
 		e.logf(LevelInfo, "tokens: %s holds trusted key %s", out.TokenDir, out.KeyID)
 	}
 	if watch {
-		if req.Snapshot != nil {
-			req.Snapshot(out)
-		}
+		e.emit(Event{Type: TypeSnapshot, Snapshot: out})
 		w := e.watcher(loc.Client)
 		never := func(readiness.Result) bool { return false }
 		_, err := w.Until(ctx, refs, never)

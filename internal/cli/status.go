@@ -40,11 +40,13 @@ derives state from the live objects. --watch keeps streaming changes.`,
 			if watch {
 				// One operation: the snapshot, then changes as they happen,
 				// until Ctrl-C (which ends --watch successfully).
-				req.Snapshot = func(st *engine.ClusterStatus) {
-					if g.output == "text" {
+				// The engine's snapshot event prints the table; the text
+				// sink then streams every change (the engine's Sink is
+				// never swapped).
+				if ts, ok := e.Sink.(*textSink); ok {
+					ts.snapshot = func(st *engine.ClusterStatus) {
 						printStatus(g.stdout, st)
 						fmt.Fprintln(g.stderr, "watching for changes (Ctrl-C to stop) ...")
-						e.Sink = &textSink{w: g.stderr}
 					}
 				}
 				_, err := e.Status(cmd.Context(), req, true)
