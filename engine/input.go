@@ -64,6 +64,12 @@ func inputErr(code int, in Input, object, format string, args ...any) error {
 	return &exit.Error{Code: code, Err: &InputError{Input: in, Object: object, text: text}}
 }
 
+// NewInputError is inputErr for providers: an error with exit code code
+// that the user fixes by giving in; format names the input with {input}.
+func NewInputError(code int, in Input, object, format string, args ...any) error {
+	return inputErr(code, in, object, format, args...)
+}
+
 // renderError words err for the frontend behind n: an InputError anywhere
 // in err's chain is reworded in place.
 func renderError(err error, n Namer) string {

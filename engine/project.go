@@ -100,7 +100,7 @@ func (e *Engine) project(ctx context.Context, req ProjectRequest) ([]ProjectStat
 		}
 	}
 	if req.All && req.Op != ProjectStart && req.Op != ProjectSuspend {
-		return nil, "", exit.Usage("--all: only for project start and suspend")
+		return nil, "", inputErr(exit.BadInput, InputAll, req.Name, "{input}: only for project start and suspend")
 	}
 	ops, err := e.projectOps(ctx, req.Request)
 	if err != nil {

@@ -251,7 +251,7 @@ func (p *Provider) validateCredentials(ctx context.Context) error {
 // checkRegion refuses a --region kiln does not know exists.
 func (p *Provider) checkRegion(known []string) error {
 	if p.Region != "" && !slices.Contains(known, p.Region) {
-		return exit.Usage("--region: unknown region %q (known: %s; name an enabled opt-in region in --regions too)", p.Region, strings.Join(known, ", "))
+		return engine.NewInputError(exit.BadInput, engine.InputRegion, p.Region, "{input}: unknown region %q (known: %s; name an enabled opt-in region in --regions too)", p.Region, strings.Join(known, ", "))
 	}
 	return nil
 }
