@@ -38,9 +38,6 @@ type Request struct {
 	// Repair is status --repair: heal what is missing of projects whose
 	// desired state is running.
 	Repair bool
-	// Snapshot, for status --watch, receives the complete status once
-	// before changes stream (text mode prints its table then).
-	Snapshot func(*ClusterStatus)
 }
 
 // run is the state of one create.
@@ -124,29 +121,29 @@ func (r *run) create(ctx context.Context) error {
 		}
 		r.userCfg = cfg
 	}
-	if err := r.step(ctx, "discover", r.discover); err != nil {
+	if err := r.step(ctx, PhaseDiscover, r.discover); err != nil {
 		return err
 	}
-	if err := r.step(ctx, "plan", r.plan); err != nil {
+	if err := r.step(ctx, PhasePlan, r.plan); err != nil {
 		return err
 	}
 	// From here on the operation mutates; ctx is replaced by the lock's
 	// context once the lock is held, so losing the lock stops the work.
-	if err := r.step(ctx, "credentials", r.credentials); err != nil {
+	if err := r.step(ctx, PhaseCredentials, r.credentials); err != nil {
 		return err
 	}
 	opCtx := ctx
 	if r.lockCtx != nil {
 		opCtx = r.lockCtx
 	}
-	if err := r.step(opCtx, "infrastructure", r.infrastructure); err != nil {
+	if err := r.step(opCtx, PhaseInfrastructure, r.infrastructure); err != nil {
 		return err
 	}
 	if r.lockCtx != nil {
 		opCtx = r.lockCtx
 	}
-	if err := r.step(opCtx, "platform", r.platform); err != nil {
+	if err := r.step(opCtx, PhasePlatform, r.platform); err != nil {
 		return err
 	}
-	return r.step(opCtx, "readiness", r.readiness)
+	return r.step(opCtx, PhaseReadiness, r.readiness)
 }

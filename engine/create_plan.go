@@ -22,7 +22,7 @@ func (r *run) plan(ctx context.Context) error {
 func (r *run) facts(st *platform.State) Facts {
 	p := r.req.Provider.Name()
 	return Facts{
-		Provider: p, Location: r.loc.Name, Infra: r.loc.Infra, Cluster: r.loc.Cluster,
+		Provider: p, Nouns: r.req.Provider.Nouns(), Location: r.loc.Name, Infra: r.loc.Infra, Cluster: r.loc.Cluster,
 		Elsewhere: r.elsewhere, State: st,
 		TokenDirs: loadTokenDirs(r.cands(), p, r.req.Name),
 	}

@@ -25,7 +25,10 @@ type notActiveProvider struct {
 	ensure int
 }
 
-func (p *notActiveProvider) Name() string   { return "aws" }
+func (p *notActiveProvider) Name() string { return "aws" }
+func (p *notActiveProvider) Nouns() Nouns {
+	return Nouns{Location: "region", Scope: "account", Target: InputRegion}
+}
 func (p *notActiveProvider) Target() string { return "eu-west-1" }
 func (p *notActiveProvider) Discover(_ context.Context, name string) ([]Location, error) {
 	return []Location{{Name: "eu-west-1", Cluster: name, Infra: InfraPartial}}, nil

@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -16,8 +15,10 @@ import (
 // target location and the token dirs that exist on this host. Gathering
 // them does the I/O; Decide does none.
 type Facts struct {
-	// Provider is "kube" or "aws" (it words the messages).
+	// Provider is "kube" or "aws".
 	Provider string
+	// Nouns word the messages (the provider's Nouns).
+	Nouns Nouns
 	// Location is the target context or region.
 	Location string
 	// Infra is one of the Infra* constants for Location.
@@ -77,10 +78,10 @@ type Outcome struct {
 // Decide is the create decision table of DESIGN.md §7, a pure function of
 // what was found and what was asked.
 func Decide(f Facts, a Asked) Outcome {
-	noun := locationNounFor(f.Provider)
+	noun := f.Nouns.Location
 	if len(f.Elsewhere) > 0 {
-		return Outcome{Err: exit.Usage("cluster %s already exists in %s %s, not in %s (a NAME is unique per %s); use %s %s",
-			a.Name, noun, strings.Join(f.Elsewhere, ", "), f.Location, scopeNounFor(f.Provider), targetFlagFor(f.Provider), f.Elsewhere[0])}
+		return Outcome{Err: inputErr(exit.BadInput, f.Nouns.Target, a.Name, "cluster %s already exists in %s %s, not in %s (a NAME is unique per %s); use {input} %s",
+			a.Name, noun, strings.Join(f.Elsewhere, ", "), f.Location, f.Nouns.Scope, f.Elsewhere[0])}
 	}
 	if f.Cluster != "" && f.Cluster != a.Name {
 		return Outcome{Err: exit.Usage("%s %s already hosts kiln cluster %s; a cluster hosts one kiln platform (NAME %s)", noun, f.Location, f.Cluster, a.Name)}
@@ -115,7 +116,7 @@ func Decide(f Facts, a Asked) Outcome {
 
 // decideInstalled is the table's rows for an installed platform.
 func decideInstalled(f Facts, a Asked) Outcome {
-	st, noun := f.State, locationNounFor(f.Provider)
+	st, noun := f.State, f.Nouns.Location
 	td, found, err := trustedDir(f.TokenDirs, st.Keys)
 	if !a.Continue {
 		q := ContinueQuestion{Provider: f.Provider, Name: a.Name, Location: f.Location, TrustedKeyIDs: st.KeyIDs()}
@@ -123,13 +124,13 @@ func decideInstalled(f Facts, a Asked) Outcome {
 			q.TokenDir = td.Path
 		}
 		if !sameQuestion(a.Confirmed, q) {
-			return Outcome{Question: &q, Err: exit.Confirm("kiln platform %s is already installed in %s %s (trusted keys: %s); nothing was changed. Run again with --continue to continue it with the key material it already trusts",
+			return Outcome{Question: &q, Err: inputErr(exit.NeedConfirm, InputContinue, a.Name, "kiln platform %s is already installed in %s %s (trusted keys: %s); nothing was changed. Run again with {input} to continue it with the key material it already trusts",
 				a.Name, noun, f.Location, strings.Join(st.KeyIDs(), ", "))}
 		}
 	}
 	if a.Config != nil {
 		if diff := config.Diff(st.Config, a.Config); len(diff) > 0 {
-			return Outcome{Err: exit.Usage("--config %s differs from the installed kiln-config of %s; kiln never ignores a config silently. Differences:\n  %s",
+			return Outcome{Err: inputErr(exit.BadInput, InputConfig, a.ConfigPath, "{input} %s differs from the installed kiln-config of %s; kiln never ignores a config silently. Differences:\n  %s",
 				a.ConfigPath, a.Name, strings.Join(diff, "\n  "))}
 		}
 	}
@@ -150,7 +151,7 @@ func decideInstalled(f Facts, a Asked) Outcome {
 		if len(have) > 0 {
 			msg += "; found: " + strings.Join(have, "; ")
 		}
-		return Outcome{Err: errors.New(msg + ". Pass --token-dir with the directory created when the cluster was made")}
+		return Outcome{Err: inputErr(exit.Failed, InputTokenDir, a.Name, "%s. Pass {input} with the directory created when the cluster was made", msg)}
 	}
 	return Outcome{Decision: DecisionContinue, Config: st.Config, TokenDir: td,
 		Reason: fmt.Sprintf("platform installed in %s %s; continuing with trusted key %s from %s", noun, f.Location, td.Manifest.KeyID, td.Path)}

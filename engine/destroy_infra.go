@@ -33,13 +33,13 @@ func (e *Engine) destroyInfraOnly(ctx context.Context, req Request, loc Location
 			}
 		}
 		if !ok {
-			return exit.Confirm("destroying cluster %s (%s %s) removes the infrastructure a create left there; nothing was changed. Pass --yes to confirm", req.Name, locationNoun(req.Provider), loc.Name)
+			return inputErr(exit.NeedConfirm, InputYes, req.Name, "destroying cluster %s (%s %s) removes the infrastructure a create left there; nothing was changed. Pass {input} to confirm", req.Name, locationNoun(req.Provider), loc.Name)
 		}
 	}
-	_ = e.phase(ctx, "platform", func(context.Context) error {
+	_ = e.phase(ctx, PhasePlatform, func(context.Context) error {
 		return skip("no platform: %s %s holds only part of the infrastructure", locationNoun(req.Provider), loc.Name)
 	})
-	return e.phase(ctx, "infrastructure", func(ctx context.Context) error {
+	return e.phase(ctx, PhaseInfrastructure, func(ctx context.Context) error {
 		skipped, err := req.Provider.DestroyInfrastructure(ctx, req.Name, loc.Name, e.Sink)
 		if err == nil && skipped {
 			return skip("kiln did not create %s %s; it stays", locationNoun(req.Provider), loc.Name)

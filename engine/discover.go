@@ -101,7 +101,7 @@ func (e *Engine) direct(ctx context.Context, req Request, cands []candidate) (Lo
 		return Location{}, false
 	}
 	if isExplicit(req, p) {
-		return try(p.Target(), SourceNamed, "named with "+targetFlag(p))
+		return try(p.Target(), SourceNamed, "named with "+e.inputName(p.Nouns().Target))
 	}
 	if where, how := e.remembered(req, cands); where != "" {
 		return try(where, SourceRemembered, how)
@@ -198,7 +198,7 @@ func (e *Engine) pick(req Request, locs []Location, skipped []string, create boo
 	}
 	if create || target != "" && isExplicit(req, p) {
 		if target == "" {
-			return Location{}, nil, exit.Usage("%s: no default location; pass %s", targetFlag(p), targetFlag(p))
+			return Location{}, nil, inputErr(exit.BadInput, p.Nouns().Target, req.Name, "{input}: no default location; pass {input}")
 		}
 		var elsewhere []string
 		for _, w := range where {
@@ -207,8 +207,8 @@ func (e *Engine) pick(req Request, locs []Location, skipped []string, create boo
 			}
 		}
 		if len(elsewhere) > 0 && !create {
-			return Location{}, nil, exit.Usage("cluster %s already exists in %s %s, not in %s (a NAME is unique per %s); use %s %s",
-				req.Name, locationNoun(p), elsewhere[0], target, scopeNoun(p), targetFlag(p), elsewhere[0])
+			return Location{}, nil, inputErr(exit.BadInput, p.Nouns().Target, req.Name, "cluster %s already exists in %s %s, not in %s (a NAME is unique per %s); use {input} %s",
+				req.Name, locationNoun(p), elsewhere[0], target, scopeNoun(p), elsewhere[0])
 		}
 		for _, l := range locs {
 			if l.Name != target {
@@ -257,7 +257,7 @@ func (e *Engine) pick(req Request, locs []Location, skipped []string, create boo
 			}
 		}
 	}
-	return Location{}, nil, exit.Usage("cluster %s found in several %ss: %s; choose one with %s", req.Name, locationNoun(p), strings.Join(where, ", "), targetFlag(p))
+	return Location{}, nil, inputErr(exit.BadInput, p.Nouns().Target, req.Name, "cluster %s found in several %ss: %s; choose one with {input}", req.Name, locationNoun(p), strings.Join(where, ", "))
 }
 
 // uniqueness says, for the decision, across which locations NAME was
@@ -280,27 +280,5 @@ func isExplicit(req Request, p Provider) bool {
 	return false
 }
 
-func locationNoun(p Provider) string { return locationNounFor(p.Name()) }
-func scopeNoun(p Provider) string    { return scopeNounFor(p.Name()) }
-func targetFlag(p Provider) string   { return targetFlagFor(p.Name()) }
-
-func locationNounFor(provider string) string {
-	if provider == "aws" {
-		return "region"
-	}
-	return "context"
-}
-
-func scopeNounFor(provider string) string {
-	if provider == "aws" {
-		return "account"
-	}
-	return "kubeconfig"
-}
-
-func targetFlagFor(provider string) string {
-	if provider == "aws" {
-		return "--region"
-	}
-	return "--context"
-}
+func locationNoun(p Provider) string { return p.Nouns().Location }
+func scopeNoun(p Provider) string    { return p.Nouns().Scope }

@@ -12,7 +12,10 @@ import (
 // scope messages are pure logic over them.
 type scopedProvider struct{ locs []Location }
 
-func (p *scopedProvider) Name() string   { return "kube" }
+func (p *scopedProvider) Name() string { return "kube" }
+func (p *scopedProvider) Nouns() Nouns {
+	return Nouns{Location: "context", Scope: "kubeconfig", Target: InputContext}
+}
 func (p *scopedProvider) Target() string { return "a" }
 func (p *scopedProvider) Scope() string  { return "--contexts or KILN_CONTEXTS" }
 func (p *scopedProvider) Discover(context.Context, string) ([]Location, error) {

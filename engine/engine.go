@@ -59,6 +59,9 @@ type Engine struct {
 	Keyring Keyring
 	// Now is the clock (default time.Now).
 	Now func() time.Time
+	// Namer words the inputs that error messages tell the user to give
+	// (default FlagName: the CLI's flags). See InputError.
+	Namer Namer
 }
 
 func (e *Engine) now() time.Time {
@@ -139,6 +142,6 @@ func (e *Engine) finish(err error, okMessage, tokenDir string) error {
 		e.emit(Event{Type: TypeResult, OK: true, ExitCode: exit.OK, Message: okMessage, TokenDir: tokenDir})
 		return nil
 	}
-	e.emit(Event{Type: TypeResult, OK: false, ExitCode: exit.Code(err), Message: err.Error(), TokenDir: tokenDir})
+	e.emit(Event{Type: TypeResult, OK: false, ExitCode: exit.Code(err), Message: renderError(err, e.Namer), TokenDir: tokenDir})
 	return err
 }

@@ -16,9 +16,28 @@ const (
 	// TypeProject reports a project's observed state (kiln project
 	// inspect/list, kiln status): computed from live objects.
 	TypeProject = "project"
+	// TypeSnapshot carries the complete status once status --watch has
+	// read it, before the changes that follow (Snapshot is set). It is
+	// for frontends, not part of the NDJSON schema: the CLI's JSON sink
+	// skips it.
+	TypeSnapshot = "snapshot"
 )
 
-// Phase states.
+// Phase names: the Phase of a phase event. create runs discover, plan,
+// credentials, infrastructure, platform, readiness; destroy runs platform,
+// infrastructure, credentials; status discover and readiness; wait
+// readiness; project repair. Frontends match on these, not on literals.
+const (
+	PhaseDiscover       = "discover"
+	PhasePlan           = "plan"
+	PhaseCredentials    = "credentials"
+	PhaseInfrastructure = "infrastructure"
+	PhasePlatform       = "platform"
+	PhaseReadiness      = "readiness"
+	PhaseRepair         = "repair"
+)
+
+// Phase states: the State of a phase event.
 const (
 	PhaseStarted   = "started"
 	PhaseSucceeded = "succeeded"
@@ -78,6 +97,9 @@ type Event struct {
 
 	// project
 	Project *ProjectStatus
+
+	// snapshot
+	Snapshot *ClusterStatus
 
 	// result
 	OK       bool
@@ -195,6 +217,12 @@ func (e Event) MarshalJSON() ([]byte, error) {
 			Type string `json:"type"`
 			ProjectStatus
 		}{ts, e.Type, p})
+	case TypeSnapshot:
+		return json.Marshal(struct {
+			Time   string         `json:"time"`
+			Type   string         `json:"type"`
+			Status *ClusterStatus `json:"status"`
+		}{ts, e.Type, e.Snapshot})
 	case TypeResult:
 		return json.Marshal(struct {
 			Time     string  `json:"time"`

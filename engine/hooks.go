@@ -41,4 +41,21 @@ func Checkpoint(ctx context.Context, point string) {
 	}
 }
 
+// HostHook is Hooks that also play another host: tests on one machine
+// play two hosts through it. Providers that name this host in what they
+// write (the aws provider's claim holder) ask HookedHost first.
+type HostHook interface {
+	Hooks
+	// Host is the host name to use ("" = the real one).
+	Host() string
+}
+
+// HookedHost returns the host name the hooks ctx carries play, or "".
+func HookedHost(ctx context.Context) string {
+	if h, ok := HooksFrom(ctx).(HostHook); ok {
+		return h.Host()
+	}
+	return ""
+}
+
 func checkpoint(ctx context.Context, point string) { Checkpoint(ctx, point) }

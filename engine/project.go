@@ -100,7 +100,7 @@ func (e *Engine) project(ctx context.Context, req ProjectRequest) ([]ProjectStat
 		}
 	}
 	if req.All && req.Op != ProjectStart && req.Op != ProjectSuspend {
-		return nil, "", exit.Usage("--all: only for project start and suspend")
+		return nil, "", inputErr(exit.BadInput, InputAll, req.Name, "{input}: only for project start and suspend")
 	}
 	ops, err := e.projectOps(ctx, req.Request)
 	if err != nil {
@@ -187,7 +187,7 @@ func plural(n int) string {
 // repairProjects heals what is missing of projects whose desired state is
 // running (kiln status --repair).
 func (e *Engine) repairProjects(ctx context.Context, ops *project.Ops) error {
-	return e.phase(ctx, "repair", func(ctx context.Context) error {
+	return e.phase(ctx, PhaseRepair, func(ctx context.Context) error {
 		repaired, err := ops.Repair(ctx)
 		if len(repaired) > 0 {
 			e.logf(LevelInfo, "repaired: %s", strings.Join(repaired, ", "))

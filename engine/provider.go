@@ -40,6 +40,10 @@ type Location struct {
 type Provider interface {
 	// Name is "kube" or "aws".
 	Name() string
+	// Nouns says what the provider's locations and scopes are called and
+	// which input names a location; generic code words its messages with
+	// them and never branches on Name.
+	Nouns() Nouns
 	// Target is the location the user chose (--context / --region), or the
 	// provider's default; "" if there is none.
 	Target() string
@@ -67,4 +71,15 @@ type LocationInspector interface {
 // how (for messages about slow or skipped locations).
 type Scoper interface {
 	Scope() string
+}
+
+// Nouns is how a provider's places are called in messages.
+type Nouns struct {
+	// Location is one place the provider searches ("context", "region").
+	Location string
+	// Scope is what a NAME is unique across ("kubeconfig", "account").
+	Scope string
+	// Target is the input that names a location (InputContext,
+	// InputRegion).
+	Target Input
 }

@@ -548,8 +548,8 @@ func TestAWSConcurrentCreatesOneHost(t *testing.T) {
 func TestAWSConcurrentCreatesTwoHosts(t *testing.T) {
 	a, emu := awsEnv(t)
 	b, _ := awsEnv(t)
-	a.vars = append(a.vars, awsprovider.HostEnv+"=host-a")
-	b.vars = append(b.vars, awsprovider.HostEnv+"=host-b")
+	a.vars = append(a.vars, testhooks.HostEnv+"=host-a")
+	b.vars = append(b.vars, testhooks.HostEnv+"=host-b")
 	const name, region = "awshosts", "eu-west-1"
 	t.Cleanup(func() {
 		p := &awsprovider.Provider{LoadConfig: emu.Config}

@@ -49,7 +49,7 @@ func TestReleaseBuildHasNoTestHooks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range []string{testhooks.CrashEnv, testhooks.PauseEnv, testhooks.PauseFileEnv} {
+	for _, name := range []string{testhooks.CrashEnv, testhooks.PauseEnv, testhooks.PauseFileEnv, testhooks.HostEnv} {
 		if bytes.Contains(data, []byte(name)) {
 			t.Errorf("the release binary contains %q", name)
 		}

@@ -6,10 +6,13 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/kilnctl/kiln/engine"
 	awsprovider "github.com/kilnctl/kiln/engine/provider/aws"
+	"github.com/kilnctl/kiln/engine/provider/kube"
 	"github.com/kilnctl/kiln/internal/exit"
 )
 
@@ -59,11 +62,17 @@ func (g *globals) awsProvider() (engine.Provider, error) {
 	f := g.aws
 	p := &awsprovider.Provider{
 		Region: g.region, SearchRegions: g.regions, Profile: f.profile,
-		KubeContext: f.kubeContext, Kubeconfig: g.kubeconfig,
 		InstanceType: f.instanceType, Nodes: f.nodes,
 	}
-	if p.KubeContext == "" {
-		p.KubeContext = os.Getenv(awsprovider.KubeContextEnv)
+	kubeContext := f.kubeContext
+	if kubeContext == "" {
+		kubeContext = os.Getenv(awsprovider.KubeContextEnv)
+	}
+	if kubeContext != "" {
+		// Injected so the aws provider does not import the kube provider.
+		p.KubeOverride = func() (*rest.Config, kubernetes.Interface, error) {
+			return kube.New(g.kubeconfig, kubeContext).Client(kubeContext)
+		}
 	}
 	if g.discoveryTOSet {
 		// Without the flag a region keeps its own default bound: its

@@ -22,6 +22,9 @@ type jsonSink struct {
 func newJSONSink(w io.Writer) *jsonSink { return &jsonSink{enc: json.NewEncoder(w)} }
 
 func (s *jsonSink) Emit(e engine.Event) {
+	if e.Type == engine.TypeSnapshot {
+		return // not in the NDJSON schema (DESIGN.md §8)
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	_ = s.enc.Encode(e)
@@ -35,11 +38,21 @@ type textSink struct {
 	// quiet prints only warnings, errors and failed phases (status uses it:
 	// its report is the table).
 	quiet bool
+	// snapshot, when set, prints status --watch's snapshot; after it the
+	// sink is no longer quiet: the changes that follow are the report.
+	snapshot func(*engine.ClusterStatus)
 }
 
 func (s *textSink) Emit(e engine.Event) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if e.Type == engine.TypeSnapshot {
+		if s.snapshot != nil && e.Snapshot != nil {
+			s.snapshot(e.Snapshot)
+			s.quiet = false
+		}
+		return
+	}
 	if line := formatText(e, s.quiet); line != "" {
 		fmt.Fprintln(s.w, line)
 	}

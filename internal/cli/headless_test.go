@@ -66,3 +66,30 @@ func TestUsageErrorsExit2(t *testing.T) {
 		}
 	}
 }
+
+// status --watch in text mode: quiet until the engine's snapshot event,
+// which prints the table; every change after it is printed. JSON output
+// leaves the snapshot out (it is not in the NDJSON schema).
+func TestSnapshotEndsQuietAndIsNotNDJSON(t *testing.T) {
+	var out bytes.Buffer
+	var table []string
+	s := &textSink{w: &out, quiet: true, snapshot: func(st *engine.ClusterStatus) { table = append(table, st.Name) }}
+	ok := engine.Event{Type: engine.TypePhase, Phase: engine.PhaseReadiness, State: engine.PhaseSucceeded, ElapsedMS: 5}
+	s.Emit(ok)
+	if out.Len() != 0 {
+		t.Fatalf("quiet before the snapshot, got %q", out.String())
+	}
+	s.Emit(engine.Event{Type: engine.TypeSnapshot, Snapshot: &engine.ClusterStatus{Name: "dev1"}})
+	if len(table) != 1 || table[0] != "dev1" {
+		t.Fatalf("snapshot printed %v, want [dev1]", table)
+	}
+	s.Emit(ok)
+	if !strings.Contains(out.String(), "✓ readiness") {
+		t.Fatalf("after the snapshot changes are printed, got %q", out.String())
+	}
+	var js bytes.Buffer
+	newJSONSink(&js).Emit(engine.Event{Type: engine.TypeSnapshot, Snapshot: &engine.ClusterStatus{Name: "dev1"}})
+	if js.Len() != 0 {
+		t.Fatalf("NDJSON carries the snapshot: %s", js.String())
+	}
+}

@@ -40,11 +40,13 @@ derives state from the live objects. --watch keeps streaming changes.`,
 			if watch {
 				// One operation: the snapshot, then changes as they happen,
 				// until Ctrl-C (which ends --watch successfully).
-				req.Snapshot = func(st *engine.ClusterStatus) {
-					if g.output == "text" {
+				// The engine's snapshot event prints the table; the text
+				// sink then streams every change (the engine's Sink is
+				// never swapped).
+				if ts, ok := e.Sink.(*textSink); ok {
+					ts.snapshot = func(st *engine.ClusterStatus) {
 						printStatus(g.stdout, st)
 						fmt.Fprintln(g.stderr, "watching for changes (Ctrl-C to stop) ...")
-						e.Sink = &textSink{w: g.stderr}
 					}
 				}
 				_, err := e.Status(cmd.Context(), req, true)
@@ -72,7 +74,7 @@ func printStatus(w io.Writer, st *engine.ClusterStatus) {
 	} else if !st.Ready {
 		state = "not ready"
 	}
-	fmt.Fprintf(w, "Cluster   %s (%s, %s %s)\n", st.Name, st.Provider, map[bool]string{true: "region", false: "context"}[st.Provider == "aws"], st.Location)
+	fmt.Fprintf(w, "Cluster   %s (%s, %s %s)\n", st.Name, st.Provider, st.Nouns.Location, st.Location)
 	fmt.Fprintf(w, "Platform  %s\n", state)
 	fmt.Fprintf(w, "Tenants   %s\n", strings.Join(st.Tenants, ", "))
 	fmt.Fprintf(w, "Keys      %s\n", strings.Join(st.KeyIDs, ", "))

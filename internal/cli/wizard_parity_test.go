@@ -26,6 +26,9 @@ type memProvider struct{ target string }
 
 func (p *memProvider) Name() string   { return "kube" }
 func (p *memProvider) Target() string { return p.target }
+func (p *memProvider) Nouns() engine.Nouns {
+	return engine.Nouns{Location: "context", Scope: "kubeconfig", Target: engine.InputContext}
+}
 func (p *memProvider) Discover(ctx context.Context, name string) ([]engine.Location, error) {
 	return []engine.Location{
 		{Name: "mem-a", Cluster: "other", Infra: engine.InfraPresent, State: &platform.State{NamespaceExists: true}},

@@ -30,6 +30,10 @@ const (
 	PauseFileEnv = "KILN_TEST_PAUSE_FILE"
 )
 
+// HostEnv names the host hook: the aws provider names this host so in
+// its claim's holder identity, so tests on one machine can play two hosts.
+const HostEnv = "KILN_TEST_HOST"
+
 // pollEvery is how often a paused process looks for its release file.
 const pollEvery = 20 * time.Millisecond
 
@@ -38,13 +42,17 @@ type Env struct {
 	CrashAt   string
 	PauseAt   string
 	PauseFile string
+	HostName  string
 }
 
-// FromEnv reads CrashEnv, PauseEnv and PauseFileEnv once. It returns nil
+// Host implements engine.HostHook.
+func (h *Env) Host() string { return h.HostName }
+
+// FromEnv reads CrashEnv, PauseEnv, PauseFileEnv and HostEnv once. It returns nil
 // (no hooks) when none of them names a checkpoint.
 func FromEnv() engine.Hooks {
-	h := &Env{CrashAt: os.Getenv(CrashEnv), PauseAt: os.Getenv(PauseEnv), PauseFile: os.Getenv(PauseFileEnv)}
-	if h.CrashAt == "" && (h.PauseAt == "" || h.PauseFile == "") {
+	h := &Env{CrashAt: os.Getenv(CrashEnv), PauseAt: os.Getenv(PauseEnv), PauseFile: os.Getenv(PauseFileEnv), HostName: os.Getenv(HostEnv)}
+	if h.CrashAt == "" && (h.PauseAt == "" || h.PauseFile == "") && h.HostName == "" {
 		return nil
 	}
 	return h

@@ -20,6 +20,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/smithy-go"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	"github.com/kilnctl/kiln/engine"
 	"github.com/kilnctl/kiln/internal/exit"
@@ -74,12 +76,12 @@ type Provider struct {
 	SearchRegions []string
 	// Profile is --profile (shared config profile).
 	Profile string
-	// KubeContext maps the EKS cluster's Kubernetes endpoint to a kubeconfig
-	// context (--kube-context-override / KILN_AWS_KUBE_CONTEXT): for tests
-	// and local development against an emulator.
-	KubeContext string
-	// Kubeconfig is the file KubeContext is read from ("" = default rules).
-	Kubeconfig string
+	// KubeOverride, when set, replaces the EKS cluster's Kubernetes
+	// endpoint: every cluster is reached through the client it returns.
+	// The CLI injects a kubeconfig context here (--kube-context-override /
+	// KILN_AWS_KUBE_CONTEXT) for tests and local development against an
+	// emulator; the provider itself knows nothing of kubeconfigs.
+	KubeOverride func() (*rest.Config, kubernetes.Interface, error)
 	// InstanceType and Nodes size the managed node group.
 	InstanceType string
 	Nodes        int
@@ -113,6 +115,12 @@ type Provider struct {
 
 // Name implements engine.Provider.
 func (p *Provider) Name() string { return "aws" }
+
+// Nouns implements engine.Provider: an aws location is a region of the
+// account.
+func (p *Provider) Nouns() engine.Nouns {
+	return engine.Nouns{Location: "region", Scope: "account", Target: engine.InputRegion}
+}
 
 // Explicit reports whether the user named the region (--region).
 func (p *Provider) Explicit() bool { return p.Region != "" }
@@ -243,7 +251,7 @@ func (p *Provider) validateCredentials(ctx context.Context) error {
 // checkRegion refuses a --region kiln does not know exists.
 func (p *Provider) checkRegion(known []string) error {
 	if p.Region != "" && !slices.Contains(known, p.Region) {
-		return exit.Usage("--region: unknown region %q (known: %s; name an enabled opt-in region in --regions too)", p.Region, strings.Join(known, ", "))
+		return engine.NewInputError(exit.BadInput, engine.InputRegion, p.Region, "{input}: unknown region %q (known: %s; name an enabled opt-in region in --regions too)", p.Region, strings.Join(known, ", "))
 	}
 	return nil
 }

@@ -18,10 +18,13 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 	"github.com/aws/aws-sdk-go-v2/service/eks"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/kilnctl/kiln/engine"
+	"github.com/kilnctl/kiln/engine/provider/kube"
 	"github.com/kilnctl/kiln/internal/awsemu"
 	"github.com/kilnctl/kiln/internal/exit"
 )
@@ -84,8 +87,9 @@ func newTestProvider(t testing.TB, e *awsemu.Emulator) *Provider {
 		SearchRegions: e.Regions(),
 		LoadConfig:    e.Config,
 		Timeout:       5 * time.Second,
-		KubeContext:   "dead",
-		Kubeconfig:    kc,
+		KubeOverride: func() (*rest.Config, kubernetes.Interface, error) {
+			return kube.New(kc, "dead").Client("dead")
+		},
 	}
 }
 

@@ -19,7 +19,6 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/kilnctl/kiln/engine/kubeapi"
-	"github.com/kilnctl/kiln/engine/provider/kube"
 )
 
 // TokenPrefix starts every EKS bearer token.
@@ -98,12 +97,12 @@ func ExecCredential(t Token) ([]byte, error) {
 }
 
 // kubeClient reaches the EKS cluster's Kubernetes API: through the mapped
-// kubeconfig context when KubeContext is set, else at the cluster's
+// override when KubeOverride is set, else at the cluster's
 // endpoint with its CA and a kiln-generated token (refreshed before it
 // expires).
 func (p *Provider) kubeClient(ctx context.Context, cfg aws.Config, c *ekstypes.Cluster) (*rest.Config, kubernetes.Interface, error) {
-	if p.KubeContext != "" {
-		return kube.New(p.Kubeconfig, p.KubeContext).Client(p.KubeContext)
+	if p.KubeOverride != nil {
+		return p.KubeOverride()
 	}
 	name := aws.ToString(c.Name)
 	if c.Endpoint == nil || c.CertificateAuthority == nil || c.CertificateAuthority.Data == nil {

@@ -70,6 +70,11 @@ func New(kubeconfig, context string) *Provider {
 // Name implements engine.Provider.
 func (p *Provider) Name() string { return "kube" }
 
+// Nouns implements engine.Provider: a kube location is a kubeconfig context.
+func (p *Provider) Nouns() engine.Nouns {
+	return engine.Nouns{Location: "context", Scope: "kubeconfig", Target: engine.InputContext}
+}
+
 func (p *Provider) rules() *clientcmd.ClientConfigLoadingRules {
 	rules := clientcmd.NewDefaultClientConfigLoadingRules()
 	if p.Kubeconfig != "" {
@@ -134,7 +139,7 @@ func (p *Provider) restConfig(contextName string, ownExec bool) (*rest.Config, *
 	}
 	kctx, ok := raw.Contexts[contextName]
 	if !ok {
-		return nil, nil, exit.Usage("--context: no context %q in the kubeconfig", contextName)
+		return nil, nil, engine.NewInputError(exit.BadInput, engine.InputContext, contextName, "{input}: no context %q in the kubeconfig", contextName)
 	}
 	cfg := raw.DeepCopy() // raw is shared by every context's goroutine
 	var auth *execAuth
@@ -197,7 +202,7 @@ func (p *Provider) scope(names []string) (map[string]bool, error) {
 			continue
 		}
 		if !slices.Contains(names, n) {
-			return nil, exit.Usage("--contexts: no context %q in the kubeconfig (contexts: %s)", n, strings.Join(names, ", "))
+			return nil, engine.NewInputError(exit.BadInput, engine.InputContexts, n, "{input}: no context %q in the kubeconfig (contexts: %s)", n, strings.Join(names, ", "))
 		}
 		in[n] = true
 	}
@@ -228,7 +233,7 @@ func (p *Provider) Discover(ctx context.Context, name string) ([]engine.Location
 		return nil, err
 	}
 	if p.Context != "" && !slices.Contains(names, p.Context) {
-		return nil, exit.Usage("--context: no context %q in the kubeconfig (contexts: %v)", p.Context, names)
+		return nil, engine.NewInputError(exit.BadInput, engine.InputContext, p.Context, "{input}: no context %q in the kubeconfig (contexts: %v)", p.Context, names)
 	}
 	scope, err := p.scope(names)
 	if err != nil {

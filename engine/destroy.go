@@ -1,0 +1,203 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/kilnctl/kiln/creds"
+	"github.com/kilnctl/kiln/engine/config"
+	"github.com/kilnctl/kiln/engine/lock"
+	"github.com/kilnctl/kiln/engine/platform"
+	"github.com/kilnctl/kiln/engine/project"
+	"github.com/kilnctl/kiln/engine/readiness"
+	"github.com/kilnctl/kiln/internal/exit"
+)
+
+// Destroy removes the platform in reverse order, verifying each object is
+// gone, then the infrastructure, then forgets the keyring entry and moves
+// the token dir aside (never deletes it).
+func (e *Engine) Destroy(ctx context.Context, req Request) error {
+	aside, err := e.destroy(ctx, req)
+	msg := fmt.Sprintf("cluster %s destroyed", req.Name)
+	if aside != "" {
+		msg += "; token dir moved to " + aside
+	}
+	return e.finish(err, msg, aside)
+}
+
+func (e *Engine) destroy(ctx context.Context, req Request) (string, error) {
+	loc, cands, err := e.locate(ctx, req, true)
+	if err != nil {
+		return "", err
+	}
+	if infraOnly(loc, req.Name) {
+		return "", e.destroyInfraOnly(ctx, req, loc)
+	}
+	cfg := config.Default(req.Name)
+	if loc.State.Config != nil {
+		cfg = loc.State.Config
+	}
+	td, _, _ := findTrusted(cands, req.Provider.Name(), req.Name, loc.State.Keys)
+	if !req.Yes {
+		q := DestroyQuestion{Provider: req.Provider.Name(), Name: req.Name, Location: loc.Name, Tenants: cfg.Spec.Tenants}
+		if td != nil {
+			q.TokenDir = td.Path
+		}
+		ok := false
+		if e.Confirm != nil {
+			if ok, err = e.Confirm.ConfirmDestroy(ctx, q); err != nil {
+				return "", err
+			}
+		}
+		if !ok {
+			return "", inputErr(exit.NeedConfirm, InputYes, req.Name, "destroying cluster %s (%s %s) removes its platform and every tenant namespace; nothing was changed. Pass {input} to confirm", req.Name, locationNoun(req.Provider), loc.Name)
+		}
+	}
+	cs := loc.Client
+	// destroy changes the platform: project operations refuse while it
+	// holds the cluster lease, and it refuses while one runs (it does not
+	// wait: kiln refuses rather than queues).
+	l, lctx, err := lock.Acquire(ctx, cs, lock.Options{
+		Namespace: platform.Namespace, Name: platform.LockName, Operation: "destroy " + req.Name,
+		Labels:    map[string]string{platform.LabelManagedBy: "kiln", platform.LabelCluster: req.Name},
+		Exclusive: true,
+		Excludes: []lock.Exclusion{{
+			Selector: platform.LabelCluster + "=" + req.Name + "," + project.LabelProject,
+			Advice:   "destroy refuses while a project operation runs on the cluster; nothing was changed. Wait for it to finish, then run destroy again",
+		}},
+		Logf: func(f string, a ...any) { e.logf(LevelInfo, f, a...) },
+	})
+	if err != nil {
+		return "", err
+	}
+	defer func() {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		_ = l.Release(rctx) // the lease is usually gone with its namespace
+	}()
+	err = e.phase(lctx, PhasePlatform, func(ctx context.Context) error {
+		return e.removePlatform(ctx, cs, req, cfg, l)
+	})
+	if err != nil {
+		err = l.Explain(err)
+		return "", err
+	}
+	err = e.phase(ctx, PhaseInfrastructure, func(ctx context.Context) error {
+		skipped, err := req.Provider.DestroyInfrastructure(ctx, req.Name, loc.Name, e.Sink)
+		if err == nil && skipped {
+			return skip("kiln did not create %s %s; it stays", locationNoun(req.Provider), loc.Name)
+		}
+		return err
+	})
+	if err != nil {
+		return "", err
+	}
+	var aside string
+	err = e.phase(ctx, PhaseCredentials, func(ctx context.Context) error {
+		if e.Keyring != nil {
+			if err := e.Keyring.Delete(req.Provider.Name(), req.Name); err != nil {
+				e.logf(LevelWarn, "keyring: %v", err)
+			}
+		}
+		if td == nil {
+			return skip("no token dir with a trusted key found")
+		}
+		// Not while a create on this host holds the directory.
+		dl, err := creds.LockDir(td.Path, lock.Identity("destroy "+req.Name))
+		if err != nil {
+			return err
+		}
+		defer dl.Unlock()
+		aside, err = creds.MoveAside(td.Path, e.now())
+		if err != nil {
+			return err
+		}
+		e.logf(LevelInfo, "token dir %s moved to %s (kept, not deleted)", td.Path, aside)
+		return nil
+	})
+	return aside, err
+}
+
+// removePlatform deletes the platform objects in reverse apply order; each
+// is confirmed gone (watched) before the next is deleted.
+func (e *Engine) removePlatform(ctx context.Context, cs kubernetes.Interface, req Request, cfg *config.ClusterConfig, l *lock.Lock) error {
+	refs := platformRefs(req.Name, cfg)
+	// Also remove tenant namespaces of tenants the config no longer lists
+	// but that this cluster created.
+	extra, err := strayTenants(ctx, cs, req.Name, cfg.Spec.Tenants)
+	if err != nil {
+		return err
+	}
+	w := e.watcher(cs)
+	gone := func(refs ...readiness.Ref) error {
+		for _, ref := range refs {
+			if err := platform.Delete(ctx, cs, ref); err != nil {
+				return err
+			}
+		}
+		wctx, cancel := withTimeout(ctx, req.Timeout)
+		defer cancel()
+		_, err := w.Until(wctx, refs, readiness.Gone)
+		return err
+	}
+	// Reverse order, except: tenant namespaces go together (independent),
+	// and kiln-system (with the lease in it) goes last.
+	var tenants []readiness.Ref
+	var rest []readiness.Ref
+	for i := len(refs) - 1; i >= 1; i-- {
+		ref := refs[i]
+		if ref.Kind == readiness.KindNamespace {
+			tenants = append(tenants, ref)
+			continue
+		}
+		if ref.Name == platform.ConfigMapName || ref.Name == platform.AuthName {
+			continue
+		}
+		rest = append(rest, ref)
+	}
+	tenants = append(tenants, extra...)
+	for _, ref := range rest {
+		if err := gone(ref); err != nil {
+			return err
+		}
+	}
+	if len(tenants) > 0 {
+		if err := gone(tenants...); err != nil {
+			return err
+		}
+	}
+	// kiln-config (the "installed" marker) before kiln-auth: the marker
+	// never exists without the key it was installed with.
+	for _, name := range []string{platform.ConfigMapName, platform.AuthName} {
+		if err := gone(readiness.Ref{Kind: readiness.KindConfigMap, Namespace: platform.Namespace, Name: name}); err != nil {
+			return err
+		}
+	}
+	l.StopRenewing()
+	return gone(refs[0])
+}
+
+// strayTenants finds tenant namespaces labelled for this cluster that the
+// config does not list (a tenant removed by hand from kiln-config).
+func strayTenants(ctx context.Context, cs kubernetes.Interface, name string, tenants []string) ([]readiness.Ref, error) {
+	list, err := cs.CoreV1().Namespaces().List(ctx, listByCluster(name))
+	if err != nil {
+		return nil, fmt.Errorf("list namespaces of cluster %s: %w", name, err)
+	}
+	known := map[string]bool{platform.Namespace: true}
+	for _, t := range tenants {
+		known[platform.TenantNamespace(t)] = true
+	}
+	var out []readiness.Ref
+	for _, ns := range list.Items {
+		if !known[ns.Name] {
+			out = append(out, readiness.Ref{Kind: readiness.KindNamespace, Name: ns.Name})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}

@@ -1,0 +1,194 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/kilnctl/kiln/engine/config"
+	"github.com/kilnctl/kiln/engine/platform"
+	"github.com/kilnctl/kiln/engine/readiness"
+	"github.com/kilnctl/kiln/internal/exit"
+)
+
+// ObjectStatus is the live status of one platform object.
+type ObjectStatus struct {
+	Kind      string `json:"kind"`
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+	Status    string `json:"status"`
+	Message   string `json:"message"`
+}
+
+// ClusterStatus is kiln status: everything derived from live objects.
+type ClusterStatus struct {
+	Provider   string         `json:"provider"`
+	Name       string         `json:"name"`
+	Location   string         `json:"location"`
+	Installed  bool           `json:"installed"`
+	Ready      bool           `json:"ready"`
+	Objects    []ObjectStatus `json:"objects"`
+	Tenants    []string       `json:"tenants"`
+	KeyIDs     []string       `json:"key_ids"`
+	TokenDir   string         `json:"token_dir"`
+	KeyID      string         `json:"token_key_id"`
+	KeyTrusted bool           `json:"key_trusted"`
+	// TokenProblem says why the token dir is not usable ("" when fine).
+	TokenProblem string `json:"token_problem,omitempty"`
+	// Projects are every project's observed state.
+	Projects []ProjectStatus `json:"projects"`
+	// Stacks are the stack names kiln-config lists, in order (for the
+	// wizard's restack; not part of the status output).
+	Stacks []string `json:"-"`
+	// Nouns word the location for a frontend (not part of the JSON).
+	Nouns Nouns `json:"-"`
+}
+
+// platformRefs lists every platform object in apply order.
+func platformRefs(name string, cfg *config.ClusterConfig) []readiness.Ref {
+	refs := []readiness.Ref{
+		platform.NamespaceObject(name).Ref,
+		{Kind: readiness.KindConfigMap, Namespace: platform.Namespace, Name: platform.AuthName},
+		{Kind: readiness.KindConfigMap, Namespace: platform.Namespace, Name: platform.ConfigMapName},
+	}
+	for _, o := range platform.TenantObjects(name, cfg.Spec.Tenants) {
+		refs = append(refs, o.Ref)
+	}
+	for _, o := range platform.GatewayObjects(name, cfg) {
+		refs = append(refs, o.Ref)
+	}
+	return refs
+}
+
+// locate discovers and returns the location where NAME's platform lives.
+// A cluster that is not found is bad input (exit 2): the NAME is wrong or
+// the kubeconfig does not reach it. With infraOK, a location holding only
+// part of NAME's infrastructure (see infraOnly) is returned too: destroy
+// removes what is there.
+func (e *Engine) locate(ctx context.Context, req Request, infraOK bool) (Location, []candidate, error) {
+	if err := config.ValidateName(req.Name); err != nil {
+		return Location{}, nil, err
+	}
+	var loc Location
+	var cands []candidate
+	err := e.phase(ctx, PhaseDiscover, func(ctx context.Context) error {
+		f, err := e.discoverTarget(ctx, req, false)
+		loc, cands = f.loc, f.cands
+		var nf *notFoundError
+		if errors.As(err, &nf) {
+			return exit.Usage("%s", nf.msg)
+		}
+		if err != nil {
+			return err
+		}
+		if infraOK && infraOnly(loc, req.Name) {
+			return nil
+		}
+		if loc.State == nil || (!loc.State.Installed && !loc.State.NamespaceExists) {
+			return exit.Usage("no kiln cluster %s in %s %s", req.Name, locationNoun(req.Provider), loc.Name)
+		}
+		return nil
+	})
+	return loc, cands, err
+}
+
+// Status reports the health of a cluster's platform, derived from the
+// live objects. With watch set it keeps streaming resource events until ctx
+// ends.
+func (e *Engine) Status(ctx context.Context, req Request, watch bool) (*ClusterStatus, error) {
+	st, err := e.status(ctx, req, watch)
+	if err != nil {
+		return st, e.finish(err, "", "")
+	}
+	msg := fmt.Sprintf("cluster %s: platform ready", req.Name)
+	if !st.Ready {
+		msg = fmt.Sprintf("cluster %s: platform not ready", req.Name)
+	}
+	return st, e.finish(nil, msg, st.TokenDir)
+}
+
+func (e *Engine) status(ctx context.Context, req Request, watch bool) (*ClusterStatus, error) {
+	loc, cands, err := e.locate(ctx, req, false)
+	if err != nil {
+		return nil, err
+	}
+	ps := loc.State
+	out := &ClusterStatus{Provider: req.Provider.Name(), Nouns: req.Provider.Nouns(), Name: req.Name, Location: loc.Name, Installed: ps.Installed, KeyIDs: ps.KeyIDs()}
+	cfg := ps.Config
+	if cfg == nil {
+		cfg = config.Default(req.Name) // partial install: show what should be there
+	}
+	out.Tenants = cfg.Spec.Tenants
+	for _, s := range cfg.Spec.Stacks {
+		out.Stacks = append(out.Stacks, s.Name)
+	}
+	refs := platformRefs(req.Name, cfg)
+	err = e.phase(ctx, PhaseReadiness, func(ctx context.Context) error {
+		ready := true
+		for _, ref := range refs {
+			res, err := readiness.Compute(ctx, loc.Client, ref)
+			if err != nil {
+				return err
+			}
+			out.Objects = append(out.Objects, ObjectStatus{ref.Kind, ref.Namespace, ref.Name, res.Status, res.Message})
+			e.resource(ref.Kind, ref.Namespace, ref.Name, res.Status, res.Message)
+			ready = ready && res.Status == readiness.Current
+		}
+		out.Ready = ready
+		return nil
+	})
+	if err != nil {
+		return out, err
+	}
+	if ps.Installed && ps.Config != nil {
+		ops := e.opsFor(loc, req)
+		if req.Repair {
+			if err := e.repairProjects(ctx, ops); err != nil {
+				return out, err
+			}
+		}
+		if out.Projects, err = ops.List(ctx, ""); err != nil {
+			return out, err
+		}
+		for i := range out.Projects {
+			e.emit(Event{Type: TypeProject, Project: &out.Projects[i]})
+		}
+	}
+	td, found, err := findTrusted(cands, req.Provider.Name(), req.Name, ps.Keys)
+	switch {
+	case err != nil:
+		out.TokenProblem = err.Error()
+	case td != nil:
+		out.TokenDir, out.KeyID, out.KeyTrusted = td.Path, td.Manifest.KeyID, true
+		if err := verifyTokens(td, ps.Keys, cfg.Spec.Tenants); err != nil {
+			out.TokenProblem = err.Error()
+		}
+	case len(found) > 0:
+		out.TokenDir, out.KeyID = found[0].Path, found[0].Manifest.KeyID
+		out.TokenProblem = fmt.Sprintf("key %s is not trusted by kiln-auth", found[0].Manifest.KeyID)
+	default:
+		out.TokenProblem = "no token dir found in " + describeCandidates(cands)
+	}
+	if out.TokenProblem != "" {
+		e.logf(LevelWarn, "tokens: %s", out.TokenProblem)
+	} else {
+		e.logf(LevelInfo, "tokens: %s holds trusted key %s", out.TokenDir, out.KeyID)
+	}
+	if watch {
+		e.emit(Event{Type: TypeSnapshot, Snapshot: out})
+		w := e.watcher(loc.Client)
+		never := func(readiness.Result) bool { return false }
+		_, err := w.Until(ctx, refs, never)
+		if errors.Is(err, context.Canceled) || ctx.Err() != nil {
+			return out, nil // --watch ends with Ctrl-C: that is success
+		}
+		return out, err
+	}
+	return out, nil
+}
+
+func listByCluster(name string) metav1.ListOptions {
+	return metav1.ListOptions{LabelSelector: platform.LabelCluster + "=" + name + "," + platform.LabelManagedBy + "=kiln"}
+}

@@ -1,0 +1,80 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/kilnctl/kiln/creds"
+	"github.com/kilnctl/kiln/engine/platform"
+	"github.com/kilnctl/kiln/engine/readiness"
+)
+
+// Wait waits until every platform object is ready and every tenant token
+// verifies against kiln-auth. It needs no config file: tenants come from
+// kiln-config.
+func (e *Engine) Wait(ctx context.Context, req Request) error {
+	td, err := e.wait(ctx, req)
+	dir := ""
+	if td != nil {
+		dir = td.Path
+	}
+	return e.finish(err, fmt.Sprintf("cluster %s is ready and every tenant token verifies", req.Name), dir)
+}
+
+func (e *Engine) wait(ctx context.Context, req Request) (*creds.TokenDir, error) {
+	loc, cands, err := e.locate(ctx, req, false)
+	if err != nil {
+		return nil, err
+	}
+	var td *creds.TokenDir
+	err = e.phase(ctx, PhaseReadiness, func(ctx context.Context) error {
+		wctx, cancel := withTimeout(ctx, req.Timeout)
+		defer cancel()
+		// The platform may still be being created: wait for kiln-config
+		// first, then for everything it lists.
+		w := e.watcher(loc.Client)
+		cfgRef := readiness.Ref{Kind: readiness.KindConfigMap, Namespace: platform.Namespace, Name: platform.ConfigMapName}
+		if _, err := w.Until(wctx, []readiness.Ref{cfgRef}, readiness.Ready); err != nil {
+			return err
+		}
+		st, err := platform.Read(wctx, loc.Client)
+		if err != nil {
+			return err
+		}
+		if _, err := w.Until(wctx, platformRefs(req.Name, st.Config), readiness.Ready); err != nil {
+			return err
+		}
+		var found []*creds.TokenDir
+		td, found, err = findTrusted(cands, req.Provider.Name(), req.Name, st.Keys)
+		if err != nil {
+			return err
+		}
+		if td == nil {
+			var have []string
+			for _, f := range found {
+				have = append(have, fmt.Sprintf("%s (key %s)", f.Path, f.Manifest.KeyID))
+			}
+			return fmt.Errorf("no token dir with a key the cluster trusts (trusted: %s); looked in %s%s",
+				strings.Join(st.KeyIDs(), ", "), describeCandidates(cands), foundSuffix(have))
+		}
+		return verifyTokens(td, st.Keys, st.Config.Spec.Tenants)
+	})
+	return td, err
+}
+
+func foundSuffix(have []string) string {
+	if len(have) == 0 {
+		return ""
+	}
+	return "; found untrusted: " + strings.Join(have, ", ")
+}
+
+// withTimeout bounds a wait by the operation's --timeout (none when zero).
+func withTimeout(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	if d > 0 {
+		return context.WithTimeout(ctx, d)
+	}
+	return context.WithCancel(ctx)
+}
