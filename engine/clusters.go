@@ -33,15 +33,7 @@ func (e *Engine) DiscoverClusters(ctx context.Context, p Provider, tokenDir stri
 	if err != nil {
 		return nil, err
 	}
-	var searched []Location
-	var skipped []string
-	for _, l := range locs {
-		if l.Skipped {
-			skipped = append(skipped, l.Name)
-		} else {
-			searched = append(searched, l)
-		}
-	}
+	searched, skipped := splitSkipped(locs)
 	e.report(Request{Provider: p}, searched, skipped, nil, time.Since(start), SourceDiscovery)
 	var out []ClusterSummary
 	for _, l := range searched {

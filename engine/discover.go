@@ -61,15 +61,7 @@ func (e *Engine) discoverTarget(ctx context.Context, req Request, create bool) (
 	if err != nil {
 		return found{}, err
 	}
-	var searched []Location
-	var skipped []string
-	for _, l := range locs {
-		if l.Skipped {
-			skipped = append(skipped, l.Name)
-		} else {
-			searched = append(searched, l)
-		}
-	}
+	searched, skipped := splitSkipped(locs)
 	e.report(req, searched, skipped, cands, time.Since(start), SourceDiscovery)
 	loc, elsewhere, err := e.pick(req, searched, skipped, create)
 	return found{loc: loc, cands: cands, skipped: skipped, elsewhere: elsewhere}, err
@@ -282,3 +274,16 @@ func isExplicit(req Request, p Provider) bool {
 
 func locationNoun(p Provider) string { return p.Nouns().Location }
 func scopeNoun(p Provider) string    { return p.Nouns().Scope }
+
+// splitSkipped separates the locations discovery searched from the names
+// of those the user's scope left out.
+func splitSkipped(locs []Location) (searched []Location, skipped []string) {
+	for _, l := range locs {
+		if l.Skipped {
+			skipped = append(skipped, l.Name)
+		} else {
+			searched = append(searched, l)
+		}
+	}
+	return searched, skipped
+}
