@@ -8,7 +8,6 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
-	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -18,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 
 	"github.com/kilnctl/kiln/internal/testcluster"
@@ -269,9 +269,19 @@ func TestComputeService(t *testing.T) {
 	}
 
 	// Scaling up is reported with the new count.
-	scale := must[*autoscalingv1.Scale](t)(cs.AppsV1().Deployments(ns).GetScale(ctx, "web", metav1.GetOptions{}))
-	scale.Spec.Replicas = 2
-	must[*autoscalingv1.Scale](t)(cs.AppsV1().Deployments(ns).UpdateScale(ctx, "web", scale, metav1.UpdateOptions{}))
+	// The deployment controller may write between our read and update
+	// (the scale carries the resourceVersion): re-read on a conflict.
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		scale, err := cs.AppsV1().Deployments(ns).GetScale(ctx, "web", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		scale.Spec.Replicas = 2
+		_, err = cs.AppsV1().Deployments(ns).UpdateScale(ctx, "web", scale, metav1.UpdateOptions{})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
 	if r := waitFor(t, ctx, ref, func(r Result) bool { return r.Message == "2 ready endpoints" }); r.Status != Current {
 		t.Errorf("scaled to 2: %+v, want Current", r)
 	}
