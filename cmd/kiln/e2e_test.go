@@ -19,6 +19,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/retry"
 
 	"github.com/kilnctl/kiln/creds"
 )
@@ -781,12 +782,17 @@ func TestStatusWatchStreamsChanges(t *testing.T) {
 		t.Fatalf("first deployment status %v", ev)
 	}
 	cs := clusterA.Client
-	scale, err := cs.AppsV1().Deployments("kiln-system").GetScale(ctx, "kiln-gateway", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	scale.Spec.Replicas = 2
-	if _, err := cs.AppsV1().Deployments("kiln-system").UpdateScale(ctx, "kiln-gateway", scale, metav1.UpdateOptions{}); err != nil {
+	// Re-read on a conflict: the deployment controller may write between
+	// the read and the update (the scale carries the resourceVersion).
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		scale, err := cs.AppsV1().Deployments("kiln-system").GetScale(ctx, "kiln-gateway", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		scale.Spec.Replicas = 2
+		_, err = cs.AppsV1().Deployments("kiln-system").UpdateScale(ctx, "kiln-gateway", scale, metav1.UpdateOptions{})
+		return err
+	}); err != nil {
 		t.Fatal(err)
 	}
 	// The change streams in: the deployment reaches 2/2 available.
