@@ -93,12 +93,14 @@ func (e *Engine) Create(ctx context.Context, req Request) error {
 	var classified *exit.Error
 	if err != nil && ctx.Err() != nil && !errors.As(err, &classified) {
 		// Ctrl-C: the engine stopped at the next safe point. Say what was
-		// left and how to finish; nothing done so far is lost.
-		left := "nothing was changed"
+		// left and how to finish; nothing done so far is lost. Only a run
+		// that wrote something says the cluster is partly set up.
 		if r.mutated {
-			left = fmt.Sprintf("the cluster is partly set up; every phase is idempotent, so `kiln create %s %s --continue` finishes it with the same key", req.Provider.Name(), req.Name)
+			err = inputErr(exit.Interrupted, InputContinue, req.Name, "interrupted during the %s phase: the cluster is partly set up; every phase is idempotent, so creating %s again with {input} finishes it with the same key",
+				r.current, req.Name)
+		} else {
+			err = exit.Interrupt("interrupted during the %s phase: nothing was changed", r.current)
 		}
-		err = exit.Interrupt("interrupted during the %s phase: %s", r.current, left)
 	}
 	msg := fmt.Sprintf("cluster %s is ready (%s %s)", req.Name, req.Provider.Name(), r.loc.Name)
 	return e.finish(err, msg, tokenDir)

@@ -18,7 +18,10 @@ func (r *run) acquire(ctx context.Context, cs kubernetes.Interface) error {
 	if r.lock != nil {
 		return nil
 	}
-	r.mutated = true
+	// r.mutated is set by ensure when the Namespace is written, and once
+	// the lock is held and the decision stands: the phases after this one
+	// write. A cancel before (while waiting for the lock, or at a question
+	// asked again) changed nothing but the Lease, which is released.
 	if err := r.ensure(ctx, cs, r.watcher(cs), platform.NamespaceObject(r.req.Name)); err != nil {
 		return err
 	}
@@ -48,6 +51,7 @@ func (r *run) acquire(ctx context.Context, cs kubernetes.Interface) error {
 		r.decision = d
 		r.e.emit(Event{Type: TypeDecision, Decision: d, Reason: "changed while waiting for the lock: " + out.Reason})
 	}
+	r.mutated = true
 	return nil
 }
 

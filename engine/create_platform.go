@@ -116,7 +116,11 @@ func (r *run) ensure(ctx context.Context, cs kubernetes.Interface, w *readiness.
 func (r *run) ensureAll(ctx context.Context, cs kubernetes.Interface, w *readiness.Watcher, objs []platform.Object) error {
 	var refs []readiness.Ref
 	for _, obj := range objs {
-		if _, err := platform.Ensure(ctx, cs, obj); err != nil {
+		wrote, err := platform.Ensure(ctx, cs, obj)
+		if wrote {
+			r.mutated = true
+		}
+		if err != nil {
 			return err
 		}
 		refs = append(refs, obj.Ref)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/kilnctl/kiln/engine/config"
 	"github.com/kilnctl/kiln/engine/project"
@@ -79,7 +80,15 @@ func (e *Engine) opsFor(loc Location, req Request) *project.Ops {
 // Project runs one project operation and emits its result. inspect and
 // list return the observed states (also emitted as project events).
 func (e *Engine) Project(ctx context.Context, req ProjectRequest) ([]ProjectStatus, error) {
-	out, msg, err := e.project(ctx, req)
+	var ops *project.Ops
+	out, msg, err := e.project(ctx, req, &ops)
+	if err != nil && ctx.Err() != nil && ops != nil && !req.All && projectWrites(req.Op) {
+		// A write in flight when the context was cancelled may have landed
+		// (the API server applied it; the client saw "context canceled"):
+		// say what the cluster holds now, read back, instead of the
+		// cancelled call's error.
+		err = e.readBack(ctx, ops, req)
+	}
 	if err != nil && ctx.Err() != nil && exit.Code(err) == exit.Failed {
 		err = exit.Interrupt("interrupted: %v", err)
 	}
@@ -89,7 +98,32 @@ func (e *Engine) Project(ctx context.Context, req ProjectRequest) ([]ProjectStat
 	return out, e.finish(err, msg, "")
 }
 
-func (e *Engine) project(ctx context.Context, req ProjectRequest) ([]ProjectStatus, string, error) {
+// projectWrites reports whether op changes the project.
+func projectWrites(op string) bool {
+	switch op {
+	case ProjectCreate, ProjectStart, ProjectSuspend, ProjectRestack, ProjectDelete, ProjectRotateToken:
+		return true
+	}
+	return false
+}
+
+// readBack reads the project after a cancelled operation (a fresh, bounded
+// context) and words what the cluster holds now.
+func (e *Engine) readBack(ctx context.Context, ops *project.Ops, req ProjectRequest) error {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	r, err := ops.Parse(req.Ref)
+	if err != nil {
+		return exit.Interrupt("interrupted during project %s %s", req.Op, req.Ref)
+	}
+	st, err := ops.Inspect(rctx, r)
+	if err != nil {
+		return exit.Interrupt("interrupted during project %s %s; reading it back failed (%v), so what landed is unknown: inspect the project to see", req.Op, req.Ref, err)
+	}
+	return exit.Interrupt("interrupted during project %s %s; read back from the cluster: desired %s, stack %s, observed %s", req.Op, req.Ref, st.Desired, st.Stack, st.State)
+}
+
+func (e *Engine) project(ctx context.Context, req ProjectRequest, opsOut **project.Ops) ([]ProjectStatus, string, error) {
 	if err := config.ValidateName(req.Name); err != nil {
 		return nil, "", err
 	}
@@ -106,6 +140,7 @@ func (e *Engine) project(ctx context.Context, req ProjectRequest) ([]ProjectStat
 	if err != nil {
 		return nil, "", err
 	}
+	*opsOut = ops
 	if !single {
 		if req.Op == ProjectList {
 			list, err := ops.List(ctx, req.Tenant)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -126,12 +127,25 @@ func (e *Engine) status(ctx context.Context, req Request, watch bool) (*ClusterS
 	}
 	refs := platformRefs(req.Name, cfg)
 	err = e.phase(ctx, PhaseReadiness, func(ctx context.Context) error {
+		// The objects are read in parallel (one round trip of latency, not
+		// one per object), then reported in apply order.
+		results := make([]readiness.Result, len(refs))
+		errs := make([]error, len(refs))
+		var wg sync.WaitGroup
+		for i, ref := range refs {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				results[i], errs[i] = readiness.Compute(ctx, loc.Client, ref)
+			}()
+		}
+		wg.Wait()
 		ready := true
-		for _, ref := range refs {
-			res, err := readiness.Compute(ctx, loc.Client, ref)
-			if err != nil {
-				return err
+		for i, ref := range refs {
+			if errs[i] != nil {
+				return errs[i]
 			}
+			res := results[i]
 			out.Objects = append(out.Objects, ObjectStatus{ref.Kind, ref.Namespace, ref.Name, res.Status, res.Message})
 			e.resource(ref.Kind, ref.Namespace, ref.Name, res.Status, res.Message)
 			ready = ready && res.Status == readiness.Current

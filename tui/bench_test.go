@@ -34,7 +34,7 @@ func BenchmarkViewRun1000Resources(b *testing.B) {
 			Status: statuses[i%len(statuses)], Message: "1/2 replicas available"})
 	}
 	m.ingest(evs)
-	m.run.resOffset = 500
+	m.run.resSel = 500
 	if n := len(m.run.resources); n != 1000 {
 		b.Fatalf("%d rows", n)
 	}

@@ -45,6 +45,10 @@ type inspectState struct {
 	// ref is the project the detail screen shows.
 	ref string
 	ask *projectAsk
+	// note says why the last action key did nothing (a no-op action).
+	note string
+	// since is when the current read started (the progress line).
+	since time.Time
 }
 
 // projectAsk is a project operation waiting for the user's confirmation.
@@ -110,7 +114,7 @@ func (m *Model) loadInspect() tea.Cmd {
 	if s == nil || b == nil || s.loading {
 		return nil
 	}
-	s.loading = true
+	s.loading, s.since = true, m.opts.Now()
 	gen, t := s.gen, s.target
 	return func() tea.Msg {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -153,22 +157,60 @@ func (m *Model) inspectTick(msg inspectTickMsg) tea.Cmd {
 	return m.loadInspect()
 }
 
-// askProject asks before running op on the project ref.
+// askProject asks before running op on the project ref; an action that
+// would change nothing is refused with the reason instead.
 func (m *Model) askProject(op string, p *engine.ProjectStatus) {
 	if p == nil {
+		m.insp.note = "no project selected"
+		return
+	}
+	if why := m.disabled(op, p); why != "" {
+		m.insp.note = why
 		return
 	}
 	a := &projectAsk{op: op, ref: ref(*p), from: p.Stack}
-	if op == engine.ProjectRestack && m.insp.data != nil {
-		a.stacks = m.insp.data.Stacks
-		for i, st := range a.stacks {
+	if op == engine.ProjectRestack {
+		// Offer only the other stacks: restacking onto the current one
+		// changes nothing.
+		for _, st := range m.insp.data.Stacks {
 			if st != p.Stack {
-				a.stackSel = i // offer another stack than the current one
-				break
+				a.stacks = append(a.stacks, st)
 			}
 		}
 	}
 	m.insp.ask = a
+}
+
+// disabled says why op on p would change nothing ("" when it would do
+// something): start on a project that runs, suspend on a suspended one,
+// restack when kiln-config lists no other stack.
+func (m *Model) disabled(op string, p *engine.ProjectStatus) string {
+	if p == nil {
+		return "no project selected"
+	}
+	switch op {
+	case engine.ProjectStart:
+		if p.Desired == "running" && p.State == "running" {
+			return fmt.Sprintf("start: %s is already running", ref(*p))
+		}
+	case engine.ProjectSuspend:
+		if p.Desired == "suspended" && p.State == "suspended" {
+			return fmt.Sprintf("suspend: %s is already suspended", ref(*p))
+		}
+	case engine.ProjectRestack:
+		var stacks []string
+		if m.insp.data != nil {
+			stacks = m.insp.data.Stacks
+		}
+		other := false
+		for _, st := range stacks {
+			other = other || st != p.Stack
+		}
+		if !other {
+			return fmt.Sprintf("restack: kiln-config lists no stack other than %s", p.Stack)
+		}
+	}
+	return ""
 }
 
 // runProject runs the confirmed operation through the run view.
@@ -203,8 +245,22 @@ func age(d time.Duration) string {
 }
 
 // tokenSync renders the engine's token sync of the project: in sync only
-// when the engine saw the Deployment run the token in force.
+// when the engine saw the Deployment run the token in force, and the read
+// has that Deployment (derived state is never claimed without the objects
+// it is derived from).
 func tokenSync(p *engine.ProjectStatus) (ok bool, text string) {
+	hasDeployment := false
+	for _, o := range p.Objects {
+		if o.Kind == "Deployment" && o.Status != engine.StatusNotFound {
+			hasDeployment = true
+		}
+	}
+	if !hasDeployment {
+		if p.Desired == "suspended" {
+			return false, "unknown: no deployment runs a token (suspended)"
+		}
+		return false, "unknown: no deployment runs a token"
+	}
 	switch p.TokenSync {
 	case engine.TokenInSync:
 		for _, o := range p.Objects {

@@ -2,13 +2,17 @@ package tui
 
 type keyHelp struct{ key, desc string }
 
-// keys lists the keys of the current screen: the footer shows the short
-// list, ? the full one.
+// keys lists the keys of the current screen: the footer shows them (with
+// ? help), wrapped; ? lists them.
 func (m *Model) keys(short bool) []keyHelp {
 	var ks []keyHelp
 	switch m.screen {
 	case screenHome:
-		ks = []keyHelp{{"n", "new"}, {"c", "continue"}, {"i", "inspect"}, {"d", "destroy"}, {"↑/↓", "select"}, {"r", "refresh"}, {"q", "quit"}}
+		ks = []keyHelp{{"n", "new"}, {"c", "continue"}, {"i", "inspect"}, {"d", "destroy"}, {"r", "refresh"}}
+		if m.lastRun != nil {
+			ks = append(ks, keyHelp{"l", "last run"})
+		}
+		ks = append(ks, keyHelp{"↑/↓", "select"}, keyHelp{"q", "quit"})
 	case screenCreate:
 		ks = []keyHelp{{"tab/↓", "next"}, {"↑", "previous"}, {"←/→", "context"}, {"enter", "next/create"}, {"esc", "back"}}
 	case screenContinue:
@@ -16,12 +20,13 @@ func (m *Model) keys(short bool) []keyHelp {
 	case screenDestroy:
 		ks = []keyHelp{{"enter", "confirm typed name"}, {"esc", "cancel (nothing changes)"}}
 	case screenDiscover, screenRun:
-		ks = []keyHelp{{"↑/↓", "scroll"}, {"pgup/pgdn", "page"}, {"tab", "resources/log"}, {"end", "follow"}, {"ctrl+c", "cancel"}}
 		if m.run != nil && !m.run.running {
-			ks = append(ks, keyHelp{"esc/q", "back"})
+			ks = []keyHelp{{"esc", "back"}, {"↑/↓", "select/scroll"}, {"tab", "resources/log"}, {"enter", "in full"}, {"pgup/pgdn", "page"}}
+		} else {
+			ks = []keyHelp{{"↑/↓", "select/scroll"}, {"tab", "resources/log"}, {"enter", "in full"}, {"end", "follow"}, {"ctrl+c", "cancel"}}
 		}
 	case screenFinal:
-		ks = []keyHelp{{"enter/esc", "back to clusters"}, {"ctrl+c", "quit"}}
+		ks = []keyHelp{{"enter/esc", "back to clusters"}, {"l", "review the run"}, {"ctrl+c", "quit"}}
 	case screenInspect, screenProject:
 		switch {
 		case m.insp != nil && m.insp.ask != nil && m.insp.ask.op == "restack":
@@ -29,15 +34,12 @@ func (m *Model) keys(short bool) []keyHelp {
 		case m.insp != nil && m.insp.ask != nil:
 			ks = []keyHelp{{"enter/y", "confirm"}, {"esc/n", "cancel"}}
 		case m.screen == screenInspect:
-			ks = []keyHelp{{"↑/↓", "select"}, {"enter", "project"}, {"s", "start"}, {"p", "suspend"}, {"r", "restack"}, {"esc/q", "back"}}
+			ks = []keyHelp{{"esc", "back"}, {"↑/↓", "select"}, {"enter", "project"}, {"s", "start"}, {"p", "suspend"}, {"r", "restack"}}
 		default:
-			ks = []keyHelp{{"s", "start"}, {"p", "suspend"}, {"r", "restack"}, {"esc/q", "back"}}
+			ks = []keyHelp{{"esc", "back"}, {"s", "start"}, {"p", "suspend"}, {"r", "restack"}, {"↑/↓", "scroll"}}
 		}
 	}
 	if short {
-		if len(ks) > 5 {
-			ks = ks[:5]
-		}
 		ks = append(ks, keyHelp{"?", "help"})
 	}
 	return ks

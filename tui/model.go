@@ -7,11 +7,17 @@ package tui
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"strings"
 	"sync"
 	"time"
 
 	"charm.land/bubbles/v2/textinput"
 	tea "charm.land/bubbletea/v2"
+	"charm.land/lipgloss/v2"
 
 	"github.com/kilnctl/kiln/engine"
 	"github.com/kilnctl/kiln/engine/config"
@@ -23,6 +29,9 @@ type Cluster = engine.ClusterSummary
 // CreateRequest is what the create form collects.
 type CreateRequest struct {
 	Provider, Name, Location, ConfigPath string
+	// TokenDir is the form's Token dir field ("" for the default and the
+	// keyring's entry).
+	TokenDir string
 }
 
 // Target names one existing cluster.
@@ -109,20 +118,39 @@ type Model struct {
 	help   bool
 	frame  int
 
+	// scroll is how far the current screen's body is scrolled when it does
+	// not fit; it resets when the screen changes. maxScroll is the last
+	// render's bound (a render cache, written by View).
+	scroll     int
+	maxScroll  int
+	prevScreen screen
+	// detail, when set, is a full-text view over the current screen (a
+	// resource row or the whole log, wrapped); Esc closes it.
+	detail *detailView
+	// askQuit is Ctrl-C outside a run asking before the wizard quits.
+	askQuit bool
+
 	// home
 	clusters    []Cluster
 	homeErr     string
 	homeLoading bool
 	homeSel     int
+	homeLoaded  bool   // the first discovery arrived (initial selection made)
+	homeNote    string // why the last key did nothing
 
 	// create form
-	contexts  []string
-	ctxSel    int
-	nameIn    textinput.Model
-	configIn  textinput.Model
-	formFocus int // 0 name, 1 context, 2 config file, 3 create button
+	contexts []string
+	ctxSel   int
+	nameIn   textinput.Model
+	configIn textinput.Model
+	tokenIn  textinput.Model
+	// formFocus is the focused field: fieldName … fieldButton.
+	formFocus int
 	nameErr   string
 	formErr   string
+	// cfgCheck is the config file field's check (decoded off the render
+	// loop, in a command, with the engine's decoder).
+	cfgCheck cfgCheck
 
 	// confirmations the engine is waiting for
 	contAsk    *continueAsk
@@ -133,12 +161,43 @@ type Model struct {
 	askCancel  bool
 	cancelling bool
 
-	run  *runState
-	insp *inspectState
+	run *runState
+	// lastRun is the last finished run, which home's l opens again;
+	// runReopened says the run view shows it again, opened from runBack.
+	lastRun     *runState
+	runReopened bool
+	runBack     screen
+	insp    *inspectState
 
 	recorded []engine.Event
 	// ops counts operations whose engine call has not returned.
 	ops sync.WaitGroup
+}
+
+// Create form fields, in focus order.
+const (
+	fieldName = iota
+	fieldContext
+	fieldConfig
+	fieldTokenDir
+	fieldButton
+	formFields
+)
+
+// detailView is a full-text view of something the current screen shows
+// cut short.
+type detailView struct {
+	title string
+	lines []string
+}
+
+// cfgCheck is the result of checking the config file field.
+type cfgCheck struct {
+	path, name string
+	// problems are the decoder's errors, one per field ("" path for the
+	// file itself); empty when the file is valid.
+	problems []string
+	pending  bool
 }
 
 type (
@@ -152,6 +211,10 @@ type (
 		current string
 		err     error
 	}
+	cfgCheckMsg struct {
+		path, name string
+		problems   []string
+	}
 )
 
 // New returns the wizard's model.
@@ -160,19 +223,37 @@ func New(opts Options) *Model {
 		opts.Now = time.Now
 	}
 	m := &Model{opts: opts, st: newStyles(), width: 80, height: 24}
-	m.nameIn = newInput("dev1")
-	m.configIn = newInput("(optional) path to a ClusterConfig file")
-	m.destIn = newInput("")
+	m.nameIn = m.newInput("e.g. dev1")
+	m.configIn = m.newInput("(optional) path to a ClusterConfig file")
+	m.tokenIn = m.newInput("(optional) default: kiln's state dir")
+	m.destIn = m.newInput("")
+	m.fitInputs()
 	return m
 }
 
-func newInput(placeholder string) textinput.Model {
+func (m *Model) newInput(placeholder string) textinput.Model {
 	in := textinput.New()
 	in.Prompt = ""
 	in.Placeholder = placeholder
 	in.SetVirtualCursor(false)
-	in.SetWidth(44)
+	// Placeholders are faint and italic, and worded ("e.g.", "(optional)"),
+	// so they read as hints without colour too (NO_COLOR).
+	st := in.Styles()
+	st.Focused.Placeholder = m.st.placeholder
+	st.Blurred.Placeholder = m.st.placeholder
+	st.Blurred.Text = lipgloss.NewStyle()
+	in.SetStyles(st)
 	return in
+}
+
+// fitInputs sizes the text inputs to the terminal: a label column of 15,
+// the rest for the value.
+func (m *Model) fitInputs() {
+	w := clamp(m.width-16, 8, 60)
+	m.nameIn.SetWidth(w)
+	m.configIn.SetWidth(w)
+	m.tokenIn.SetWidth(w)
+	m.destIn.SetWidth(clamp(m.width-5, 8, 60))
 }
 
 // Init starts discovery for the home screen.
@@ -214,47 +295,72 @@ func (m *Model) loadLocations() tea.Cmd {
 
 // Update handles every message; it never does I/O.
 func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
+	cmd := m.update(msg)
+	if m.screen != m.prevScreen {
+		m.prevScreen, m.scroll, m.detail = m.screen, 0, nil
+	}
+	return m, cmd
+}
+
+func (m *Model) update(msg tea.Msg) tea.Cmd {
 	switch msg := msg.(type) {
 	case tea.WindowSizeMsg:
 		m.width, m.height = msg.Width, msg.Height
-		return m, nil
+		m.fitInputs()
+		return nil
 	case tickMsg:
 		m.frame++
-		return m, m.tick()
+		return m.tick()
 	case clustersMsg:
 		m.homeLoading = false
 		m.clusters, m.homeErr = msg.clusters, ""
 		if msg.err != nil {
 			m.homeErr = msg.err.Error()
 		}
+		if !m.homeLoaded {
+			// Start on a cluster that can be acted on, not on an
+			// unreachable context.
+			m.homeLoaded, m.homeSel = true, 0
+			for i, c := range m.clusters {
+				if c.Err == "" && c.Name != "" {
+					m.homeSel = i
+					break
+				}
+			}
+		}
 		m.homeSel = clamp(m.homeSel, 0, len(m.clusters)-1)
-		return m, nil
+		return nil
 	case locationsMsg:
 		m.setLocations(msg)
-		return m, nil
+		return nil
+	case cfgCheckMsg:
+		if msg.path == m.cfgCheck.path && msg.name == m.cfgCheck.name {
+			m.cfgCheck.problems, m.cfgCheck.pending = msg.problems, false
+		}
+		return nil
 	case eventsMsg:
 		m.ingest(msg)
-		return m, nil
+		return nil
 	case continueAsk:
 		m.contAsk, m.contFocus = &msg, 1 // focus starts on Cancel
 		m.screen = screenContinue
-		return m, nil
+		return nil
 	case destroyAsk:
 		m.destAsk, m.destErr = &msg, ""
 		m.destIn.Reset()
 		m.screen = screenDestroy
-		return m, m.destIn.Focus()
+		return m.destIn.Focus()
 	case opDoneMsg:
-		return m, m.finishRun(msg.err)
+		return m.finishRun(msg.err)
 	case inspectMsg:
-		return m, m.inspectResult(msg)
+		return m.inspectResult(msg)
 	case inspectTickMsg:
-		return m, m.inspectTick(msg)
+		return m.inspectTick(msg)
 	case tea.KeyPressMsg:
-		return m, m.key(msg)
+		return m.key(msg)
 	}
 	// Anything else (paste, blink) goes to the focused input.
-	return m, m.updateFocusedInput(msg)
+	return m.updateFocusedInput(msg)
 }
 
 func (m *Model) setLocations(msg locationsMsg) {
@@ -273,11 +379,15 @@ func (m *Model) setLocations(msg locationsMsg) {
 func (m *Model) updateFocusedInput(msg tea.Msg) tea.Cmd {
 	var cmd tea.Cmd
 	switch {
-	case m.screen == screenCreate && m.formFocus == 0:
+	case m.screen == screenCreate && m.formFocus == fieldName:
 		m.nameIn, cmd = m.nameIn.Update(msg)
 		m.validateName()
-	case m.screen == screenCreate && m.formFocus == 2:
+		return tea.Batch(cmd, m.checkConfig())
+	case m.screen == screenCreate && m.formFocus == fieldConfig:
 		m.configIn, cmd = m.configIn.Update(msg)
+		return tea.Batch(cmd, m.checkConfig())
+	case m.screen == screenCreate && m.formFocus == fieldTokenDir:
+		m.tokenIn, cmd = m.tokenIn.Update(msg)
 	case m.screen == screenDestroy:
 		m.destIn, cmd = m.destIn.Update(msg)
 	}
@@ -293,9 +403,84 @@ func (m *Model) validateName() {
 	}
 }
 
+// checkConfig starts a check of the config file field when it or the name
+// changed: the file is read and decoded in a command with the engine's
+// decoder (config.Parse), and its problems come back one per field.
+func (m *Model) checkConfig() tea.Cmd {
+	path, name := strings.TrimSpace(m.configIn.Value()), m.nameIn.Value()
+	if path == m.cfgCheck.path && name == m.cfgCheck.name {
+		return nil
+	}
+	m.cfgCheck = cfgCheck{path: path, name: name}
+	if path == "" {
+		return nil
+	}
+	m.cfgCheck.pending = true
+	return func() tea.Msg { return cfgCheckMsg{path: path, name: name, problems: checkConfigFile(path, name)} }
+}
+
+// checkConfigFile reads and decodes path for cluster name; nil when valid.
+// A name that is not valid yet is checked as "x" so the file's own
+// problems still show.
+func checkConfigFile(path, name string) []string {
+	data, err := readConfigFile(path)
+	if err != nil {
+		return []string{err.Error()}
+	}
+	if config.ValidateName(name) != nil {
+		name = "x"
+	}
+	_, err = config.Parse(path, data, name)
+	if err == nil {
+		return nil
+	}
+	var ps config.Problems
+	if errors.As(err, &ps) {
+		out := make([]string, 0, len(ps))
+		for _, p := range ps {
+			p.File = "" // the field already names the file
+			if p.Line > 0 {
+				out = append(out, fmt.Sprintf("line %d: %s", p.Line, p.String()))
+			} else {
+				out = append(out, p.String())
+			}
+		}
+		return out
+	}
+	return []string{err.Error()}
+}
+
+// readConfigFile reads a config file, wording its failure for the form.
+func readConfigFile(path string) ([]byte, error) {
+	st, err := os.Stat(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil, fmt.Errorf("no such file")
+	case err != nil:
+		return nil, fmt.Errorf("cannot read: %v", errors.Unwrap(err))
+	case st.IsDir():
+		return nil, fmt.Errorf("is a directory, not a file")
+	case st.Size() > config.MaxFileSize:
+		return nil, fmt.Errorf("larger than %d bytes; not a cluster config", config.MaxFileSize)
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("cannot read: %v", errors.Unwrap(err))
+	}
+	return data, nil
+}
+
 // key dispatches a key press: global keys first, then the screen's.
 func (m *Model) key(k tea.KeyPressMsg) tea.Cmd {
 	s := k.String()
+	m.homeNote = ""
+	if m.askQuit {
+		m.askQuit = false
+		if s == "y" || s == "Y" || s == "ctrl+c" {
+			return tea.Quit
+		}
+		return nil
+	}
 	if s == "ctrl+c" {
 		return m.interrupt()
 	}
@@ -303,19 +488,32 @@ func (m *Model) key(k tea.KeyPressMsg) tea.Cmd {
 		switch s {
 		case "y", "Y":
 			m.askCancel, m.cancelling = false, true
+			m.run.userCancel = true
 			m.run.cancel()
 		case "n", "N", "esc", "q":
 			m.askCancel = false
 		}
 		return nil
 	}
-	typing := m.typing()
-	if s == "?" && !typing {
+	// ? is help on every screen, also in a text field: it never types
+	// (paste puts a ? into a field).
+	if s == "?" {
 		m.help = !m.help
 		return nil
 	}
-	if m.help && (s == "esc" || s == "q") {
-		m.help = false
+	if m.help {
+		if s == "esc" || s == "q" {
+			m.help = false
+		}
+		return nil
+	}
+	if m.detail != nil {
+		switch s {
+		case "esc", "q", "enter":
+			m.detail = nil
+		default:
+			m.scrollKey(s)
+		}
 		return nil
 	}
 	switch m.screen {
@@ -332,32 +530,67 @@ func (m *Model) key(k tea.KeyPressMsg) tea.Cmd {
 	case screenInspect, screenProject:
 		return m.inspectKey(s)
 	case screenFinal:
-		if s == "esc" || s == "q" || s == "enter" {
+		switch s {
+		case "esc", "q", "enter":
 			return m.goHome()
+		case "l":
+			// The run's log and resources; Esc comes back here.
+			m.screen, m.runBack, m.runReopened = screenRun, screenFinal, true
+		default:
+			m.scrollKey(s)
 		}
 	}
 	return nil
 }
 
-// typing reports whether keys go to a text input (so q and ? are text).
-func (m *Model) typing() bool {
-	return m.screen == screenCreate && (m.formFocus == 0 || m.formFocus == 2) || m.screen == screenDestroy
+// scrollKey scrolls the body of a screen that does not fit.
+func (m *Model) scrollKey(s string) {
+	switch s {
+	case "up", "k":
+		m.scroll--
+	case "down", "j":
+		m.scroll++
+	case "pgup":
+		m.scroll -= max(m.height-4, 1)
+	case "pgdown", "space":
+		m.scroll += max(m.height-4, 1)
+	case "home", "g":
+		m.scroll = 0
+	case "end", "G":
+		m.scroll = m.maxScroll
+	}
+	m.scroll = clamp(m.scroll, 0, m.maxScroll)
 }
 
-// interrupt handles Ctrl-C: a mutating run asks first, a read-only one is
-// cancelled at once, and outside a run the wizard quits.
+// typing reports whether keys go to a text input (so q is text).
+func (m *Model) typing() bool {
+	return m.screen == screenCreate && (m.formFocus == fieldName || m.formFocus == fieldConfig || m.formFocus == fieldTokenDir) || m.screen == screenDestroy
+}
+
+// interrupt handles Ctrl-C: at a question it answers no (nothing changes);
+// a mutating run asks first, then cancels; outside a run the wizard asks
+// before quitting.
 func (m *Model) interrupt() tea.Cmd {
 	r := m.run
-	if r != nil && r.running {
+	switch {
+	case m.screen == screenContinue && m.contAsk != nil:
+		m.answerContinue(false)
+		return nil
+	case m.screen == screenDestroy && m.destAsk != nil:
+		m.answerDestroy(false)
+		return nil
+	case r != nil && r.running:
 		if r.kind.mutating() && !m.askCancel {
 			m.askCancel = true
 			return nil
 		}
 		m.askCancel, m.cancelling = false, true
+		r.userCancel = true
 		r.cancel()
 		return nil
 	}
-	return tea.Quit
+	m.askQuit = true
+	return nil
 }
 
 func (m *Model) goHome() tea.Cmd {
@@ -367,26 +600,44 @@ func (m *Model) goHome() tea.Cmd {
 
 func (m *Model) homeKey(s string) tea.Cmd {
 	switch s {
-	case "q", "esc":
+	case "q":
 		return tea.Quit
+	case "esc":
+		return nil // Esc goes back; home is the first screen, so it stays
 	case "up", "k":
 		m.homeSel = clamp(m.homeSel-1, 0, len(m.clusters)-1)
 	case "down", "j":
 		m.homeSel = clamp(m.homeSel+1, 0, len(m.clusters)-1)
 	case "n":
-		return m.openCreate()
+		return m.openCreate(true)
 	case "r":
 		return m.refresh()
+	case "l":
+		if m.lastRun == nil {
+			m.homeNote = "no run yet in this session: the last run's log opens here after one"
+			return nil
+		}
+		m.run, m.screen, m.runBack, m.runReopened = m.lastRun, screenRun, screenHome, true
+		return nil
+	case "pgup", "pgdown", "home", "end":
+		m.scrollKey(s)
 	case "c", "enter", "i", "d":
 		if len(m.clusters) == 0 {
 			if s == "enter" {
-				return m.openCreate()
+				return m.openCreate(true)
 			}
+			m.homeNote = "no kiln cluster to act on: press n to create one, or r to search again"
 			return nil
 		}
 		c := m.clusters[m.homeSel]
 		if c.Name == "" {
-			return nil // an unreachable context: nothing to act on
+			verb := map[string]string{"c": "continue", "enter": "inspect", "i": "inspect", "d": "destroy"}[s]
+			if c.Err != "" {
+				m.homeNote = fmt.Sprintf("context %s is unreachable, so there is no cluster to %s there; fix the context (the error is above) and press r to search again", c.Location, verb)
+			} else {
+				m.homeNote = fmt.Sprintf("context %s has no kiln cluster to %s; press n to create one", c.Location, verb)
+			}
+			return nil
 		}
 		t := Target{Provider: c.Provider, Name: c.Name, Location: c.Location}
 		switch s {
@@ -407,32 +658,42 @@ func (m *Model) homeKey(s string) tea.Cmd {
 	return nil
 }
 
-func (m *Model) openCreate() tea.Cmd {
-	m.screen, m.formFocus, m.formErr, m.nameErr = screenCreate, 0, "", ""
-	m.nameIn.Reset()
-	m.configIn.Reset()
-	m.configIn.Blur()
-	return m.nameIn.Focus()
+// openCreate opens the create form, empty when fresh, else as it was left
+// (after a failed create).
+func (m *Model) openCreate(fresh bool) tea.Cmd {
+	m.screen, m.formErr = screenCreate, ""
+	if fresh {
+		m.nameErr = ""
+		m.nameIn.Reset()
+		m.configIn.Reset()
+		m.tokenIn.Reset()
+		m.cfgCheck = cfgCheck{}
+		return m.focusForm(fieldName)
+	}
+	return m.focusForm(m.formFocus)
 }
 
 func (m *Model) createKey(k tea.KeyPressMsg, s string) tea.Cmd {
 	switch s {
 	case "esc":
 		m.screen = screenHome
-		m.nameIn.Blur()
-		m.configIn.Blur()
+		m.blurForm()
 		return nil
 	case "tab", "down":
 		return m.focusForm(m.formFocus + 1)
 	case "shift+tab", "up":
 		return m.focusForm(m.formFocus - 1)
+	case "pgup", "pgdown":
+		m.scrollKey(s)
+		return nil
 	case "enter":
-		if m.formFocus < 3 {
+		if m.formFocus < fieldButton {
 			return m.focusForm(m.formFocus + 1)
 		}
 		return m.submitCreate()
 	}
-	if m.formFocus == 1 {
+	switch m.formFocus {
+	case fieldContext:
 		switch s {
 		case "left", "h":
 			m.ctxSel = clamp(m.ctxSel-1, 0, len(m.contexts)-1)
@@ -442,8 +703,7 @@ func (m *Model) createKey(k tea.KeyPressMsg, s string) tea.Cmd {
 			m.screen = screenHome
 		}
 		return nil
-	}
-	if m.formFocus == 3 {
+	case fieldButton:
 		if s == "q" {
 			m.screen = screenHome
 		}
@@ -452,35 +712,80 @@ func (m *Model) createKey(k tea.KeyPressMsg, s string) tea.Cmd {
 	return m.updateFocusedInput(k)
 }
 
-func (m *Model) focusForm(i int) tea.Cmd {
-	m.formFocus = (i + 4) % 4
+func (m *Model) blurForm() {
 	m.nameIn.Blur()
 	m.configIn.Blur()
+	m.tokenIn.Blur()
+}
+
+func (m *Model) focusForm(i int) tea.Cmd {
+	m.formFocus = (i + formFields) % formFields
+	m.blurForm()
 	switch m.formFocus {
-	case 0:
+	case fieldName:
 		return m.nameIn.Focus()
-	case 2:
+	case fieldConfig:
 		return m.configIn.Focus()
+	case fieldTokenDir:
+		return m.tokenIn.Focus()
 	}
 	return nil
+}
+
+// contextProblem is what the home screen's discovery already knows against
+// creating cluster name in the chosen context: it is unreachable, it hosts
+// another kiln cluster, or name lives in another context. note is what
+// the form says otherwise (name is installed there: create continues it).
+func (m *Model) contextProblem(name string) (problem, note string) {
+	if len(m.contexts) == 0 {
+		return "", ""
+	}
+	ctx := m.contexts[m.ctxSel]
+	for _, c := range m.clusters {
+		switch {
+		case c.Location == ctx && c.Err != "":
+			problem = fmt.Sprintf("context %s is unreachable: %s", ctx, c.Err)
+		case c.Location == ctx && c.Name != "" && name != "" && c.Name != name:
+			problem = fmt.Sprintf("context %s already hosts kiln cluster %s; a context hosts one kiln platform: choose another context (←/→)", ctx, c.Name)
+		case c.Location != ctx && c.Name != "" && c.Name == name:
+			problem = fmt.Sprintf("cluster %s already exists in context %s (a NAME is unique across contexts): choose that context, or another name", name, c.Location)
+		case c.Location == ctx && c.Name != "" && c.Name == name:
+			note = fmt.Sprintf("cluster %s is installed here: Create asks before continuing it", name)
+		}
+		if problem != "" {
+			return problem, ""
+		}
+	}
+	return "", note
 }
 
 func (m *Model) submitCreate() tea.Cmd {
 	name := m.nameIn.Value()
 	if err := config.ValidateName(name); err != nil {
 		m.nameErr = err.Error()
-		return m.focusForm(0)
+		return m.focusForm(fieldName)
 	}
 	if len(m.contexts) == 0 {
-		m.formErr = "no kubeconfig context to create in; set KUBECONFIG or pass --kubeconfig"
+		m.formErr = "no kubeconfig context to create in: set KUBECONFIG to a kubeconfig with a context and start kiln again"
 		return nil
 	}
-	req := CreateRequest{Provider: "kube", Name: name, Location: m.contexts[m.ctxSel], ConfigPath: m.configIn.Value()}
-	m.nameIn.Blur()
-	m.configIn.Blur()
-	return m.start(opCreate, req.Name, req.Location, func(ctx context.Context, b Backend, br *Bridge) error {
+	if p, _ := m.contextProblem(name); p != "" {
+		m.formErr = "fix the Context field first (marked ✗ above)"
+		return m.focusForm(fieldContext)
+	}
+	if m.cfgCheck.pending || len(m.cfgCheck.problems) > 0 {
+		m.formErr = "fix the Config file field first (marked ✗ above)"
+		return m.focusForm(fieldConfig)
+	}
+	m.formErr = ""
+	req := CreateRequest{Provider: "kube", Name: name, Location: m.contexts[m.ctxSel],
+		ConfigPath: strings.TrimSpace(m.configIn.Value()), TokenDir: strings.TrimSpace(m.tokenIn.Value())}
+	m.blurForm()
+	cmd := m.start(opCreate, req.Name, req.Location, func(ctx context.Context, b Backend, br *Bridge) error {
 		return b.Create(ctx, req, br, br)
 	})
+	m.run.fromForm = true
+	return cmd
 }
 
 // start begins an operation: the engine runs in a command, reporting
@@ -488,7 +793,7 @@ func (m *Model) submitCreate() tea.Cmd {
 func (m *Model) start(kind opKind, name, location string, op func(context.Context, Backend, *Bridge) error) tea.Cmd {
 	ctx, cancel := context.WithCancel(context.Background())
 	m.run = newRunState(kind, name, location, cancel, m.opts.Now())
-	m.askCancel, m.cancelling, m.help = false, false, false
+	m.askCancel, m.cancelling, m.help, m.runReopened = false, false, false, false
 	m.screen = screenRun
 	if kind == opCreate {
 		m.screen = screenDiscover
@@ -513,7 +818,8 @@ func (m *Model) finishRun(err error) tea.Cmd {
 	}
 	r.running = false
 	r.cancel()
-	m.askCancel = false
+	m.askCancel, m.cancelling = false, false
+	m.lastRun = r
 	if r.result == nil && err != nil {
 		r.result = &engine.Event{Type: engine.TypeResult, Message: err.Error(), ExitCode: 1}
 	}
@@ -522,6 +828,11 @@ func (m *Model) finishRun(err error) tea.Cmd {
 	}
 	if r.kind == opCreate && r.result != nil && r.result.OK {
 		m.screen = screenFinal
+	}
+	if r.kind == opProject && m.insp != nil {
+		// Re-read now, so the project screen is fresh when the user goes
+		// back (it shows "refreshing…" until the read lands).
+		return m.restartInspect()
 	}
 	return nil
 }
@@ -534,6 +845,8 @@ func (m *Model) continueKey(s string) tea.Cmd {
 		m.answerContinue(m.contFocus == 0)
 	case "esc", "q":
 		m.answerContinue(false)
+	default:
+		m.scrollKey(s)
 	}
 	return nil
 }
@@ -542,6 +855,9 @@ func (m *Model) answerContinue(ok bool) {
 	if m.contAsk != nil {
 		m.contAsk.reply <- ok
 		m.contAsk = nil
+	}
+	if !ok && m.run != nil {
+		m.run.userCancel = true
 	}
 	m.screen = screenRun
 }
@@ -558,6 +874,9 @@ func (m *Model) destroyKey(k tea.KeyPressMsg, s string) tea.Cmd {
 		}
 		m.answerDestroy(true)
 		return nil
+	case "pgup", "pgdown", "up", "down":
+		m.scrollKey(s)
+		return nil
 	}
 	return m.updateFocusedInput(k)
 }
@@ -566,6 +885,9 @@ func (m *Model) answerDestroy(ok bool) {
 	if m.destAsk != nil {
 		m.destAsk.reply <- ok
 		m.destAsk = nil
+	}
+	if !ok && m.run != nil {
+		m.run.userCancel = true
 	}
 	m.destIn.Blur()
 	m.screen = screenRun
@@ -578,17 +900,38 @@ func (m *Model) runKey(s string) tea.Cmd {
 	}
 	switch s {
 	case "esc", "q":
-		if !r.running {
-			if r.kind == opProject && m.insp != nil {
-				// Back to the project the operation ran on, re-read.
-				m.run, m.screen = nil, screenInspect
-				if m.insp.ref != "" {
-					m.screen = screenProject
-				}
-				return m.restartInspect()
+		if r.running {
+			return nil
+		}
+		if m.runReopened {
+			// Opened again with l: back where it was opened.
+			m.runReopened = false
+			if m.runBack == screenFinal {
+				m.screen = screenFinal
+				return nil
 			}
 			return m.goHome()
 		}
+		switch {
+		case r.kind == opProject && m.insp != nil:
+			// Back to the project the operation ran on, re-read (the read
+			// started when the run ended; it may still be under way).
+			m.run, m.screen = nil, screenInspect
+			if m.insp.ref != "" {
+				m.screen = screenProject
+			}
+			if m.insp.loading {
+				return nil
+			}
+			return m.restartInspect()
+		case r.kind == opCreate && r.fromForm && !r.userCancel:
+			// A failed create keeps the form as it was typed.
+			m.run = nil
+			return m.openCreate(false)
+		}
+		return m.goHome()
+	case "enter":
+		m.openRunDetail()
 	case "tab":
 		r.focusLog = !r.focusLog
 	case "up", "k":
@@ -600,9 +943,35 @@ func (m *Model) runKey(s string) tea.Cmd {
 	case "pgdown":
 		r.scroll(10)
 	case "end", "G":
-		r.logOffset, r.resOffset = 0, 0
+		r.logOffset = 0
+		r.resSel = max(len(r.resources)-1, 0)
+	case "home", "g":
+		r.logOffset, r.resSel = len(r.logs), 0
 	}
 	return nil
+}
+
+// openRunDetail opens the selected resource, or the whole log, in full.
+func (m *Model) openRunDetail() {
+	r := m.run
+	if !r.focusLog && len(r.resources) > 0 {
+		res := r.resources[clamp(r.resSel, 0, len(r.resources)-1)]
+		ref := res.name
+		if res.namespace != "" {
+			ref = res.namespace + "/" + res.name
+		}
+		lines := []string{"Kind     " + res.kind, "Name     " + ref, "Status   " + res.status}
+		if res.message != "" {
+			lines = append(lines, "Message  "+res.message)
+		}
+		m.detail = &detailView{title: res.kind + " " + ref, lines: lines}
+		return
+	}
+	lines := append([]string(nil), r.logs...)
+	if r.result != nil {
+		lines = append(lines, "", "Result (exit "+fmt.Sprint(r.result.ExitCode)+"): "+r.result.Message)
+	}
+	m.detail = &detailView{title: "log of " + r.kind.String() + " " + r.name, lines: lines}
 }
 
 // inspectKey handles the inspect table and the project detail screen,
@@ -622,6 +991,7 @@ func (m *Model) inspectKey(s string) tea.Cmd {
 		}
 		return nil
 	}
+	st.note = ""
 	p := st.selected()
 	if m.screen == screenProject {
 		p = st.project()
@@ -634,9 +1004,19 @@ func (m *Model) inspectKey(s string) tea.Cmd {
 		}
 		return m.goHome()
 	case "up", "k":
+		if m.screen == screenProject {
+			m.scrollKey(s)
+			return nil
+		}
 		st.sel = clamp(st.sel-1, 0, len(st.projects())-1)
 	case "down", "j":
+		if m.screen == screenProject {
+			m.scrollKey(s)
+			return nil
+		}
 		st.sel = clamp(st.sel+1, 0, len(st.projects())-1)
+	case "pgup", "pgdown":
+		m.scrollKey(s)
 	case "enter":
 		if m.screen == screenInspect && p != nil {
 			m.screen, st.ref = screenProject, ref(*p)

@@ -43,9 +43,16 @@ type runState struct {
 	failures int
 	events   int
 
+	// userCancel says the user chose to stop the operation (declined a
+	// question, or confirmed Ctrl-C): its end is a cancel, not a failure.
+	userCancel bool
+	// fromForm says the create form started it: a failed create goes back
+	// to the form as it was typed.
+	fromForm bool
+
 	focusLog  bool
 	logOffset int // lines scrolled up from the bottom
-	resOffset int // rows scrolled down from the top
+	resSel    int // the selected resource row
 }
 
 func newRunState(kind opKind, name, location string, cancel context.CancelFunc, now time.Time) *runState {
@@ -86,7 +93,6 @@ func (r *runState) apply(ev engine.Event, now time.Time) {
 		}
 		if ev.State == engine.PhaseFailed {
 			r.failures++
-			r.addLog("✗ " + ev.Phase + ": " + ev.Message)
 		}
 	case engine.TypeDiscovery:
 		r.found = ev.Clusters
@@ -133,7 +139,7 @@ func (r *runState) scroll(d int) {
 		r.logOffset = clamp(r.logOffset-d, 0, len(r.logs)-1)
 		return
 	}
-	r.resOffset = clamp(r.resOffset+d, 0, len(r.resources)-1)
+	r.resSel = clamp(r.resSel+d, 0, len(r.resources)-1)
 }
 
 // phase returns the named phase row, if seen.

@@ -17,7 +17,7 @@ import (
 // output, and every status also has a symbol so nothing relies on colour.
 type styles struct {
 	title, header, faint, bold, errorText, key, selected, button, buttonFocus, box lipgloss.Style
-	ok, fail, progress, notFound, warn                                             lipgloss.Style
+	ok, fail, progress, notFound, warn, placeholder                                lipgloss.Style
 }
 
 var (
@@ -45,6 +45,7 @@ func newStyles() styles {
 		progress:    lipgloss.NewStyle().Foreground(colYellow),
 		notFound:    lipgloss.NewStyle().Foreground(colGrey),
 		warn:        lipgloss.NewStyle().Foreground(colYellow),
+		placeholder: lipgloss.NewStyle().Foreground(colGrey).Faint(true).Italic(true),
 	}
 }
 

@@ -14,56 +14,171 @@ import (
 
 var spinnerFrames = []string{"⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧", "⠇", "⠏"}
 
-// page collects a screen's lines and where the terminal cursor goes.
+// page collects a screen's lines and where the terminal cursor goes. Lines
+// added with line wrap to the page's width (messages are never cut); rows
+// added with row are table rows, cut with … (a detail view shows them in
+// full). pinned lines (buttons, actions) stay at the bottom of the body
+// when the rest has to scroll.
 type page struct {
-	lines          []string
-	cursorRow      int
-	cursorCol      int
-	cursor         bool
-	cursorFromLine bool
+	width     int
+	lines     []string
+	pinned    []string
+	cursorRow int
+	cursorCol int
+	cursor    bool
+	// focus is a line kept in view when the body scrolls (-1: none).
+	focus int
 }
 
-func (p *page) add(format string, args ...any) {
-	p.lines = append(p.lines, fmt.Sprintf(format, args...))
-}
-func (p *page) line(s string) { p.lines = append(p.lines, s) }
-func (p *page) blank()        { p.lines = append(p.lines, "") }
+func newPage(width int) *page { return &page{width: width, focus: -1} }
 
-// input adds a labelled text input and, if focused, puts the cursor in it.
+func (p *page) add(format string, args ...any) { p.line(fmt.Sprintf(format, args...)) }
+
+// line adds s wrapped to the page width; continuation lines are indented
+// like s.
+func (p *page) line(s string) {
+	plain := ansi.Strip(s)
+	p.hang(s, len(plain)-len(strings.TrimLeft(plain, " ")))
+}
+
+// hang adds s wrapped to the page width, continuation lines indented by
+// indent columns.
+func (p *page) hang(s string, indent int) {
+	p.lines = append(p.lines, wrap(s, p.width, indent)...)
+}
+
+// row adds a table row, cut at the page width.
+func (p *page) row(s string) {
+	if ansi.StringWidth(s) > p.width {
+		s = ansi.Truncate(s, p.width, "…")
+	}
+	p.lines = append(p.lines, s)
+}
+
+func (p *page) blank() { p.lines = append(p.lines, "") }
+
+// pin adds s, wrapped, to the lines that always stay visible.
+func (p *page) pin(s string) {
+	plain := ansi.Strip(s)
+	p.pinned = append(p.pinned, wrap(s, p.width, len(plain)-len(strings.TrimLeft(plain, " ")))...)
+}
+
+// pinButtons pins buttons on one line when they fit, else one a line.
+func (p *page) pinButtons(indent string, buttons ...string) {
+	one := indent + strings.Join(buttons, "   ")
+	if ansi.StringWidth(one) <= p.width {
+		p.pinned = append(p.pinned, one)
+		return
+	}
+	for _, b := range buttons {
+		p.pin(indent + b)
+	}
+}
+
+// markFocus keeps the last line added in view when the body scrolls.
+func (p *page) markFocus() { p.focus = len(p.lines) - 1 }
+
+// wrap breaks s into lines of at most width columns, continuation lines
+// indented by indent (or not at all when that leaves too little room).
+// Line breaks in s are kept; the lines after one are indented too.
+func wrap(s string, width, indent int) []string {
+	if indent > width/2 {
+		indent = 0
+	}
+	pad := strings.Repeat(" ", indent)
+	var out []string
+	for i, seg := range strings.Split(s, "\n") {
+		if i > 0 && !strings.HasPrefix(ansi.Strip(seg), pad) {
+			seg = pad + seg
+		}
+		if ansi.StringWidth(seg) <= width {
+			out = append(out, seg)
+			continue
+		}
+		first := strings.Split(ansi.Wrap(seg, width, ""), "\n")
+		out = append(out, first[0])
+		if len(first) < 2 {
+			continue
+		}
+		// Re-wrap what follows the first line to leave room for the indent.
+		rest := strings.Join(first[1:], " ")
+		for _, l := range strings.Split(ansi.Wrap(rest, width-indent, ""), "\n") {
+			out = append(out, pad+strings.TrimLeft(l, " "))
+		}
+	}
+	return out
+}
+
+// input adds a labelled text input and, if focused, puts the cursor in it
+// and keeps it in view.
 func (p *page) input(label string, in interface {
 	View() string
 	Cursor() *tea.Cursor
 }) {
-	p.line(label + in.View())
+	p.row(label + in.View())
 	if c := in.Cursor(); c != nil {
 		p.cursor, p.cursorRow, p.cursorCol = true, len(p.lines)-1, lipgloss.Width(label)+c.X
+		p.markFocus()
 	}
 }
 
-// View renders the current screen, fitted to the terminal.
+// View renders the current screen, fitted to the terminal: the title, the
+// body (scrolled when it does not fit, pinned lines always shown) and the
+// key hints, wrapped.
 func (m *Model) View() tea.View {
 	w, h := max(m.width, 20), max(m.height, 6)
-	body := &page{}
-	title := ""
+	footer := m.footer(w)
+	if len(footer) > max(h/3, 1) {
+		footer = footer[:max(h/3, 1)]
+	}
+	rows := h - 1 - len(footer)
+	body := newPage(w)
+	var title string
 	switch {
 	case m.help:
 		title = "keys"
 		m.viewHelp(body)
+	case m.detail != nil:
+		title = m.detail.title
+		m.viewDetail(body)
 	default:
-		title = m.renderScreen(body, h-2)
+		title = m.renderScreen(body, rows)
 	}
 	lines := make([]string, 0, h)
 	lines = append(lines, m.st.title.Render("kiln")+m.st.faint.Render(" · "+title))
-	bodyRows := h - 2
-	shown := body.lines
-	if len(shown) > bodyRows {
-		shown = shown[:bodyRows]
+
+	pinned := body.pinned
+	if len(pinned) > rows-1 {
+		pinned = pinned[len(pinned)-max(rows-1, 0):]
+	}
+	area := rows - len(pinned)
+	shown, offset := body.lines, 0
+	m.maxScroll = 0
+	if len(shown) > area {
+		view := max(area-1, 0) // one row says there is more
+		m.maxScroll = len(shown) - view
+		offset = clamp(m.scroll, 0, m.maxScroll)
+		keep := body.focus
+		if body.cursor {
+			keep = body.cursorRow
+		}
+		if keep >= 0 {
+			if keep < offset {
+				offset = keep
+			} else if keep >= offset+view {
+				offset = keep - view + 1
+			}
+		}
+		m.scroll = offset
+		shown = append(append([]string(nil), shown[offset:offset+view]...),
+			m.st.faint.Render(fmt.Sprintf("── %d of %d lines · pgup/pgdn scroll ──", view, len(body.lines))))
 	}
 	lines = append(lines, shown...)
-	for len(lines) < h-1 {
+	for len(lines) < 1+rows-len(pinned) {
 		lines = append(lines, "")
 	}
-	lines = append(lines, m.footer())
+	lines = append(lines, pinned...)
+	lines = append(lines, footer...)
 	for i, l := range lines {
 		if ansi.StringWidth(l) > w {
 			lines[i] = ansi.Truncate(l, w, "…")
@@ -71,8 +186,8 @@ func (m *Model) View() tea.View {
 	}
 	v := tea.NewView(strings.Join(lines, "\n"))
 	v.AltScreen = true
-	if body.cursor && !m.help && body.cursorRow < bodyRows && body.cursorCol < w {
-		v.Cursor = tea.NewCursor(body.cursorCol, body.cursorRow+1)
+	if row := body.cursorRow - offset; body.cursor && !m.help && m.detail == nil && row >= 0 && row < len(shown) && body.cursorCol < w {
+		v.Cursor = tea.NewCursor(body.cursorCol, row+1)
 	}
 	return v
 }
@@ -109,24 +224,46 @@ func (m *Model) renderScreen(body *page, rows int) string {
 	return "clusters"
 }
 
-func (m *Model) footer() string {
-	if m.askCancel {
-		return m.st.fail.Render(fmt.Sprintf("Cancel the running %s? It stops at a safe point. y/N", m.run.kind))
-	}
-	if m.cancelling && m.run != nil && m.run.running {
-		return m.st.warn.Render("cancelling… waiting for the engine to stop safely")
+// footer is the key hints of the screen, or the question being asked,
+// wrapped between hints.
+func (m *Model) footer(w int) []string {
+	switch {
+	case m.askQuit:
+		return wrap(m.st.warn.Render("Quit kiln? y/N"), w, 0)
+	case m.askCancel:
+		return wrap(m.st.warn.Render(fmt.Sprintf("Cancel the running %s? It stops at a safe point. y/N", m.run.kind)), w, 0)
+	case m.cancelling && m.run != nil && m.run.running:
+		return wrap(m.st.warn.Render("cancelling… waiting for the engine to stop safely"), w, 0)
 	}
 	var keys []keyHelp
-	if m.help {
+	switch {
+	case m.help:
 		keys = []keyHelp{{"?/esc", "close help"}}
-	} else {
+	case m.detail != nil:
+		keys = []keyHelp{{"↑/↓", "scroll"}, {"esc", "back"}}
+	default:
 		keys = m.keys(true)
 	}
-	parts := make([]string, 0, len(keys))
+	var out []string
+	cur := ""
 	for _, k := range keys {
-		parts = append(parts, m.st.key.Render(k.key)+" "+m.st.faint.Render(k.desc))
+		part := m.st.key.Render(k.key) + " " + m.st.faint.Render(k.desc)
+		switch {
+		case cur == "":
+			cur = part
+		case ansi.StringWidth(cur)+2+ansi.StringWidth(part) <= w:
+			cur += "  " + part
+		default:
+			out, cur = append(out, cur), part
+		}
 	}
-	return strings.Join(parts, "  ")
+	return append(out, cur)
+}
+
+func (m *Model) viewDetail(p *page) {
+	for _, l := range m.detail.lines {
+		p.line(l)
+	}
 }
 
 func (m *Model) spinner() string {
@@ -137,10 +274,10 @@ func (m *Model) viewHelp(p *page) {
 	p.line(m.st.header.Render("Keys on this screen"))
 	p.blank()
 	for _, k := range m.keys(false) {
-		p.add("  %-12s %s", k.key, k.desc)
+		p.hang(fmt.Sprintf("  %-12s %s", k.key, k.desc), 15)
 	}
 	p.blank()
-	p.line(m.st.faint.Render("Everywhere: ctrl+c quits; during a create or destroy it asks first, then cancels safely."))
+	p.line(m.st.faint.Render("Everywhere: ? shows this help (also in a text field: it never types), esc goes back, q quits from the home screen. ctrl+c at a question answers no; during a run it asks, then cancels safely; elsewhere it asks before quitting."))
 }
 
 func (m *Model) viewHome(p *page, rows int) {
@@ -150,15 +287,12 @@ func (m *Model) viewHome(p *page, rows int) {
 	case m.homeLoading && len(m.clusters) == 0:
 		p.line(m.spinner() + " discovering kiln clusters in every context…")
 	case m.homeErr != "":
-		p.line(m.st.errorText.Render("✗ " + m.homeErr))
+		p.hang(m.st.errorText.Render("✗ "+m.homeErr), 2)
 	case len(m.clusters) == 0:
 		p.line("No kiln cluster found. Press n to create one.")
 	default:
-		p.line(m.st.faint.Render(fmt.Sprintf("  %-6s %-16s %-18s %-10s %s", "PROV", "NAME", "CONTEXT", "PLATFORM", "TOKEN DIR")))
-		visible := max(rows-8, 3)
-		first := clamp(m.homeSel-visible+1, 0, len(m.clusters))
-		for i := first; i < len(m.clusters) && i < first+visible; i++ {
-			c := m.clusters[i]
+		p.row(m.st.faint.Render(fmt.Sprintf("  %-6s %-16s %-18s %-10s %s", "PROV", "NAME", "CONTEXT", "PLATFORM", "TOKEN DIR")))
+		for i, c := range m.clusters {
 			td := "not found"
 			if c.TokenDir != "" {
 				td = "trusted"
@@ -172,9 +306,10 @@ func (m *Model) viewHome(p *page, rows int) {
 			}
 			row := fmt.Sprintf("%-6s %-16s %-18s %-10s %s", c.Provider, name, c.Location, c.Platform, td)
 			if i == m.homeSel {
-				p.line("> " + m.st.selected.Render(row))
+				p.row("> " + m.st.selected.Render(row))
+				p.markFocus()
 			} else {
-				p.line("  " + row)
+				p.row("  " + row)
 			}
 		}
 		if m.homeLoading {
@@ -183,19 +318,26 @@ func (m *Model) viewHome(p *page, rows int) {
 		c := m.clusters[m.homeSel]
 		p.blank()
 		if len(c.KeyIDs) > 0 {
-			p.add("Trusted keys: %s", strings.Join(shortKeys(c.KeyIDs), ", "))
+			p.hang(fmt.Sprintf("Trusted keys: %s", strings.Join(shortKeys(c.KeyIDs), ", ")), 14)
 		}
 		if c.TokenDir != "" {
-			p.add("Token dir:    %s", c.TokenDir)
+			p.hang(fmt.Sprintf("Token dir:    %s", c.TokenDir), 14)
 		} else if c.Err == "" {
 			p.line("Token dir:    none known with a key this cluster trusts")
 		}
 		if c.Err != "" {
-			p.line(m.st.errorText.Render(c.Err))
+			p.hang(m.st.errorText.Render(fmt.Sprintf("✗ context %s: %s", c.Location, c.Err)), 2)
 		}
 	}
-	p.blank()
-	p.line(m.actions([]keyHelp{{"n", "new cluster"}, {"c", "continue"}, {"i", "inspect"}, {"d", "destroy"}, {"q", "quit"}}))
+	if m.homeNote != "" {
+		p.blank()
+		p.hang(m.st.warn.Render("! "+m.homeNote), 2)
+	}
+	acts := []keyHelp{{"n", "new cluster"}, {"c", "continue"}, {"i", "inspect"}, {"d", "destroy"}, {"r", "refresh"}}
+	if m.lastRun != nil {
+		acts = append(acts, keyHelp{"l", "last run"})
+	}
+	p.pin(m.actions(append(acts, keyHelp{"q", "quit"})))
 }
 
 func (m *Model) actions(ks []keyHelp) string {
@@ -218,40 +360,65 @@ func shortKeys(ids []string) []string {
 	return out
 }
 
+// formNote adds a line under a form field: a problem (✗), a fact (✓) or a
+// hint, wrapped under the field's value.
+func (m *Model) formNote(p *page, st lipgloss.Style, text string) {
+	p.hang(strings.Repeat(" ", 15)+st.Render(text), 17)
+}
+
 func (m *Model) viewCreate(p *page) {
 	p.line(m.st.header.Render("New kiln cluster"))
 	p.blank()
-	p.line(m.label("Provider", -1) + "kube (an existing cluster through kubeconfig)")
-	p.input(m.label("Name", 0), m.nameIn)
+	p.row(m.label("Provider", -1) + "kube (an existing cluster through kubeconfig)")
+	p.input(m.label("Name", fieldName), m.nameIn)
 	switch {
 	case m.nameErr != "":
-		p.line(strings.Repeat(" ", 15) + m.st.errorText.Render("✗ "+m.nameErr))
+		m.formNote(p, m.st.errorText, "✗ "+m.nameErr)
 	case m.nameIn.Value() != "":
-		p.line(strings.Repeat(" ", 15) + m.st.ok.Render("✓ valid name"))
+		m.formNote(p, m.st.ok, "✓ valid name")
 	default:
-		p.line(strings.Repeat(" ", 15) + m.st.faint.Render("lowercase letters, digits and -, at most 40"))
+		m.formNote(p, m.st.faint, "lowercase letters, digits and -, at most 40")
 	}
 	ctx := m.st.faint.Render("(no contexts found)")
 	if len(m.contexts) > 0 {
 		ctx = fmt.Sprintf("‹ %s ›", m.contexts[m.ctxSel])
-		if m.formFocus == 1 {
+		if m.formFocus == fieldContext {
 			ctx = m.st.selected.Render(ctx)
 		}
 		ctx += m.st.faint.Render(fmt.Sprintf("  %d of %d, ←/→ to choose", m.ctxSel+1, len(m.contexts)))
 	}
-	p.line(m.label("Context", 1) + ctx)
+	p.hang(m.label("Context", fieldContext)+ctx, 15)
+	if m.formFocus == fieldContext {
+		p.markFocus()
+	}
+	if problem, note := m.contextProblem(m.nameIn.Value()); problem != "" {
+		m.formNote(p, m.st.errorText, "✗ "+problem)
+	} else if note != "" {
+		m.formNote(p, m.st.warn, "! "+note)
+	}
 	p.blank()
-	p.input(m.label("Config file", 2), m.configIn)
-	p.line(strings.Repeat(" ", 15) + m.st.faint.Render("empty: tenant default, domain NAME.kiln.test, stack default"))
-	p.blank()
+	p.input(m.label("Config file", fieldConfig), m.configIn)
+	switch c := m.cfgCheck; {
+	case c.path == "":
+		m.formNote(p, m.st.faint, "empty: tenant default, domain NAME.kiln.test, stack default")
+	case c.pending:
+		m.formNote(p, m.st.faint, "checking…")
+	case len(c.problems) == 0:
+		m.formNote(p, m.st.ok, "✓ valid cluster config")
+	default:
+		for _, pr := range c.problems {
+			m.formNote(p, m.st.errorText, "✗ "+pr)
+		}
+	}
+	p.input(m.label("Token dir", fieldTokenDir), m.tokenIn)
+	m.formNote(p, m.st.faint, "empty: the keyring's entry, else kiln's state dir")
 	btn := m.st.button.Render("[ Create ]")
-	if m.formFocus == 3 {
+	if m.formFocus == fieldButton {
 		btn = m.st.buttonFocus.Render("[ Create ]")
 	}
-	p.line(strings.Repeat(" ", 15) + btn)
+	p.pinButtons(strings.Repeat(" ", 15), btn)
 	if m.formErr != "" {
-		p.blank()
-		p.line(m.st.errorText.Render("✗ " + m.formErr))
+		p.pin(m.st.errorText.Render("✗ " + m.formErr))
 	}
 }
 
@@ -281,10 +448,7 @@ func (m *Model) viewDiscover(p *page) {
 		if c.Error != "" {
 			line = m.st.warn.Render(fmt.Sprintf("  %s %s: unreachable (%s)", c.Provider, c.Location, c.Error))
 		}
-		p.line(line)
-	}
-	for _, l := range r.logs {
-		p.line("  " + l)
+		p.hang(line, 4)
 	}
 }
 
@@ -299,35 +463,31 @@ func (m *Model) viewContinue(p *page) {
 		p.line("    " + id)
 	}
 	if q.TokenDir != "" {
-		p.add("  Token dir        %s", q.TokenDir)
+		p.hang(fmt.Sprintf("  Token dir        %s", q.TokenDir), 19)
 		p.line("                   " + m.st.ok.Render("✓ holds a key the cluster trusts"))
 	} else {
 		p.line("  Token dir        " + m.st.warn.Render("none found with a trusted key"))
 	}
 	p.blank()
-	p.line("Continuing reuses the key material the cluster already trusts: no key")
-	p.line("is generated, the token dir is kept, and missing or drifted platform")
-	p.line("objects are put back. Cancel changes nothing.")
+	p.line("Continuing reuses the key material the cluster already trusts: no key is generated, the token dir is kept, and missing or drifted platform objects are put back. Cancel changes nothing.")
 	if q.TokenDir == "" {
-		p.line(m.st.warn.Render("Without a trusted token dir, continuing stops and says where kiln looked."))
+		p.line(m.st.warn.Render("Without a trusted token dir, continuing stops and says where kiln looked; the create form's Token dir field (n) can name the right one."))
 	}
-	p.blank()
 	b1, b2 := "[ Continue with existing credentials ]", "[ Cancel ]"
 	if m.contFocus == 0 {
 		b1, b2 = m.st.buttonFocus.Render(b1), m.st.button.Render(b2)
 	} else {
 		b1, b2 = m.st.button.Render(b1), m.st.buttonFocus.Render(b2)
 	}
-	p.line("  " + b1 + "   " + b2)
+	p.pinButtons("  ", b1, b2)
 }
 
 func (m *Model) viewDestroy(p *page) {
 	q := m.destAsk.q
 	p.line(m.st.fail.Render("Destroy cluster " + q.Name))
 	p.blank()
-	p.add("This removes kiln cluster %s from %s context %s:", q.Name, q.Provider, q.Location)
-	p.add("its platform objects and tenant namespaces (%s),", strings.Join(q.Tenants, ", "))
-	p.line("each verified gone. The keyring entry is removed.")
+	p.add("This removes kiln cluster %s from %s context %s: its platform objects and tenant namespaces (%s), each verified gone. The keyring entry is removed.",
+		q.Name, q.Provider, q.Location, strings.Join(q.Tenants, ", "))
 	if q.TokenDir != "" {
 		p.add("The token dir %s is moved aside, never deleted.", q.TokenDir)
 	}
@@ -335,7 +495,7 @@ func (m *Model) viewDestroy(p *page) {
 	p.line("Type the cluster name to confirm:")
 	p.input("  > ", m.destIn)
 	if m.destErr != "" {
-		p.line(m.st.errorText.Render("✗ " + m.destErr))
+		p.hang(m.st.errorText.Render("✗ "+m.destErr), 2)
 	}
 	p.blank()
 	p.line(m.st.faint.Render("Esc cancels; nothing is changed."))
@@ -348,20 +508,35 @@ func (m *Model) destName() string {
 	return ""
 }
 
+// cancelled reports whether the run ended by the user's own choice.
+func (r *runState) cancelled() bool {
+	return r.userCancel && r.result != nil && !r.result.OK
+}
+
 func (m *Model) viewRun(p *page, rows int) {
 	r := m.run
 	now := m.opts.Now()
 	p.add("%s %s · %s %s", m.st.header.Render(r.kind.String()), r.name, "kube", r.location)
+	failedResult := r.result != nil && !r.result.OK
 	for _, ph := range r.phases {
 		var mark string
 		el := time.Duration(ph.elapsedMS) * time.Millisecond
+		msg := ph.message
 		switch ph.state {
 		case engine.PhaseStarted:
 			mark, el = m.spinner(), now.Sub(ph.started)
+			if !r.running {
+				mark = m.st.faint.Render("-")
+			}
 		case engine.PhaseSucceeded:
 			mark = m.st.ok.Render("✓")
 		case engine.PhaseFailed:
 			mark = m.st.fail.Render("✗")
+			if r.cancelled() {
+				mark, msg = m.st.faint.Render("○"), "cancelled"
+			} else if failedResult {
+				msg = "failed (below)" // the result says why, once
+			}
 		default:
 			mark = m.st.faint.Render("-")
 		}
@@ -369,21 +544,16 @@ func (m *Model) viewRun(p *page, rows int) {
 		switch {
 		case ph.name == "plan" && r.decision != "":
 			line += "  " + r.decision + ": " + r.reason
-		case ph.message != "":
-			line += "  " + ph.message
+		case msg != "":
+			line += "  " + msg
 		}
-		p.line(line)
+		p.hang(line, 27)
 	}
-	if r.result != nil {
-		if r.result.OK {
-			p.line(m.st.ok.Render("✓ " + r.result.Message))
-		} else {
-			p.line(m.st.fail.Render(fmt.Sprintf("✗ %s (exit %d)", r.result.Message, r.result.ExitCode)))
-		}
-	}
-	left := rows - len(p.lines) - 2 // two section headers
+	m.viewResult(p)
+	fixed := len(p.lines)
+	left := rows - fixed - 2 // two section headers
 	logRows := max(3, left/2)
-	if n := min(len(r.logs), 8); n < logRows {
+	if n := min(m.logRowsNeeded(p.width), 8); n < logRows {
 		logRows = max(n, 1)
 	}
 	resRows := max(1, left-logRows)
@@ -392,21 +562,50 @@ func (m *Model) viewRun(p *page, rows int) {
 		resRows = max(len(r.resources), 1)
 	}
 	m.viewResources(p, resRows)
-	m.viewLog(p, logRows)
+	m.viewLog(p, max(logRows, 1))
+}
+
+// viewResult renders the run's result, whole and wrapped: ✓, ✗ with its
+// exit code, or a neutral line for the user's own cancel.
+func (m *Model) viewResult(p *page) {
+	r := m.run
+	switch {
+	case r.result == nil:
+	case r.result.OK:
+		p.hang(m.st.ok.Render("✓ "+r.result.Message), 2)
+	case r.cancelled():
+		msg := r.result.Message
+		if strings.Contains(msg, "nothing was changed") || strings.Contains(msg, "nothing is changed") {
+			msg = "nothing was changed"
+		}
+		p.hang(m.st.header.Render("○ cancelled — "+msg), 2)
+	default:
+		p.hang(m.st.fail.Render(fmt.Sprintf("✗ %s (exit %d)", r.result.Message, r.result.ExitCode)), 2)
+	}
+}
+
+// logRowsNeeded is how many rows the whole log takes, wrapped (up to 9).
+func (m *Model) logRowsNeeded(width int) int {
+	n := 0
+	for i := len(m.run.logs) - 1; i >= 0 && n < 9; i-- {
+		n += len(wrap("  "+m.run.logs[i], width, 4))
+	}
+	return n
 }
 
 func (m *Model) viewResources(p *page, rows int) {
 	r := m.run
 	head := fmt.Sprintf("Resources (%d)", len(r.resources))
 	if !r.focusLog {
-		head = m.st.header.Render(head) + m.st.faint.Render("  ↑/↓ scroll · tab: log")
+		head = m.st.header.Render(head) + m.st.faint.Render("  ↑/↓ select · enter: in full · tab: log")
 	}
-	p.line(head)
+	p.row(head)
 	if len(r.resources) == 0 {
 		p.line(m.st.faint.Render("  none yet"))
 		return
 	}
-	first := clamp(r.resOffset, 0, max(len(r.resources)-rows, 0))
+	sel := clamp(r.resSel, 0, len(r.resources)-1)
+	first := clamp(sel-rows+1, 0, max(len(r.resources)-rows, 0))
 	for i := first; i < len(r.resources) && i < first+rows; i++ {
 		res := r.resources[i]
 		st, mark := m.st.status(res.status)
@@ -414,34 +613,45 @@ func (m *Model) viewResources(p *page, rows int) {
 		if res.namespace != "" {
 			ref = res.namespace + "/" + res.name
 		}
-		p.line(fmt.Sprintf(" %s %-10s %-28s %s %s", st.Render(mark), trunc(res.kind, 10), trunc(ref, 28), st.Render(fmt.Sprintf("%-11s", res.status)), res.message))
+		cur := " "
+		if i == sel && !r.focusLog {
+			cur = ">"
+		}
+		p.row(fmt.Sprintf("%s%s %-10s %-28s %s %s", cur, st.Render(mark), trunc(res.kind, 10), trunc(ref, 28), st.Render(fmt.Sprintf("%-11s", res.status)), res.message))
 	}
 }
 
+// viewLog renders the end of the log (or where it is scrolled to), each
+// line wrapped whole.
 func (m *Model) viewLog(p *page, rows int) {
 	r := m.run
 	head := "Log"
 	if r.focusLog {
-		head = m.st.header.Render(head) + m.st.faint.Render("  ↑/↓ pgup/pgdn scroll · end: follow · tab: resources")
+		head = m.st.header.Render(head) + m.st.faint.Render("  ↑/↓ pgup/pgdn scroll · end: follow · enter: in full · tab: resources")
 	}
-	p.line(head)
+	p.row(head)
 	end := len(r.logs) - clamp(r.logOffset, 0, len(r.logs))
-	start := max(end-rows, 0)
-	for _, l := range r.logs[start:end] {
-		p.line("  " + l)
+	var shown []string
+	for i := end - 1; i >= 0 && len(shown) < rows; i-- {
+		w := wrap("  "+r.logs[i], p.width, 4)
+		shown = append(w, shown...)
 	}
+	if len(shown) > rows {
+		shown = shown[len(shown)-rows:]
+	}
+	p.lines = append(p.lines, shown...)
 }
 
 func (m *Model) viewFinal(p *page) {
 	r := m.run
-	p.line(m.st.ok.Render("✓ " + r.result.Message))
+	p.hang(m.st.ok.Render("✓ "+r.result.Message), 2)
 	p.blank()
 	td := r.result.TokenDir
 	if td == "" {
 		td = "(none)"
 	}
-	p.add("  Token dir     %s", td)
-	p.add("  Kube context  %s", r.location)
+	p.hang(fmt.Sprintf("  Token dir     %s", td), 16)
+	p.hang(fmt.Sprintf("  Kube context  %s", r.location), 16)
 	p.blank()
 	p.line(m.st.header.Render("Next"))
 	for _, c := range [][2]string{
@@ -454,10 +664,9 @@ func (m *Model) viewFinal(p *page) {
 		if c[1] != "" {
 			line += m.st.faint.Render("   # " + c[1])
 		}
-		p.line(line)
+		p.hang(line, 4)
 	}
-	p.blank()
-	p.line(m.st.faint.Render("Enter or Esc: back to clusters"))
+	p.pin(m.st.faint.Render(fmt.Sprintf("l: review the run (%d resources, %d log lines) · Enter or Esc: back to clusters", len(r.resources), len(r.logs))))
 }
 
 func trunc(s string, n int) string {
@@ -475,7 +684,7 @@ func elapsed(d time.Duration) string {
 }
 
 // inspectHeader is the first lines of both inspect screens: the cluster,
-// its readiness and when it was last read.
+// its readiness and when it was last read, or that a read is under way.
 func (m *Model) inspectHeader(p *page) *engine.ClusterStatus {
 	s := m.insp
 	t := s.target
@@ -495,16 +704,26 @@ func (m *Model) inspectHeader(p *page) *engine.ClusterStatus {
 	}
 	line := m.st.header.Render("Cluster "+t.Name) + " · " + t.Provider + " " + t.Location + state
 	switch {
-	case s.loading && st == nil:
-		line += "  " + m.spinner()
+	case s.loading && st != nil:
+		line += "  " + m.spinner() + m.st.faint.Render(" refreshing…")
 	case !s.updated.IsZero():
 		line += m.st.faint.Render("  updated " + s.updated.Format("15:04:05"))
 	}
 	p.line(line)
 	if s.err != "" {
-		p.line(m.st.errorText.Render("✗ " + s.err))
+		p.hang(m.st.errorText.Render("✗ "+s.err), 2)
 	}
 	return st
+}
+
+// viewLoading is the inspect screens before the first read lands: what is
+// read, and for how long so far.
+func (m *Model) viewLoading(p *page) {
+	s := m.insp
+	p.blank()
+	p.hang(fmt.Sprintf("%s reading the live objects of cluster %s in context %s (platform objects, projects, token dir)… %s",
+		m.spinner(), s.target.Name, s.target.Location, m.st.faint.Render(elapsed(m.opts.Now().Sub(s.since)))), 2)
+	p.line(m.st.faint.Render("  esc goes back at any time; the screen fills in when the read lands."))
 }
 
 func (m *Model) viewInspect(p *page, rows int) {
@@ -512,8 +731,9 @@ func (m *Model) viewInspect(p *page, rows int) {
 	st := m.inspectHeader(p)
 	if st == nil {
 		if s.err == "" {
-			p.line(m.spinner() + " reading live objects…")
+			m.viewLoading(p)
 		}
+		m.inspectActions(p, nil)
 		return
 	}
 	// Rows left for the platform objects once everything else is placed.
@@ -546,23 +766,20 @@ func (m *Model) viewInspect(p *page, rows int) {
 	if n := len(st.Objects) - len(shown); n > 0 {
 		p.line(m.st.faint.Render(fmt.Sprintf("   … %d more, current", n)))
 	}
-	p.add("Tenants  %s", strings.Join(st.Tenants, ", "))
+	p.hang(fmt.Sprintf("Tenants  %s", strings.Join(st.Tenants, ", ")), 9)
 	switch {
 	case st.TokenProblem != "":
-		p.line("Tokens   " + m.st.warn.Render("! "+st.TokenProblem))
+		p.hang("Tokens   "+m.st.warn.Render("! "+st.TokenProblem), 11)
 	case st.TokenDir != "":
-		p.line("Tokens   " + m.st.ok.Render("✓") + " " + st.TokenDir)
+		p.hang("Tokens   "+m.st.ok.Render("✓")+" "+st.TokenDir, 11)
 	}
 	p.blank()
 	p.line(m.st.header.Render(fmt.Sprintf("Projects (%d)", len(st.Projects))))
 	if len(st.Projects) == 0 {
 		p.line(m.st.faint.Render("  none; kiln project create TENANT/PROJECT adds one"))
 	} else {
-		p.line(m.st.faint.Render(fmt.Sprintf("  %-24s %-10s %-10s %4s  %s", "TENANT/PROJECT", "STATE", "STACK", "AGE", "REASONS")))
-		visible := max(rows-len(p.lines)-2, 1)
-		first := clamp(s.sel-visible+1, 0, len(st.Projects))
-		for i := first; i < len(st.Projects) && i < first+visible; i++ {
-			pr := st.Projects[i]
+		p.row(m.st.faint.Render(fmt.Sprintf("  %-24s %-10s %-10s %4s  %s", "TENANT/PROJECT", "STATE", "STACK", "AGE", "REASONS")))
+		for i, pr := range st.Projects {
 			a := "-"
 			if c := pr.Created; !c.IsZero() {
 				a = age(m.opts.Now().Sub(c))
@@ -574,32 +791,65 @@ func (m *Model) viewInspect(p *page, rows int) {
 			state := m.projectState(pr.State).Render(fmt.Sprintf("%-10s", pr.State))
 			row := fmt.Sprintf("%-24s %s %-10s %4s  %s", trunc(ref(pr), 24), state, trunc(pr.Stack, 10), a, reasons)
 			if i == s.sel {
-				p.line("> " + m.st.selected.Render(ansi.Strip(row)))
+				p.row("> " + m.st.selected.Render(ansi.Strip(row)))
+				p.markFocus()
 			} else {
-				p.line("  " + row)
+				p.row("  " + row)
 			}
 		}
 	}
-	m.inspectActions(p, "[enter] details  ")
+	m.inspectActions(p, st.Projects)
 }
 
-// inspectActions ends both inspect screens: the actions, or the question
-// a pending action asks.
-func (m *Model) inspectActions(p *page, extra string) {
-	a := m.insp.ask
+// inspectActions ends both inspect screens (pinned): the actions, each
+// that would change nothing on the project marked with why; the reason
+// the last key did nothing; or the question a pending action asks.
+func (m *Model) inspectActions(p *page, projects []engine.ProjectStatus) {
+	s := m.insp
+	a := s.ask
 	if a == nil {
-		p.line(m.actions([]keyHelp{{"s", "start"}, {"p", "suspend"}, {"r", "restack"}}) + "  " + extra + m.actions([]keyHelp{{"esc", "back"}}))
+		pr := s.selected()
+		if m.screen == screenProject {
+			pr = s.project()
+		}
+		var parts []string
+		for _, k := range []keyHelp{{"s", "start"}, {"p", "suspend"}, {"r", "restack"}} {
+			op := map[string]string{"s": engine.ProjectStart, "p": engine.ProjectSuspend, "r": engine.ProjectRestack}[k.key]
+			if pr == nil || m.disabled(op, pr) != "" {
+				// Disabled: no key brackets, and said in words, so it
+				// reads as unavailable without colour too.
+				parts = append(parts, m.st.faint.Render("("+k.desc+": n/a)"))
+				continue
+			}
+			parts = append(parts, m.actions([]keyHelp{k}))
+		}
+		if m.screen == screenInspect && len(projects) > 0 {
+			parts = append(parts, m.actions([]keyHelp{{"enter", "details"}}))
+		}
+		parts = append(parts, m.actions([]keyHelp{{"esc", "back"}}))
+		if s.note != "" {
+			p.pin(m.st.warn.Render("! " + s.note))
+		} else if pr != nil {
+			var why []string
+			for _, op := range []string{engine.ProjectStart, engine.ProjectSuspend, engine.ProjectRestack} {
+				if w := m.disabled(op, pr); w != "" {
+					why = append(why, w)
+				}
+			}
+			if len(why) > 0 {
+				p.pin(m.st.faint.Render(strings.Join(why, " · ")))
+			}
+		}
+		p.pin(strings.Join(parts, "  "))
 		return
 	}
 	switch {
-	case a.op == engine.ProjectRestack && len(a.stacks) == 0:
-		p.line(m.st.warn.Render("kiln-config lists no stacks to restack onto") + "  " + m.st.faint.Render("esc: back"))
 	case a.op == engine.ProjectRestack:
-		p.line(m.st.warn.Render(fmt.Sprintf("Restack %s from %s onto ‹ %s ›?", a.ref, a.from, a.stacks[a.stackSel])) +
+		p.pin(m.st.warn.Render(fmt.Sprintf("Restack %s from %s onto ‹ %s ›?", a.ref, a.from, a.stacks[a.stackSel])) +
 			m.st.faint.Render(fmt.Sprintf("  ←/→ stack (%d of %d) · enter/y: restack · esc/n: cancel", a.stackSel+1, len(a.stacks))))
 	default:
 		verb := map[string]string{engine.ProjectStart: "Start", engine.ProjectSuspend: "Suspend"}[a.op]
-		p.line(m.st.warn.Render(fmt.Sprintf("%s project %s?", verb, a.ref)) + m.st.faint.Render("  enter/y: "+a.op+" · esc/n: cancel"))
+		p.pin(m.st.warn.Render(fmt.Sprintf("%s project %s?", verb, a.ref)) + m.st.faint.Render("  enter/y: "+a.op+" · esc/n: cancel"))
 	}
 }
 
@@ -609,9 +859,12 @@ func (m *Model) viewProject(p *page) {
 	pr := s.project()
 	if pr == nil {
 		p.blank()
-		p.add("Project %s is not in the last read (deleted?).", s.ref)
-		p.blank()
-		p.line(m.actions([]keyHelp{{"esc", "back"}}))
+		if s.data == nil {
+			m.viewLoading(p)
+		} else {
+			p.add("Project %s is not in the last read (deleted?).", s.ref)
+		}
+		p.pin(m.actions([]keyHelp{{"esc", "back"}}))
 		return
 	}
 	p.blank()
@@ -632,9 +885,11 @@ func (m *Model) viewProject(p *page) {
 	}
 	p.blank()
 	if ok, text := tokenSync(pr); ok {
-		p.line("Token sync  " + m.st.ok.Render("✓") + " " + text)
+		p.hang("Token sync  "+m.st.ok.Render("✓")+" "+text, 14)
+	} else if strings.HasPrefix(text, "unknown") {
+		p.hang("Token sync  "+m.st.faint.Render("?")+" "+text, 14)
 	} else {
-		p.line("Token sync  " + m.st.fail.Render("✗") + " " + text)
+		p.hang("Token sync  "+m.st.fail.Render("✗")+" "+text, 14)
 	}
 	p.blank()
 	p.line(m.st.header.Render("Reasons"))
@@ -642,10 +897,9 @@ func (m *Model) viewProject(p *page) {
 		p.line(m.st.faint.Render("  none: the live objects match the desired state"))
 	}
 	for _, r := range pr.Reasons {
-		p.line("  • " + r)
+		p.hang("  • "+r, 4)
 	}
-	p.blank()
-	m.inspectActions(p, "")
+	m.inspectActions(p, nil)
 }
 
 // objectRow renders one live object; the project screen leaves out the
@@ -656,7 +910,7 @@ func (m *Model) objectRow(p *page, kind, ns, name, status, msg string, width int
 	if ns != "" {
 		ref = ns + "/" + name
 	}
-	p.line(fmt.Sprintf(" %s %-10s %-*s %s %s", st.Render(mark), trunc(kind, 10), width, trunc(ref, width), st.Render(fmt.Sprintf("%-11s", status)), msg))
+	p.row(fmt.Sprintf(" %s %-10s %-*s %s %s", st.Render(mark), trunc(kind, 10), width, trunc(ref, width), st.Render(fmt.Sprintf("%-11s", status)), msg))
 }
 
 func (m *Model) projectState(state string) lipgloss.Style {

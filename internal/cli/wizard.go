@@ -45,7 +45,8 @@ func (b *wizardBackend) engine(sink engine.Sink, confirm engine.Confirmer) *engi
 	if b.keyringWarning != "" {
 		sink.Emit(engine.Event{Type: engine.TypeLog, Level: engine.LevelWarn, Message: b.keyringWarning})
 	}
-	return &engine.Engine{Sink: sink, Confirm: confirm, Keyring: b.keyring}
+	// Messages name the wizard's own fields and keys, not CLI flags.
+	return &engine.Engine{Sink: sink, Confirm: confirm, Keyring: b.keyring, Namer: tui.InputName}
 }
 
 // providerAt builds the provider for a cluster at location, as the
@@ -103,6 +104,9 @@ func (b *wizardBackend) Create(ctx context.Context, req tui.CreateRequest, sink 
 		return err
 	}
 	r.ConfigPath = req.ConfigPath
+	if req.TokenDir != "" {
+		r.TokenDir = req.TokenDir // the form's Token dir field
+	}
 	return b.engine(sink, confirm).Create(ctx, r)
 }
 

@@ -1,0 +1,29 @@
+package tui
+
+import "github.com/kilnctl/kiln/engine"
+
+// InputName words an engine input as the wizard offers it: its own form
+// fields and keys, never a CLI flag. The wizard's engine uses it as its
+// Namer, so messages that tell the user what to give next name what the
+// wizard has.
+func InputName(in engine.Input) string {
+	switch in {
+	case engine.InputContinue:
+		return "the Continue button (c on the home screen)"
+	case engine.InputYes:
+		return "the typed cluster name (d on the home screen)"
+	case engine.InputTokenDir:
+		return "the Token dir field of the create form (n)"
+	case engine.InputConfig:
+		return "the Config file field of the create form (n)"
+	case engine.InputContext:
+		return "the Context field of the create form (n)"
+	case engine.InputContexts:
+		return "the kubeconfig's contexts (the wizard searches all of them)"
+	case engine.InputRegion, engine.InputRegions:
+		return "a region (the wizard creates kube clusters; use kiln create aws)"
+	case engine.InputAll:
+		return "one project at a time (the wizard acts on the selected project)"
+	}
+	return string(in)
+}
