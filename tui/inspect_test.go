@@ -102,13 +102,13 @@ func TestProjectActionsAreConfirmed(t *testing.T) {
 	h.Key("esc")
 	h.WaitFor(t, "Project team-a/api")
 
-	// Restack offers the stacks of kiln-config, another one than the
-	// project's first.
+	// Restack offers the other stacks of kiln-config (restacking onto
+	// the current one would change nothing).
 	h.Key("r")
 	h.WaitFor(t, "Restack team-a/api from gpu onto ‹ default ›?")
+	h.WaitFor(t, "(1 of 1)")
 	h.Key("right")
-	h.WaitFor(t, "onto ‹ gpu ›?")
-	h.Key("left")
+	h.WaitFor(t, "onto ‹ default ›?")
 	h.Key("enter")
 	h.WaitFor(t, "✓ project team-a/api suspend done") // the scripted result
 	want := []tui.ProjectOp{{Op: engine.ProjectSuspend, Ref: "team-a/api"}, {Op: engine.ProjectRestack, Ref: "team-a/api", Stack: "default"}}

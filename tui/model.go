@@ -167,7 +167,7 @@ type Model struct {
 	lastRun     *runState
 	runReopened bool
 	runBack     screen
-	insp    *inspectState
+	insp        *inspectState
 
 	recorded []engine.Event
 	// ops counts operations whose engine call has not returned.

@@ -19,14 +19,14 @@ import (
 
 func backend() *tuitest.Backend {
 	return &tuitest.Backend{
-		Contexts: []string{"kiln-local", "staging", "prod-eu"},
+		Contexts: []string{"kiln-local", "lab", "staging", "prod-eu"},
 		Current:  "kiln-local",
 		List: []tui.Cluster{
 			{Provider: "kube", Name: "dev1", Location: "kiln-local", Platform: engine.PlatformInstalled,
 				KeyIDs:   []string{"sha256:3f1c0a9be2d47d6b1e0f5a8c9d2e7b4a6c1f0e9d8b7a6c5d4e3f2a1b0c9d8e7f"},
 				TokenDir: "/home/dev/.local/state/kiln/kube/dev1/tokens"},
 			{Provider: "kube", Name: "ci7", Location: "prod-eu", Platform: engine.PlatformAbsent},
-			{Provider: "kube", Location: "staging", Platform: "?", Err: "context staging unreachable: connection refused"},
+			{Provider: "kube", Location: "staging", Platform: "?", Err: "connection refused by https://10.0.0.9:6443"},
 		},
 	}
 }
@@ -65,22 +65,27 @@ func TestCreateFormValidatesAsYouType(t *testing.T) {
 	h.TM.Type("dev2")
 	h.Key("tab")
 	h.Key("right")
-	requireGolden(t, h.WaitFor(t, "‹ staging ›"))
+	h.Key("right")
+	// staging is unreachable (the home screen's discovery said so): the
+	// form says it before submit.
+	requireGolden(t, h.WaitFor(t, "✗ context staging is unreachable"))
 }
 
 func TestCreateFreshRunAndFinal(t *testing.T) {
 	b := backend()
 	gate := make(chan struct{})
-	b.OnCreate = tuitest.CreateScript("dev2", "staging", false, gate)
+	b.OnCreate = tuitest.CreateScript("dev2", "lab", false, gate)
 	h := tuitest.Start(t, b, tui.Options{})
 	h.WaitFor(t, "dev1")
 	h.Key("n")
 	h.TM.Type("dev2")
 	h.Key("tab")
-	h.Key("right") // staging
+	h.Key("right") // lab
+	h.WaitFor(t, "‹ lab ›")
 	h.Key("enter")
 	h.Key("enter")
-	h.Key("enter") // create button
+	h.Key("enter") // the Create button
+	h.Key("enter")
 	t.Run("run view mid-way", func(t *testing.T) {
 		requireGolden(t, h.WaitFor(t, "no ready endpoints"))
 	})
@@ -88,7 +93,7 @@ func TestCreateFreshRunAndFinal(t *testing.T) {
 	t.Run("final", func(t *testing.T) {
 		requireGolden(t, h.WaitFor(t, "Next"))
 	})
-	if got := b.Requests; len(got) != 1 || got[0] != (tui.CreateRequest{Provider: "kube", Name: "dev2", Location: "staging"}) {
+	if got := b.Requests; len(got) != 1 || got[0] != (tui.CreateRequest{Provider: "kube", Name: "dev2", Location: "lab"}) {
 		t.Errorf("create requests = %+v", got)
 	}
 }
@@ -113,23 +118,29 @@ func TestAlreadyInstalledCancelChangesNothing(t *testing.T) {
 	h.Key("c")
 	h.WaitFor(t, "Continue with existing credentials")
 	h.Key("enter") // focus starts on Cancel
-	got := h.WaitFor(t, "nothing was changed (exit 3)")
+	// The user's own choice is not a failure: no ✗, no exit code.
+	got := ansi.Strip(h.WaitFor(t, "○ cancelled — nothing was changed"))
 	if strings.Contains(got, "credentials ") {
 		t.Errorf("credentials phase ran after cancel:\n%s", got)
 	}
+	if strings.Contains(got, "✗") || strings.Contains(got, "exit 3") {
+		t.Errorf("a cancel is shown as a failure:\n%s", got)
+	}
+	requireGolden(t, h.Screen())
 }
 
 func TestCtrlCAsksThenCancels(t *testing.T) {
 	b := backend()
-	b.OnCreate = tuitest.CreateScript("dev2", "kiln-local", false, make(chan struct{}))
+	b.OnCreate = tuitest.CreateScript("dev2", "lab", false, make(chan struct{}))
 	h := tuitest.Start(t, b, tui.Options{})
 	h.WaitFor(t, "dev1")
 	h.Key("n")
 	h.TM.Type("dev2")
 	h.Key("enter")
-	h.Key("enter")
-	h.Key("enter")
-	h.Key("enter")
+	h.Key("right") // lab
+	for range 4 {
+		h.Key("enter")
+	}
 	h.WaitFor(t, "no ready endpoints")
 	h.Key("ctrl+c")
 	h.WaitFor(t, "Cancel the running create?")
@@ -137,7 +148,14 @@ func TestCtrlCAsksThenCancels(t *testing.T) {
 	h.WaitFor(t, "? help")
 	h.Key("ctrl+c")
 	h.Key("y")
-	h.WaitFor(t, "interrupted during dev2 (exit 130)")
+	got := ansi.Strip(h.WaitFor(t, "○ cancelled — interrupted during dev2"))
+	if strings.Contains(got, "✗") {
+		t.Errorf("a confirmed cancel is shown as a failure:\n%s", got)
+	}
+	// Finished: the footer offers esc back, not ctrl+c cancel.
+	if !strings.Contains(got, "esc back") || strings.Contains(got, "ctrl+c cancel") {
+		t.Errorf("footer of a finished run:\n%s", got)
+	}
 }
 
 func TestDestroyRequiresTypingName(t *testing.T) {
@@ -166,6 +184,20 @@ func TestDestroyRequiresTypingName(t *testing.T) {
 		t.Fatal("destroy was not confirmed after typing the name")
 	}
 	h.WaitFor(t, "✓ cluster dev1 destroyed")
+
+	// Esc on the question cancels: neutral, nothing changed.
+	h.Key("esc")
+	h.WaitFor(t, "Kiln clusters")
+	h.Key("d")
+	h.WaitFor(t, "Type the cluster name to confirm")
+	h.Key("esc")
+	if <-asked {
+		t.Fatal("Esc confirmed the destroy")
+	}
+	got := ansi.Strip(h.WaitFor(t, "○ cancelled — nothing was changed"))
+	if strings.Contains(got, "✗") {
+		t.Errorf("Esc on destroy is shown as a failure:\n%s", got)
+	}
 }
 
 func TestHelpAndResize(t *testing.T) {
@@ -176,6 +208,7 @@ func TestHelpAndResize(t *testing.T) {
 	h.Key("esc")
 	h.WaitFor(t, "Kiln clusters")
 	h.TM.Send(tea.WindowSizeMsg{Width: 60, Height: 12})
+	h.WaitFor(t, "[n] new cluster")
 	got := h.WaitFor(t, "Kiln clusters")
 	for _, l := range strings.Split(ansi.Strip(got), "\n") {
 		if w := ansi.StringWidth(l); w > 60 {

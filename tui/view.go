@@ -174,10 +174,16 @@ func (m *Model) View() tea.View {
 			m.st.faint.Render(fmt.Sprintf("── %d of %d lines · pgup/pgdn scroll ──", view, len(body.lines))))
 	}
 	lines = append(lines, shown...)
-	for len(lines) < 1+rows-len(pinned) {
+	if len(pinned) > 0 && len(body.lines) > 0 && len(lines)+1+len(pinned) <= 1+rows && m.maxScroll == 0 {
+		lines = append(lines, "") // pinned lines follow the body when it fits
+	}
+	for m.maxScroll > 0 && len(lines) < 1+rows-len(pinned) {
 		lines = append(lines, "")
 	}
 	lines = append(lines, pinned...)
+	for len(lines) < 1+rows {
+		lines = append(lines, "")
+	}
 	lines = append(lines, footer...)
 	for i, l := range lines {
 		if ansi.StringWidth(l) > w {

@@ -38,6 +38,9 @@ type Backend struct {
 	// Inspections are what successive Status reads return; the last one
 	// repeats. Empty: Status fails.
 	Inspections []*tui.Inspection
+	// StatusGate, when set, holds every Status read until it receives or
+	// is closed (a test looks at the screen while a read is under way).
+	StatusGate chan struct{}
 
 	mu         sync.Mutex
 	Requests   []tui.CreateRequest
@@ -56,7 +59,14 @@ func (b *Backend) Create(ctx context.Context, req tui.CreateRequest, sink engine
 	return run(ctx, b.OnCreate, sink, c)
 }
 
-func (b *Backend) Status(_ context.Context, t tui.Target) (*tui.Inspection, error) {
+func (b *Backend) Status(ctx context.Context, t tui.Target) (*tui.Inspection, error) {
+	if b.StatusGate != nil {
+		select {
+		case <-b.StatusGate:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if len(b.Inspections) == 0 {
