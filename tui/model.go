@@ -674,6 +674,7 @@ func (m *Model) openCreate(fresh bool) tea.Cmd {
 }
 
 func (m *Model) createKey(k tea.KeyPressMsg, s string) tea.Cmd {
+	m.formErr = "" // said for the last Create; the fields say the rest
 	switch s {
 	case "esc":
 		m.screen = screenHome

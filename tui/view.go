@@ -63,6 +63,25 @@ func (p *page) pin(s string) {
 	p.pinned = append(p.pinned, wrap(s, p.width, len(plain)-len(strings.TrimLeft(plain, " ")))...)
 }
 
+// pinParts pins parts (actions) joined by two spaces, wrapped between
+// parts, never inside one.
+func (p *page) pinParts(parts []string) {
+	cur := ""
+	for _, part := range parts {
+		switch {
+		case cur == "":
+			cur = part
+		case ansi.StringWidth(cur)+2+ansi.StringWidth(part) <= p.width:
+			cur += "  " + part
+		default:
+			p.pinned, cur = append(p.pinned, cur), part
+		}
+	}
+	if cur != "" {
+		p.pin(cur)
+	}
+}
+
 // pinButtons pins buttons on one line when they fit, else one a line.
 func (p *page) pinButtons(indent string, buttons ...string) {
 	one := indent + strings.Join(buttons, "   ")
@@ -95,15 +114,20 @@ func wrap(s string, width, indent int) []string {
 			out = append(out, seg)
 			continue
 		}
-		first := strings.Split(ansi.Wrap(seg, width, ""), "\n")
-		out = append(out, first[0])
-		if len(first) < 2 {
-			continue
+		// The text after the leading spaces is wrapped at width-indent,
+		// so every continuation line has room for the indent.
+		text := strings.TrimLeft(seg, " ")
+		lead := seg[:len(seg)-len(text)]
+		if len(lead) > indent {
+			text, lead = seg, ""
 		}
-		// Re-wrap what follows the first line to leave room for the indent.
-		rest := strings.Join(first[1:], " ")
-		for _, l := range strings.Split(ansi.Wrap(rest, width-indent, ""), "\n") {
-			out = append(out, pad+strings.TrimLeft(l, " "))
+		for j, l := range strings.Split(ansi.Wrap(text, width-indent, ""), "\n") {
+			if j == 0 {
+				l = lead + l
+			} else {
+				l = pad + strings.TrimLeft(l, " ")
+			}
+			out = append(out, l)
 		}
 	}
 	return out
@@ -343,15 +367,17 @@ func (m *Model) viewHome(p *page, rows int) {
 	if m.lastRun != nil {
 		acts = append(acts, keyHelp{"l", "last run"})
 	}
-	p.pin(m.actions(append(acts, keyHelp{"q", "quit"})))
+	p.pinParts(m.actionParts(append(acts, keyHelp{"q", "quit"})))
 }
 
-func (m *Model) actions(ks []keyHelp) string {
+func (m *Model) actions(ks []keyHelp) string { return strings.Join(m.actionParts(ks), "  ") }
+
+func (m *Model) actionParts(ks []keyHelp) []string {
 	parts := make([]string, len(ks))
 	for i, k := range ks {
 		parts[i] = "[" + m.st.key.Render(k.key) + "] " + k.desc
 	}
-	return strings.Join(parts, "  ")
+	return parts
 }
 
 // shortKeys abbreviates key ids for tables: sha256: and 12 hex digits.
@@ -846,7 +872,7 @@ func (m *Model) inspectActions(p *page, projects []engine.ProjectStatus) {
 				p.pin(m.st.faint.Render(strings.Join(why, " · ")))
 			}
 		}
-		p.pin(strings.Join(parts, "  "))
+		p.pinParts(parts)
 		return
 	}
 	switch {
