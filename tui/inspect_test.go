@@ -116,3 +116,85 @@ func TestProjectActionsAreConfirmed(t *testing.T) {
 		t.Errorf("project ops = %+v, want %+v", got, want)
 	}
 }
+
+// TestTokenSyncNeedsTheDeployment: token sync is never claimed in sync
+// without the Deployment it is judged from.
+func TestTokenSyncNeedsTheDeployment(t *testing.T) {
+	b := backend()
+	in := tuitest.Inspection("dev1", "kiln-local")
+	web := &in.Status.Projects[0]
+	web.TokenSync = engine.TokenInSync // stale or wrong: no Deployment in the read
+	for i := range web.Objects {
+		if web.Objects[i].Kind == "Deployment" {
+			web.Objects[i].Status, web.Objects[i].Message = engine.StatusNotFound, "not found"
+		}
+	}
+	b.Inspections = []*tui.Inspection{in}
+	h := tuitest.Start(t, b, tui.Options{})
+	h.WaitFor(t, "dev1")
+	h.Key("i")
+	h.WaitFor(t, "> default/web")
+	h.Key("enter")
+	got := ansi.Strip(h.WaitFor(t, "Token sync"))
+	if strings.Contains(got, "Token sync  ✓") || !strings.Contains(got, "Token sync  ? unknown: no deployment runs a token") {
+		t.Errorf("token sync claimed without a Deployment:\n%s", got)
+	}
+}
+
+// TestInspectShowsProgressAndRefreshing: while the first read is under way
+// the screen says what it reads; a later read shows "refreshing…" over
+// the last one; a project operation's end starts a read at once.
+func TestInspectShowsProgressAndRefreshing(t *testing.T) {
+	b := inspectBackend()
+	b.StatusGate = make(chan struct{})
+	b.OnProject = tuitest.ProjectScript("suspend", "team-a/api")
+	h := tuitest.Start(t, b, tui.Options{InspectEvery: time.Hour})
+	h.WaitFor(t, "dev1")
+	h.Key("i")
+	got := h.WaitFor(t, "reading the live objects of cluster dev1")
+	if !strings.Contains(ansi.Strip(got), "esc back") {
+		t.Errorf("no way back while loading:\n%s", ansi.Strip(got))
+	}
+	b.StatusGate <- struct{}{}
+	h.WaitFor(t, "Projects (3)")
+	h.Key("down")
+	h.Key("p")
+	h.Key("y")
+	h.WaitFor(t, "✓ project team-a/api suspend done")
+	got = h.WaitFor(t, "esc back") // the run has ended
+	// The finished run's footer offers esc back, not a cancel.
+	if s := ansi.Strip(got); !strings.Contains(s, "esc back") || strings.Contains(s, "ctrl+c cancel") {
+		t.Errorf("footer of a finished project run:\n%s", s)
+	}
+	h.Key("esc")
+	// The read started when the run ended is still held: refreshing.
+	h.WaitFor(t, "refreshing…")
+	b.StatusGate <- struct{}{}
+	h.WaitFor(t, "updated 03:04:05")
+}
+
+// TestNoOpActionsAreDisabled: start on a running project and restack with
+// no other stack are refused with the reason, and shown as unavailable.
+func TestNoOpActionsAreDisabled(t *testing.T) {
+	b := backend()
+	in := tuitest.Inspection("dev1", "kiln-local")
+	in.Stacks = []string{"default"}
+	b.Inspections = []*tui.Inspection{in}
+	h := tuitest.Start(t, b, tui.Options{})
+	h.WaitFor(t, "dev1")
+	h.Key("i")
+	got := ansi.Strip(h.WaitFor(t, "> default/web"))
+	for _, want := range []string{"(start: n/a)", "(restack: n/a)", "[p] suspend", "start: default/web is already running"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("inspect screen lacks %q:\n%s", want, got)
+		}
+	}
+	h.Key("s")
+	h.WaitFor(t, "! start: default/web is already running")
+	h.Key("r")
+	h.WaitFor(t, "! restack: kiln-config lists no stack other than default")
+	if ops := b.Ops(); len(ops) != 0 {
+		t.Errorf("ops ran: %+v", ops)
+	}
+	requireGolden(t, h.Screen())
+}

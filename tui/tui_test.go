@@ -119,7 +119,8 @@ func TestAlreadyInstalledCancelChangesNothing(t *testing.T) {
 	h.WaitFor(t, "Continue with existing credentials")
 	h.Key("enter") // focus starts on Cancel
 	// The user's own choice is not a failure: no ✗, no exit code.
-	got := ansi.Strip(h.WaitFor(t, "○ cancelled — nothing was changed"))
+	h.WaitFor(t, "○ cancelled — nothing was changed")
+	got := ansi.Strip(h.WaitFor(t, "esc back"))
 	if strings.Contains(got, "credentials ") {
 		t.Errorf("credentials phase ran after cancel:\n%s", got)
 	}
@@ -148,7 +149,8 @@ func TestCtrlCAsksThenCancels(t *testing.T) {
 	h.WaitFor(t, "? help")
 	h.Key("ctrl+c")
 	h.Key("y")
-	got := ansi.Strip(h.WaitFor(t, "○ cancelled — interrupted during dev2"))
+	h.WaitFor(t, "○ cancelled — interrupted during dev2")
+	got := ansi.Strip(h.WaitFor(t, "esc back")) // the run has ended
 	if strings.Contains(got, "✗") {
 		t.Errorf("a confirmed cancel is shown as a failure:\n%s", got)
 	}

@@ -69,7 +69,8 @@ func TestFailureShownOnceAndWhole(t *testing.T) {
 	h := tuitest.Start(t, b, tui.Options{})
 	h.WaitFor(t, "dev1")
 	h.Key("c")
-	got := h.WaitFor(t, "(exit 1)")
+	h.WaitFor(t, "(exit 1)")
+	got := h.WaitFor(t, "esc back") // the run has ended
 	if !strings.Contains(joined(got), "✗ "+longFailure+" (exit 1)") {
 		t.Errorf("the failure is not shown whole:\n%s", ansi.Strip(got))
 	}
@@ -125,7 +126,8 @@ func TestResourceDetailOpensInFull(t *testing.T) {
 	h := tuitest.Start(t, b, tui.Options{})
 	h.WaitFor(t, "dev1")
 	h.Key("c")
-	got := h.WaitFor(t, "(exit 5)")
+	h.WaitFor(t, "(exit 5)")
+	got := h.WaitFor(t, "esc back")
 	if strings.Contains(joined(got), long) {
 		t.Fatalf("the row was expected to be cut at 80 columns:\n%s", ansi.Strip(got))
 	}

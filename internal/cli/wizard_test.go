@@ -20,7 +20,7 @@ func TestWizardAndHeadlessReceiveSameEvents(t *testing.T) {
 		installed bool
 		keys      []string // "@text" waits until the screen shows text
 	}{
-		{name: "fresh", keys: []string{"n", "d", "e", "v", "2", "enter", "enter", "enter", "enter"}},
+		{name: "fresh", keys: []string{"n", "d", "e", "v", "2", "enter", "right", "@‹ kiln-free ›", "enter", "enter", "enter", "enter"}},
 		{name: "continue", installed: true, keys: []string{"c", "@Continue with existing credentials", "left", "enter"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -36,7 +36,9 @@ func TestWizardAndHeadlessReceiveSameEvents(t *testing.T) {
 			}
 			want := strings.Split(strings.TrimSpace(headless.String()), "\n")
 
-			b := &tuitest.Backend{Contexts: []string{"kiln-local"}, Current: "kiln-local", OnCreate: script,
+			// kiln-free is a context without a cluster: the form refuses
+			// kiln-local, where dev1 lives, for dev2.
+			b := &tuitest.Backend{Contexts: []string{"kiln-local", "kiln-free"}, Current: "kiln-local", OnCreate: script,
 				List: []tui.Cluster{{Provider: "kube", Name: "dev1", Location: "kiln-local", Platform: "installed"}}}
 			h := tuitest.Start(t, b, tui.Options{Record: true})
 			h.WaitFor(t, "dev1")
