@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -108,7 +109,7 @@ func TestWizardSmokeInTmux(t *testing.T) {
 	x.waitFor(10*time.Second, "‹ kiln-a ›")
 	x.keys("Right")
 	x.waitFor(10*time.Second, "‹ kiln-b ›")
-	x.keys("Enter", "Enter") // past the config file to the button
+	x.keys("Enter", "Enter", "Enter") // past the config file and token dir to the button
 	x.keys("Enter")
 	final := x.waitFor(3*time.Minute, "✓ cluster "+name+" is ready", "Next")
 	for _, want := range []string{"Token dir     " + e.tokenDir(name), "Kube context  kiln-b", "kiln status kube " + name} {
@@ -145,5 +146,176 @@ func TestWizardSmokeInTmux(t *testing.T) {
 	}
 	if got := cm.Labels[platform.LabelCluster]; got != name {
 		t.Errorf("kiln-config labelled for cluster %q, want %q", got, name)
+	}
+}
+
+// startWizard runs the kiln binary's wizard in a detached tmux session of
+// w x h cells over env e (the same state, data and keyring passphrase as
+// e.kiln, so the CLI and the wizard see the same token dirs and keyring).
+func startWizard(t *testing.T, e *env, w, h int) *tmux {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	x := &tmux{t: t, socket: filepath.Join(t.TempDir(), "tmux.sock"), session: "kiln"}
+	t.Cleanup(func() { _, _ = x.run("kill-server") })
+	cmd := fmt.Sprintf("env KILN_E2E_AS_KILN=1 TERM=xterm-256color KUBECONFIG=%q XDG_STATE_HOME=%q XDG_DATA_HOME=%q KILN_KEYRING_PASSPHRASE=e2e-passphrase %q --kubeconfig %q --keyring-backend file",
+		kubeconfigPath, e.state, e.data, exe, kubeconfigPath)
+	x.must("new-session", "-d", "-s", x.session, "-x", fmt.Sprint(w), "-y", fmt.Sprint(h), cmd)
+	return x
+}
+
+// resize sets the session's window to w x h cells.
+func (x *tmux) resize(w, h int) {
+	x.must("resize-window", "-t", x.session, "-x", fmt.Sprint(w), "-y", fmt.Sprint(h))
+}
+
+// waitScreen polls the pane until it shows every one of want, whatever
+// else it shows (a failure included), and returns it.
+func (x *tmux) waitScreen(d time.Duration, want ...string) string {
+	x.t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		s := x.screen()
+		all := true
+		for _, w := range want {
+			all = all && strings.Contains(s, w)
+		}
+		if all {
+			return s
+		}
+		if time.Now().After(deadline) {
+			x.t.Fatalf("the pane never showed %q within %s; last screen:\n%s", want, d, s)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// fits checks that every line of screen is at most w cells wide, and that
+// both buttons of the continue question are on it.
+func fitsWidth(t *testing.T, screen string, w int) {
+	t.Helper()
+	for _, l := range strings.Split(screen, "\n") {
+		if n := utf8.RuneCountInString(strings.TrimRight(l, " ")); n > w {
+			t.Errorf("line wider than %d (%d): %q", w, n, l)
+		}
+	}
+}
+
+// folded joins the screen's lines with single spaces, so a message
+// wrapped over several lines reads as one.
+func folded(screen string) string { return strings.Join(strings.Fields(screen), " ") }
+
+// TestWizardContinueCancelResizeInTmux drives the wizard as a new user
+// meets it (issue #11), against a cluster made with the CLI: the continue
+// question keeps its buttons at 60x16; Cancel there ends neutral (no ✗);
+// continuing asks once and reaches the final screen; a create that fails
+// in an occupied context shows the engine's whole message, wrapped at 80
+// columns.
+func TestWizardContinueCancelResizeInTmux(t *testing.T) {
+	if _, err := exec.LookPath("tmux"); err != nil {
+		t.Skip("tmux is not installed: the terminal smoke test needs it (apt-get install tmux)")
+	}
+	skipShort(t)
+	const name, other = "wiz11", "wiz11b"
+	e := newEnv(t)
+	cleanup(t, e, name, "kiln-b")
+	expect(t, e.kiln("create", "kube", name, "--context", "kiln-b", "--headless"), 0)
+
+	x := startWizard(t, e, 100, 30)
+	// The reachable cluster is selected first, not the unreachable
+	// kiln-dead.
+	x.waitFor(30*time.Second, "Kiln clusters", "> kube   "+name, "kiln-dead", "r refresh")
+
+	// The continue question at 60x16: text wraps and scrolls, the buttons
+	// stay.
+	x.keys("c")
+	x.waitFor(time.Minute, "[ Cancel ]", "Continue with existing credentials")
+	x.resize(60, 16)
+	small := x.waitFor(10*time.Second, "[ Cancel ]", "[ Continue with existing credentials ]")
+	fitsWidth(t, small, 60)
+	x.resize(80, 24)
+
+	// Cancel (focused first) is the user's choice: neutral, no ✗.
+	x.keys("Enter")
+	cancelled := x.waitFor(time.Minute, "cancelled — nothing was changed", "esc back")
+	if strings.Contains(cancelled, "✗") {
+		t.Errorf("Cancel on the continue screen is shown as a failure:\n%s", cancelled)
+	}
+	x.keys("Escape")
+	x.waitFor(30*time.Second, "Kiln clusters", "> kube   "+name)
+
+	// Continue, confirmed once, reaches the final screen without asking
+	// again (the lock's re-check finds nothing changed).
+	x.keys("c")
+	x.waitFor(time.Minute, "Continue with existing credentials")
+	x.keys("Left", "Enter")
+	left := false
+	deadline := time.Now().Add(3 * time.Minute)
+	for {
+		s := x.screen()
+		asking := strings.Contains(s, "[ Continue with existing credentials ]")
+		if !asking {
+			left = true
+		} else if left {
+			x.keys("Enter") // Cancel, so the lock is released
+			t.Fatalf("the wizard asked a second time:\n%s", s)
+		}
+		if strings.Contains(s, "✓ cluster "+name+" is ready") && strings.Contains(s, "Next") {
+			break
+		}
+		if strings.Contains(s, "(exit ") {
+			t.Fatalf("continue failed:\n%s", s)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("continue never reached the final screen:\n%s", s)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	x.keys("Escape")
+	x.waitFor(30*time.Second, "Kiln clusters", "> kube   "+name)
+
+	// Another cluster appears in kiln-a behind the home screen's back
+	// (its discovery is from before): the form cannot know, the engine
+	// refuses, and its message is shown whole, wrapped at 80 columns.
+	cleanup(t, e, other, "kiln-a")
+	expect(t, e.kiln("create", "kube", other, "--context", "kiln-a", "--headless"), 0)
+	want := e.kiln("create", "kube", "wiz12", "--context", "kiln-a", "--output", "json")
+	expect(t, want, 2)
+	msg, _ := want.last(t, "result")["message"].(string)
+	if msg == "" {
+		t.Fatalf("no result message:\n%s", want)
+	}
+	x.keys("n")
+	x.waitFor(10*time.Second, "New kiln cluster")
+	x.text("wiz12")
+	x.waitFor(10*time.Second, "✓ valid name")
+	x.keys("Tab")
+	x.waitFor(10*time.Second, "‹ kiln-a ›")
+	x.keys("Enter", "Enter", "Enter", "Enter")
+	failed := x.waitScreen(time.Minute, "(exit 2)", "esc back")
+	fitsWidth(t, failed, 80)
+	if !strings.Contains(folded(failed), folded("✗ "+msg+" (exit 2)")) {
+		t.Errorf("the failure is not shown whole (want %q):\n%s", msg, failed)
+	}
+	if n := strings.Count(folded(failed), "already hosts kiln cluster "+other); n != 1 {
+		t.Errorf("the failure is shown %d times, want once:\n%s", n, failed)
+	}
+	// Esc keeps the form as typed.
+	x.keys("Escape")
+	x.waitScreen(10*time.Second, "New kiln cluster", "wiz12")
+	x.keys("Escape")
+	x.waitFor(30*time.Second, "Kiln clusters")
+	x.keys("q")
+	deadline = time.Now().Add(10 * time.Second)
+	for {
+		if _, err := x.run("has-session", "-t", x.session); err != nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("kiln did not exit on q; screen:\n%s", x.screen())
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }
