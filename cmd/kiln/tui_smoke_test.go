@@ -235,11 +235,14 @@ func TestWizardContinueCancelResizeInTmux(t *testing.T) {
 	x.resize(60, 16)
 	small := x.waitFor(10*time.Second, "[ Cancel ]", "[ Continue with existing credentials ]")
 	fitsWidth(t, small, 60)
+	t.Logf("continue question at 60x16:\n%s", small)
 	x.resize(80, 24)
+	x.waitFor(10*time.Second, "←/→/tab choose  enter confirm  esc cancel (nothing changes)  ? help")
 
 	// Cancel (focused first) is the user's choice: neutral, no ✗.
 	x.keys("Enter")
 	cancelled := x.waitFor(time.Minute, "cancelled — nothing was changed", "esc back")
+	t.Logf("cancelled continue:\n%s", cancelled)
 	if strings.Contains(cancelled, "✗") {
 		t.Errorf("Cancel on the continue screen is shown as a failure:\n%s", cancelled)
 	}
@@ -296,6 +299,7 @@ func TestWizardContinueCancelResizeInTmux(t *testing.T) {
 	x.keys("Enter", "Enter", "Enter", "Enter")
 	failed := x.waitScreen(time.Minute, "(exit 2)", "esc back")
 	fitsWidth(t, failed, 80)
+	t.Logf("failed create at 80x24:\n%s", failed)
 	if !strings.Contains(folded(failed), folded("✗ "+msg+" (exit 2)")) {
 		t.Errorf("the failure is not shown whole (want %q):\n%s", msg, failed)
 	}
