@@ -21,7 +21,7 @@ func (g *globals) runWizard(ctx context.Context) error {
 	// unavailable keyring is reported in each operation's log.
 	store, err := creds.OpenStore(creds.StoreOptions{Backend: g.keyringBackend})
 	if err != nil {
-		b.keyringWarning = fmt.Sprintf("keyring unavailable (%v); token dirs are found by --token-dir and the default path", err)
+		b.keyringWarning = fmt.Sprintf("keyring unavailable (%v); token dirs are found by the create form's Token dir field and the default path", err)
 	} else {
 		b.keyring = store
 	}
