@@ -939,10 +939,15 @@ func (m *Model) runKey(s string) tea.Cmd {
 		r.scroll(-1)
 	case "down", "j":
 		r.scroll(1)
-	case "pgup":
-		r.scroll(-10)
-	case "pgdown":
-		r.scroll(10)
+	case "pgup", "pgdown":
+		// The log pages; otherwise the view itself scrolls when it does
+		// not fit, else the resources page.
+		d := map[string]int{"pgup": -10, "pgdown": 10}[s]
+		if !r.focusLog && m.maxScroll > 0 {
+			m.scrollKey(s)
+			return nil
+		}
+		r.scroll(d)
 	case "end", "G":
 		r.logOffset = 0
 		r.resSel = max(len(r.resources)-1, 0)

@@ -547,9 +547,44 @@ func (r *runState) cancelled() bool {
 
 func (m *Model) viewRun(p *page, rows int) {
 	r := m.run
-	now := m.opts.Now()
 	p.add("%s %s · %s %s", m.st.header.Render(r.kind.String()), r.name, "kube", r.location)
+	m.viewPhases(p, false)
+	m.viewResult(p)
+	if len(p.lines) > rows-6 {
+		// Too little room: succeeded phases go on one summary line, so the
+		// result, resources and log keep rows.
+		p.lines = p.lines[:1]
+		m.viewPhases(p, true)
+		m.viewResult(p)
+	}
+	left := rows - len(p.lines) - 2 // two section headers
+	resWant := max(len(r.resources), 1)
+	logWant := max(min(m.logRowsNeeded(p.width), 8), 1)
+	var resRows, logRows int
+	switch {
+	case left < 2:
+		resRows, logRows = 1, 1 // the view scrolls
+	case resWant+logWant <= left:
+		resRows, logRows = resWant, left-resWant
+	default:
+		logRows = clamp(logWant, 1, max(left/2, 1))
+		resRows = left - logRows
+	}
+	m.viewResources(p, resRows)
+	m.viewLog(p, max(logRows, 1))
+}
+
+// viewPhases renders the run's phases, one a line; compact sums up the
+// succeeded and skipped ones on one line.
+func (m *Model) viewPhases(p *page, compact bool) {
+	r := m.run
+	now := m.opts.Now()
 	failedResult := r.result != nil && !r.result.OK
+	indent := 27
+	if p.width < 70 {
+		indent = 4 // narrow: messages wrap under the phase, not in a column
+	}
+	var done []string
 	for _, ph := range r.phases {
 		var mark string
 		el := time.Duration(ph.elapsedMS) * time.Millisecond
@@ -572,6 +607,14 @@ func (m *Model) viewRun(p *page, rows int) {
 		default:
 			mark = m.st.faint.Render("-")
 		}
+		if compact && (ph.state == engine.PhaseSucceeded || ph.state == engine.PhaseSkipped) {
+			done = append(done, ph.name)
+			continue
+		}
+		if len(done) > 0 {
+			p.hang(" "+m.st.ok.Render("✓")+" "+strings.Join(done, ", "), 3)
+			done = nil
+		}
 		line := fmt.Sprintf(" %s %-15s %7s", mark, ph.name, elapsed(el))
 		switch {
 		case ph.name == "plan" && r.decision != "":
@@ -579,22 +622,11 @@ func (m *Model) viewRun(p *page, rows int) {
 		case msg != "":
 			line += "  " + msg
 		}
-		p.hang(line, 27)
+		p.hang(line, indent)
 	}
-	m.viewResult(p)
-	fixed := len(p.lines)
-	left := rows - fixed - 2 // two section headers
-	logRows := max(3, left/2)
-	if n := min(m.logRowsNeeded(p.width), 8); n < logRows {
-		logRows = max(n, 1)
+	if len(done) > 0 {
+		p.hang(" "+m.st.ok.Render("✓")+" "+strings.Join(done, ", "), 3)
 	}
-	resRows := max(1, left-logRows)
-	if len(r.resources) < resRows {
-		logRows += resRows - max(len(r.resources), 1)
-		resRows = max(len(r.resources), 1)
-	}
-	m.viewResources(p, resRows)
-	m.viewLog(p, max(logRows, 1))
 }
 
 // viewResult renders the run's result, whole and wrapped: ✓, ✗ with its
