@@ -162,6 +162,9 @@ func (m *Model) inspectTick(msg inspectTickMsg) tea.Cmd {
 func (m *Model) askProject(op string, p *engine.ProjectStatus) {
 	if p == nil {
 		m.insp.note = "no project selected"
+		if m.insp.data == nil {
+			m.insp.note = "still reading the cluster: the projects appear when the read lands"
+		}
 		return
 	}
 	if why := m.disabled(op, p); why != "" {

@@ -155,6 +155,9 @@ func TestInspectShowsProgressAndRefreshing(t *testing.T) {
 	if !strings.Contains(ansi.Strip(got), "esc back") {
 		t.Errorf("no way back while loading:\n%s", ansi.Strip(got))
 	}
+	// A key pressed before the read lands says why it does nothing.
+	h.Key("s")
+	h.WaitFor(t, "! still reading the cluster")
 	b.StatusGate <- struct{}{}
 	h.WaitFor(t, "Projects (3)")
 	h.Key("down")
