@@ -21,6 +21,7 @@ import (
 
 	"github.com/kilnctl/kiln/engine"
 	"github.com/kilnctl/kiln/engine/config"
+	"github.com/kilnctl/kiln/internal/exit"
 )
 
 // Cluster is one row of the home screen.
@@ -926,9 +927,14 @@ func (m *Model) runKey(s string) tea.Cmd {
 			}
 			return m.restartInspect()
 		case r.kind == opCreate && r.fromForm && !r.userCancel:
-			// A failed create keeps the form as it was typed.
+			// A failed create keeps the form as it was typed; bad input
+			// (exit 2) is said again where it is fixed.
 			m.run = nil
-			return m.openCreate(false)
+			cmd := m.openCreate(false)
+			if r.result != nil && r.result.ExitCode == exit.BadInput {
+				m.formErr = "Create failed: " + r.result.Message
+			}
+			return cmd
 		}
 		return m.goHome()
 	case "enter":

@@ -222,7 +222,7 @@ func TestFailedSubmitKeepsTheForm(t *testing.T) {
 	h.WaitFor(t, "(exit 2)")
 	h.Key("esc")
 	got := ansi.Strip(h.WaitFor(t, "New kiln cluster"))
-	for _, want := range []string{"Name         dev2", "‹ lab ›", "Token dir    /tmp/tokens"} {
+	for _, want := range []string{"Name         dev2", "‹ lab ›", "Token dir    /tmp/tokens", "✗ Create failed: cluster dev2 already exists in context lab"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("the form lost %q:\n%s", want, got)
 		}
@@ -338,4 +338,21 @@ func TestSmallTerminalKeepsButtons(t *testing.T) {
 	h.Key("n")
 	got = h.WaitFor(t, "[ Create ]")
 	checkWidth(t, got, 40, 10)
+}
+
+// TestCtrlCAtAQuestionAnswersNo: Ctrl-C on the continue question is a
+// cancel: neutral, nothing changed.
+func TestCtrlCAtAQuestionAnswersNo(t *testing.T) {
+	b := backend()
+	b.OnCreate = tuitest.CreateScript("dev1", "kiln-local", true, nil)
+	h := tuitest.Start(t, b, tui.Options{})
+	h.WaitFor(t, "dev1")
+	h.Key("c")
+	h.WaitFor(t, "Continue with existing credentials")
+	h.Key("ctrl+c")
+	h.WaitFor(t, "○ cancelled — nothing was changed")
+	got := ansi.Strip(h.WaitFor(t, "esc back"))
+	if strings.Contains(got, "✗") || strings.Contains(got, "partly set up") {
+		t.Errorf("Ctrl-C at the question:\n%s", got)
+	}
 }
