@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -87,9 +88,41 @@ func (o *Ops) read(ctx context.Context, namespace, selector string) (*snapshot, 
 		leases: map[string]*coordinationv1.Lease{}, slices: map[string][]discoveryv1.EndpointSlice{},
 		pods: map[string][]corev1.Pod{},
 	}
+	// The lists are independent: they run in parallel (one round trip of
+	// latency, not eight), then are read in a fixed order.
+	var (
+		cms     *corev1.ConfigMapList
+		secrets *corev1.SecretList
+		deps    *appsv1.DeploymentList
+		svcs    *corev1.ServiceList
+		ings    *networkingv1.IngressList
+		leases  *coordinationv1.LeaseList
+		slices  *discoveryv1.EndpointSliceList
+		pods    *corev1.PodList
+		errs    [8]error
+		wg      sync.WaitGroup
+	)
+	list := func(i int, f func() error) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = f()
+		}()
+	}
+	list(0, func() (err error) { cms, err = cs.CoreV1().ConfigMaps(namespace).List(ctx, opts); return err })
+	list(1, func() (err error) { secrets, err = cs.CoreV1().Secrets(namespace).List(ctx, opts); return err })
+	list(2, func() (err error) { deps, err = cs.AppsV1().Deployments(namespace).List(ctx, opts); return err })
+	list(3, func() (err error) { svcs, err = cs.CoreV1().Services(namespace).List(ctx, opts); return err })
+	list(4, func() (err error) { ings, err = cs.NetworkingV1().Ingresses(namespace).List(ctx, opts); return err })
+	list(5, func() (err error) { leases, err = cs.CoordinationV1().Leases(namespace).List(ctx, opts); return err })
+	list(6, func() (err error) {
+		slices, err = cs.DiscoveryV1().EndpointSlices(namespace).List(ctx, opts)
+		return err
+	})
+	list(7, func() (err error) { pods, err = cs.CoreV1().Pods(namespace).List(ctx, opts); return err })
+	wg.Wait()
 	wrap := func(what string, err error) error { return fmt.Errorf("list %s (%s): %w", what, selector, err) }
-	cms, err := cs.CoreV1().ConfigMaps(namespace).List(ctx, opts)
-	if err != nil {
+	if err := errs[0]; err != nil {
 		return nil, wrap("configmaps", err)
 	}
 	for _, cm := range cms.Items {
@@ -97,40 +130,35 @@ func (o *Ops) read(ctx context.Context, namespace, selector string) (*snapshot, 
 			s.specs = append(s.specs, cm)
 		}
 	}
-	secrets, err := cs.CoreV1().Secrets(namespace).List(ctx, opts)
-	if err != nil {
+	if err := errs[1]; err != nil {
 		return nil, wrap("secrets", err)
 	}
 	for i := range secrets.Items {
 		x := &secrets.Items[i]
 		s.secrets[key(x.Namespace, x.Name)] = x
 	}
-	deps, err := cs.AppsV1().Deployments(namespace).List(ctx, opts)
-	if err != nil {
+	if err := errs[2]; err != nil {
 		return nil, wrap("deployments", err)
 	}
 	for i := range deps.Items {
 		x := &deps.Items[i]
 		s.deps[key(x.Namespace, x.Name)] = x
 	}
-	svcs, err := cs.CoreV1().Services(namespace).List(ctx, opts)
-	if err != nil {
+	if err := errs[3]; err != nil {
 		return nil, wrap("services", err)
 	}
 	for i := range svcs.Items {
 		x := &svcs.Items[i]
 		s.svcs[key(x.Namespace, x.Name)] = x
 	}
-	ings, err := cs.NetworkingV1().Ingresses(namespace).List(ctx, opts)
-	if err != nil {
+	if err := errs[4]; err != nil {
 		return nil, wrap("ingresses", err)
 	}
 	for i := range ings.Items {
 		x := &ings.Items[i]
 		s.ings[key(x.Namespace, x.Name)] = x
 	}
-	leases, err := cs.CoordinationV1().Leases(namespace).List(ctx, opts)
-	if err != nil {
+	if err := errs[5]; err != nil {
 		return nil, wrap("leases", err)
 	}
 	for i := range leases.Items {
@@ -139,16 +167,14 @@ func (o *Ops) read(ctx context.Context, namespace, selector string) (*snapshot, 
 	}
 	// EndpointSlices carry their Service's labels (the controller copies
 	// them), so the same selector finds them.
-	slices, err := cs.DiscoveryV1().EndpointSlices(namespace).List(ctx, opts)
-	if err != nil {
+	if err := errs[6]; err != nil {
 		return nil, wrap("endpointslices", err)
 	}
 	for _, x := range slices.Items {
 		k := key(x.Namespace, x.Labels[discoveryv1.LabelServiceName])
 		s.slices[k] = append(s.slices[k], x)
 	}
-	pods, err := cs.CoreV1().Pods(namespace).List(ctx, opts)
-	if err != nil {
+	if err := errs[7]; err != nil {
 		return nil, wrap("pods", err)
 	}
 	for _, x := range pods.Items {
