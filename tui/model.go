@@ -499,12 +499,14 @@ func (m *Model) key(k tea.KeyPressMsg) tea.Cmd {
 	// ? is help on every screen, also in a text field: it never types
 	// (paste puts a ? into a field).
 	if s == "?" {
-		m.help = !m.help
+		m.help, m.scroll = !m.help, 0
 		return nil
 	}
 	if m.help {
 		if s == "esc" || s == "q" {
 			m.help = false
+		} else {
+			m.scrollKey(s)
 		}
 		return nil
 	}
