@@ -55,10 +55,15 @@ func TestInspectLiveUpdates(t *testing.T) {
 	next.Status.Ready = false
 	next.Status.Objects[5].Status, next.Status.Objects[5].Message = engine.StatusInProgress, "0/1 replicas available"
 	b.Inspections = append(b.Inspections, next)
+	// The first read is let through alone, so the test sees its state
+	// before the re-read replaces it.
+	b.StatusGate = make(chan struct{})
 	h := tuitest.Start(t, b, tui.Options{InspectEvery: 20 * time.Millisecond})
 	h.WaitFor(t, "dev1")
 	h.Key("i")
+	b.StatusGate <- struct{}{}
 	h.WaitFor(t, "degraded")
+	close(b.StatusGate)
 	got := h.WaitFor(t, "platform not ready")
 	got = ansi.Strip(got)
 	if strings.Contains(got, "degraded") {
