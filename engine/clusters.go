@@ -34,7 +34,7 @@ func (e *Engine) DiscoverClusters(ctx context.Context, p Provider, tokenDir stri
 		return nil, err
 	}
 	searched, skipped := splitSkipped(locs)
-	e.report(Request{Provider: p}, searched, skipped, nil, time.Since(start), SourceDiscovery)
+	e.report(Target{Provider: p}, searched, skipped, nil, time.Since(start), SourceDiscovery)
 	var out []ClusterSummary
 	for _, l := range searched {
 		if l.Err != nil {
@@ -67,8 +67,8 @@ func (e *Engine) DiscoverClusters(ctx context.Context, p Provider, tokenDir stri
 // provider can inspect one location alone, nothing else is searched),
 // with its projects' token sync and creation times and the stacks of
 // kiln-config. Unlike Status it emits no result event.
-func (e *Engine) Inspect(ctx context.Context, req Request) (*ClusterStatus, error) {
-	return e.status(ctx, req, false)
+func (e *Engine) Inspect(ctx context.Context, t Target) (*ClusterStatus, error) {
+	return e.status(ctx, StatusRequest{Target: t})
 }
 
 // Token sync of a project (ProjectStatus.TokenSync).

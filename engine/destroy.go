@@ -17,10 +17,19 @@ import (
 	"github.com/kilnctl/kiln/internal/exit"
 )
 
+// DestroyRequest is what Destroy needs.
+type DestroyRequest struct {
+	Target
+	// Yes confirms the destroy in advance (headless).
+	Yes bool
+	// Timeout bounds the waits for objects to be gone.
+	Timeout time.Duration
+}
+
 // Destroy removes the platform in reverse order, verifying each object is
 // gone, then the infrastructure, then forgets the keyring entry and moves
 // the token dir aside (never deletes it).
-func (e *Engine) Destroy(ctx context.Context, req Request) error {
+func (e *Engine) Destroy(ctx context.Context, req DestroyRequest) error {
 	aside, err := e.destroy(ctx, req)
 	msg := fmt.Sprintf("cluster %s destroyed", req.Name)
 	if aside != "" {
@@ -29,8 +38,8 @@ func (e *Engine) Destroy(ctx context.Context, req Request) error {
 	return e.finish(err, msg, aside)
 }
 
-func (e *Engine) destroy(ctx context.Context, req Request) (string, error) {
-	loc, cands, err := e.locate(ctx, req, true)
+func (e *Engine) destroy(ctx context.Context, req DestroyRequest) (string, error) {
+	loc, cands, err := e.locate(ctx, req.Target, true)
 	if err != nil {
 		return "", err
 	}
@@ -124,7 +133,7 @@ func (e *Engine) destroy(ctx context.Context, req Request) (string, error) {
 
 // removePlatform deletes the platform objects in reverse apply order; each
 // is confirmed gone (watched) before the next is deleted.
-func (e *Engine) removePlatform(ctx context.Context, cs kubernetes.Interface, req Request, cfg *config.ClusterConfig, l *lock.Lock) error {
+func (e *Engine) removePlatform(ctx context.Context, cs kubernetes.Interface, req DestroyRequest, cfg *config.ClusterConfig, l *lock.Lock) error {
 	refs := platformRefs(req.Name, cfg)
 	// Also remove tenant namespaces of tenants the config no longer lists
 	// but that this cluster created.

@@ -36,7 +36,7 @@ func TestDiscoveryReportsSlowAndSkippedLocations(t *testing.T) {
 		{Name: "slow", Infra: InfraUnreachable, Elapsed: 5 * time.Second, Err: errors.New("credential plugin `aws` did not answer within 5s")},
 		{Name: "prod", Skipped: true},
 	}}
-	f, err := e.discoverTarget(context.Background(), Request{Provider: p, Name: "dev1", TokenDir: t.TempDir()}, true)
+	f, err := e.discoverTarget(context.Background(), Target{Provider: p, Name: "dev1", TokenDir: t.TempDir()}, true)
 	if err != nil {
 		t.Fatal(err)
 	}

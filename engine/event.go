@@ -24,12 +24,13 @@ const (
 )
 
 // Phase names: the Phase of a phase event. create runs discover, plan,
-// credentials, infrastructure, platform, readiness; destroy runs platform,
+// lock, credentials, infrastructure, platform, readiness; destroy runs platform,
 // infrastructure, credentials; status discover and readiness; wait
 // readiness; project repair. Frontends match on these, not on literals.
 const (
 	PhaseDiscover       = "discover"
 	PhasePlan           = "plan"
+	PhaseLock           = "lock"
 	PhaseCredentials    = "credentials"
 	PhaseInfrastructure = "infrastructure"
 	PhasePlatform       = "platform"

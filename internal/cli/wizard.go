@@ -70,12 +70,12 @@ func (b *wizardBackend) providerAt(name, location string) (engine.Provider, erro
 	return nil, exit.Usage("PROVIDER %q: must be kube or aws", name)
 }
 
-func (b *wizardBackend) request(provider, location, name string) (engine.Request, error) {
+func (b *wizardBackend) target(provider, location, name string) (engine.Target, error) {
 	p, err := b.providerAt(provider, location)
 	if err != nil {
-		return engine.Request{}, err
+		return engine.Target{}, err
 	}
-	return engine.Request{Provider: p, Name: name, TokenDir: b.g.tokenDir, Timeout: b.g.timeout}, nil
+	return engine.Target{Provider: p, Name: name, TokenDir: b.g.tokenDir}, nil
 }
 
 func (b *wizardBackend) Locations() ([]string, string, error) {
@@ -98,12 +98,11 @@ func (b *wizardBackend) Clusters(ctx context.Context) ([]tui.Cluster, error) {
 
 func (b *wizardBackend) Create(ctx context.Context, req tui.CreateRequest, sink engine.Sink, confirm engine.Confirmer) error {
 	ctx = engine.WithHooks(ctx, b.hooks)
-	r, err := b.request(req.Provider, req.Location, req.Name)
+	t, err := b.target(req.Provider, req.Location, req.Name)
 	if err != nil {
 		return err
 	}
-	r.ConfigPath = req.ConfigPath
-	return b.engine(sink, confirm).Create(ctx, r)
+	return b.engine(sink, confirm).Create(ctx, engine.CreateRequest{Target: t, ConfigPath: req.ConfigPath, Timeout: b.g.timeout})
 }
 
 // Status reads the cluster for the inspect screens with engine.Inspect at
@@ -111,7 +110,7 @@ func (b *wizardBackend) Create(ctx context.Context, req tui.CreateRequest, sink 
 // seconds).
 func (b *wizardBackend) Status(ctx context.Context, t tui.Target) (*tui.Inspection, error) {
 	ctx = engine.WithHooks(ctx, b.hooks)
-	r, err := b.request(t.Provider, t.Location, t.Name)
+	r, err := b.target(t.Provider, t.Location, t.Name)
 	if err != nil {
 		return nil, err
 	}
@@ -126,19 +125,19 @@ func (b *wizardBackend) Status(ctx context.Context, t tui.Target) (*tui.Inspecti
 // Project runs one project operation, as kiln project OP does.
 func (b *wizardBackend) Project(ctx context.Context, t tui.Target, op tui.ProjectOp, sink engine.Sink, confirm engine.Confirmer) error {
 	ctx = engine.WithHooks(ctx, b.hooks)
-	r, err := b.request(t.Provider, t.Location, t.Name)
+	r, err := b.target(t.Provider, t.Location, t.Name)
 	if err != nil {
 		return err
 	}
-	_, err = b.engine(sink, confirm).Project(ctx, engine.ProjectRequest{Request: r, Op: op.Op, Ref: op.Ref, Stack: op.Stack})
+	_, err = b.engine(sink, confirm).Project(ctx, engine.ProjectRequest{Target: r, Timeout: b.g.timeout, Op: op.Op, Ref: op.Ref, Stack: op.Stack})
 	return err
 }
 
 func (b *wizardBackend) Destroy(ctx context.Context, t tui.Target, sink engine.Sink, confirm engine.Confirmer) error {
 	ctx = engine.WithHooks(ctx, b.hooks)
-	r, err := b.request(t.Provider, t.Location, t.Name)
+	r, err := b.target(t.Provider, t.Location, t.Name)
 	if err != nil {
 		return err
 	}
-	return b.engine(sink, confirm).Destroy(ctx, r)
+	return b.engine(sink, confirm).Destroy(ctx, engine.DestroyRequest{Target: r, Timeout: b.g.timeout})
 }
