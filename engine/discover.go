@@ -166,7 +166,12 @@ func (e *Engine) report(req Target, locs []Location, skipped []string, cands []c
 	}
 	msg += "; slow: " + strings.Join(slow, "; ")
 	if s, ok := p.(Scoper); ok && source == SourceDiscovery {
-		msg += fmt.Sprintf(". Leave slow %ss out of discovery with %s", noun, s.Scope())
+		in, env := s.Scope()
+		how := e.inputName(in)
+		if env != "" {
+			how += " or " + env
+		}
+		msg += fmt.Sprintf(". Leave slow %ss out of discovery with %s", noun, how)
 	}
 	e.logf(LevelWarn, "%s", msg)
 }

@@ -16,8 +16,8 @@ func (p *scopedProvider) Name() string { return "kube" }
 func (p *scopedProvider) Nouns() Nouns {
 	return Nouns{Location: "context", Scope: "kubeconfig", Target: InputContext}
 }
-func (p *scopedProvider) Target() string { return "a" }
-func (p *scopedProvider) Scope() string  { return "--contexts or KILN_CONTEXTS" }
+func (p *scopedProvider) Target() string         { return "a" }
+func (p *scopedProvider) Scope() (Input, string) { return InputContexts, "KILN_CONTEXTS" }
 func (p *scopedProvider) Discover(context.Context, string) ([]Location, error) {
 	return p.locs, nil
 }

@@ -68,9 +68,10 @@ type LocationInspector interface {
 }
 
 // Scoper is a provider whose discovery the user can narrow; Scope names
-// how (for messages about slow or skipped locations).
+// how (for messages about slow or skipped locations): the input that
+// narrows it, and an environment variable that does too ("" if none).
 type Scoper interface {
-	Scope() string
+	Scope() (in Input, env string)
 }
 
 // Nouns is how a provider's places are called in messages.

@@ -15,6 +15,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/kilnctl/kiln/engine/input"
 	"github.com/kilnctl/kiln/internal/exit"
 )
 
@@ -42,18 +43,18 @@ func Load(path string, name string) (*ClusterConfig, error) {
 func readFile(path string) ([]byte, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, exit.Usage("-c/--config %q: cannot read: %v", path, pathErr(err))
+		return nil, input.New(exit.BadInput, input.Config, path, "{input} %q: cannot read: %v", path, pathErr(err))
 	}
 	defer f.Close()
 	if st, err := f.Stat(); err == nil && st.IsDir() {
-		return nil, exit.Usage("-c/--config %q: cannot read: is a directory", path)
+		return nil, input.New(exit.BadInput, input.Config, path, "{input} %q: cannot read: is a directory", path)
 	}
 	data, err := io.ReadAll(io.LimitReader(f, MaxFileSize+1))
 	if err != nil {
-		return nil, exit.Usage("-c/--config %q: cannot read: %v", path, pathErr(err))
+		return nil, input.New(exit.BadInput, input.Config, path, "{input} %q: cannot read: %v", path, pathErr(err))
 	}
 	if len(data) > MaxFileSize {
-		return nil, exit.Usage("-c/--config %q: larger than %d bytes; not a cluster config", path, MaxFileSize)
+		return nil, input.New(exit.BadInput, input.Config, path, "{input} %q: larger than %d bytes; not a cluster config", path, MaxFileSize)
 	}
 	return data, nil
 }
