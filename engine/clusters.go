@@ -29,7 +29,13 @@ type ClusterSummary struct {
 // creds.Load and holds a key id kiln-auth trusts. Nothing is changed.
 func (e *Engine) DiscoverClusters(ctx context.Context, p Provider, tokenDir string) ([]ClusterSummary, error) {
 	start := time.Now()
-	locs, err := p.Discover(ctx, "")
+	var locs []Location
+	var err error
+	if l, ok := p.(Lister); ok {
+		locs, err = l.ListClusters(ctx)
+	} else {
+		locs, err = p.Discover(ctx, "")
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -38,7 +44,7 @@ func (e *Engine) DiscoverClusters(ctx context.Context, p Provider, tokenDir stri
 	var out []ClusterSummary
 	for _, l := range searched {
 		if l.Err != nil {
-			out = append(out, ClusterSummary{Provider: p.Name(), Location: l.Name, Platform: "?", Err: l.Err.Error()})
+			out = append(out, ClusterSummary{Provider: p.Name(), Name: l.Cluster, Location: l.Name, Platform: "?", Err: l.Err.Error()})
 			continue
 		}
 		if l.Cluster == "" || l.State == nil {

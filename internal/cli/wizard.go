@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
+	"sync"
 
 	"github.com/kilnctl/kiln/creds"
 	"github.com/kilnctl/kiln/engine"
@@ -84,16 +86,70 @@ func (b *wizardBackend) Locations() ([]string, string, error) {
 	return names, p.Target(), err
 }
 
-// Clusters asks the engine to discover the kiln clusters in every context,
-// with the token dir the engine would use for each (events discarded: the
-// home screen shows the list).
+// Clusters asks the engine to discover the kiln clusters of every provider
+// the wizard can reach — every kubeconfig context, and every region when
+// AWS is set up on this machine (awsConfigured) — in parallel, with the
+// token dir the engine would use for each (events discarded: the home
+// screen shows the list). A provider other than kube that cannot be
+// searched at all is one row with its error, never fatal.
 func (b *wizardBackend) Clusters(ctx context.Context) ([]tui.Cluster, error) {
-	p, err := b.providerAt("kube", "")
-	if err != nil {
-		return nil, err
+	providers := []string{"kube"}
+	if awsConfigured(b.g, os.Getenv) {
+		providers = append(providers, "aws")
 	}
-	quiet := engine.SinkFunc(func(engine.Event) {})
-	return b.engine(quiet, nil).DiscoverClusters(ctx, p, b.g.tokenDir)
+	rows := make([][]tui.Cluster, len(providers))
+	errs := make([]error, len(providers))
+	var wg sync.WaitGroup
+	for i, name := range providers {
+		wg.Go(func() {
+			p, err := b.providerAt(name, "")
+			if err == nil {
+				quiet := engine.SinkFunc(func(engine.Event) {})
+				rows[i], err = b.engine(quiet, nil).DiscoverClusters(ctx, p, b.g.tokenDir)
+			}
+			errs[i] = err
+		})
+	}
+	wg.Wait()
+	if errs[0] != nil {
+		return nil, errs[0] // kube: the home screen's own error
+	}
+	var out []tui.Cluster
+	for i, r := range rows {
+		if errs[i] != nil {
+			r = []tui.Cluster{{Provider: providers[i], Location: "every region", Platform: "?", Err: errs[i].Error()}}
+		}
+		out = append(out, r...)
+	}
+	return out, nil
+}
+
+// awsConfigured says whether AWS is set up for this user — an aws flag
+// given, AWS credentials or a profile in the environment, or a shared
+// config or credentials file — so the home screen searches AWS only where
+// that can find something, and never waits on it on a machine without it.
+func awsConfigured(g *globals, getenv func(string) string) bool {
+	if g.aws.profile != "" || g.region != "" || len(g.regions) > 0 {
+		return true
+	}
+	for _, v := range []string{"AWS_PROFILE", "AWS_ACCESS_KEY_ID", "AWS_WEB_IDENTITY_TOKEN_FILE", "AWS_CONTAINER_CREDENTIALS_FULL_URI", "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI"} {
+		if getenv(v) != "" {
+			return true
+		}
+	}
+	files := []string{getenv("AWS_CONFIG_FILE"), getenv("AWS_SHARED_CREDENTIALS_FILE")}
+	if home := getenv("HOME"); home != "" {
+		files = append(files, filepath.Join(home, ".aws", "config"), filepath.Join(home, ".aws", "credentials"))
+	}
+	for _, f := range files {
+		if f == "" {
+			continue
+		}
+		if _, err := os.Stat(f); err == nil {
+			return true
+		}
+	}
+	return false
 }
 
 func (b *wizardBackend) Create(ctx context.Context, req tui.CreateRequest, sink engine.Sink, confirm engine.Confirmer) error {
