@@ -1,3 +1,8 @@
+// Over 400 lines on purpose: every project operation (create, start,
+// suspend, restack, delete, rotate-token) runs through the same lease,
+// ordered provision/deprovision and verification helpers below, and reads
+// best next to them.
+
 package project
 
 import (

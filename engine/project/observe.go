@@ -1,3 +1,7 @@
+// Over 400 lines on purpose: one snapshot read and the derivation of every
+// project state and reason from it (DESIGN.md §10) belong together, so a
+// state is never computed from objects read at different times.
+
 package project
 
 import (
