@@ -69,6 +69,15 @@ func (p *Provider) describeRegions(ctx context.Context) []string {
 // Concurrency at once, each bounded by Timeout). A region that fails is a
 // Location with Err set, not an error of the operation.
 func (p *Provider) Discover(ctx context.Context, name string) ([]engine.Location, error) {
+	return p.eachRegion(ctx, func(region string, timeout time.Duration) []engine.Location {
+		return []engine.Location{p.inspectBounded(ctx, region, name, timeout)}
+	})
+}
+
+// eachRegion checks the flags and credentials, then runs search on every
+// region to search, at most Concurrency at a time, each with the
+// per-region bound, and returns their locations in region order.
+func (p *Provider) eachRegion(ctx context.Context, search func(region string, timeout time.Duration) []engine.Location) ([]engine.Location, error) {
 	if err := p.ValidateFlags(); err != nil {
 		return nil, err
 	}
@@ -87,7 +96,7 @@ func (p *Provider) Discover(ctx context.Context, name string) ([]engine.Location
 	if conc <= 0 {
 		conc = DefaultConcurrency
 	}
-	locs := make([]engine.Location, len(regions))
+	perRegion := make([][]engine.Location, len(regions))
 	sem := make(chan struct{}, conc)
 	var wg sync.WaitGroup
 	for i, r := range regions {
@@ -95,15 +104,19 @@ func (p *Provider) Discover(ctx context.Context, name string) ([]engine.Location
 			select {
 			case sem <- struct{}{}:
 			case <-ctx.Done():
-				locs[i] = engine.Location{Name: r, Infra: engine.InfraUnreachable, Err: ctx.Err()}
+				perRegion[i] = []engine.Location{{Name: r, Infra: engine.InfraUnreachable, Err: ctx.Err()}}
 				return
 			}
 			defer func() { <-sem }()
-			locs[i] = p.inspectBounded(ctx, r, name, timeout)
+			perRegion[i] = search(r, timeout)
 		})
 	}
 	wg.Wait()
-	return locs, ctx.Err()
+	var out []engine.Location
+	for _, locs := range perRegion {
+		out = append(out, locs...)
+	}
+	return out, ctx.Err()
 }
 
 // InspectLocation implements engine.LocationInspector: one region, within
@@ -243,45 +256,9 @@ func findCluster(ctx context.Context, c *eks.Client, name string) (*ekstypes.Clu
 // its error. Infrastructure left without its EKS cluster (a VPC only) is
 // not listed: only a NAME finds it.
 func (p *Provider) ListClusters(ctx context.Context) ([]engine.Location, error) {
-	if err := p.ValidateFlags(); err != nil {
-		return nil, err
-	}
-	if err := p.validateCredentials(ctx); err != nil {
-		return nil, err
-	}
-	regions, known := p.searchRegions(ctx)
-	if err := p.checkRegion(known); err != nil {
-		return nil, err
-	}
-	timeout := p.Timeout
-	if timeout <= 0 {
-		timeout = DefaultTimeout
-	}
-	conc := p.Concurrency
-	if conc <= 0 {
-		conc = DefaultConcurrency
-	}
-	perRegion := make([][]engine.Location, len(regions))
-	sem := make(chan struct{}, conc)
-	var wg sync.WaitGroup
-	for i, r := range regions {
-		wg.Go(func() {
-			select {
-			case sem <- struct{}{}:
-			case <-ctx.Done():
-				perRegion[i] = []engine.Location{{Name: r, Infra: engine.InfraUnreachable, Err: ctx.Err()}}
-				return
-			}
-			defer func() { <-sem }()
-			perRegion[i] = p.listRegion(ctx, r, timeout)
-		})
-	}
-	wg.Wait()
-	var out []engine.Location
-	for _, locs := range perRegion {
-		out = append(out, locs...)
-	}
-	return out, ctx.Err()
+	return p.eachRegion(ctx, func(region string, timeout time.Duration) []engine.Location {
+		return p.listRegion(ctx, region, timeout)
+	})
 }
 
 // listRegion finds the kiln clusters of one region and inspects each.
