@@ -20,6 +20,12 @@ type ClusterSummary struct {
 	TokenDir string
 	// Err says why the location could not be inspected.
 	Err string
+	// Version is the kiln version that last installed or upgraded the
+	// platform, as kiln-config records it ("" when unknown).
+	Version string
+	// Projects is how many projects the platform holds (-1 when they could
+	// not be read; 0 without a platform).
+	Projects int
 }
 
 // DiscoverClusters searches every location of p for kiln clusters and
@@ -53,6 +59,9 @@ func (e *Engine) DiscoverClusters(ctx context.Context, p Provider, tokenDir stri
 		c := ClusterSummary{Provider: p.Name(), Name: l.Cluster, Location: l.Name, Platform: PlatformAbsent, KeyIDs: l.State.KeyIDs()}
 		if l.State.Installed {
 			c.Platform = PlatformInstalled
+			if l.Client != nil {
+				c.Projects = countProjects(ctx, l.Client, l.Cluster, l.State)
+			}
 		}
 		cands, err := e.candidates(p.Name(), l.Cluster, tokenDir)
 		if err != nil {

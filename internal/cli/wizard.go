@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"sync"
 
 	"github.com/kilnctl/kiln/creds"
 	"github.com/kilnctl/kiln/engine"
@@ -86,42 +85,27 @@ func (b *wizardBackend) Locations() ([]string, string, error) {
 	return names, p.Target(), err
 }
 
-// Clusters asks the engine to discover the kiln clusters of every provider
-// the wizard can reach — every kubeconfig context, and every region when
-// AWS is set up on this machine (awsConfigured) — in parallel, with the
+// Clusters asks the engine to list the kiln clusters of every provider the
+// wizard can reach — every kubeconfig context, and every region when AWS
+// is set up on this machine (awsConfigured) — as kiln list does, with the
 // token dir the engine would use for each (events discarded: the home
-// screen shows the list). A provider other than kube that cannot be
-// searched at all is one row with its error, never fatal.
+// screen shows the list). An AWS that cannot be searched is one row with
+// its cause.
 func (b *wizardBackend) Clusters(ctx context.Context) ([]tui.Cluster, error) {
-	providers := []string{"kube"}
+	kp, err := b.providerAt("kube", "")
+	if err != nil {
+		return nil, err
+	}
+	req := engine.ListRequest{Providers: []engine.Provider{kp}, TokenDir: b.g.tokenDir}
 	if awsConfigured(b.g, os.Getenv) {
-		providers = append(providers, "aws")
-	}
-	rows := make([][]tui.Cluster, len(providers))
-	errs := make([]error, len(providers))
-	var wg sync.WaitGroup
-	for i, name := range providers {
-		wg.Go(func() {
-			p, err := b.providerAt(name, "")
-			if err == nil {
-				quiet := engine.SinkFunc(func(engine.Event) {})
-				rows[i], err = b.engine(quiet, nil).DiscoverClusters(ctx, p, b.g.tokenDir)
-			}
-			errs[i] = err
-		})
-	}
-	wg.Wait()
-	if errs[0] != nil {
-		return nil, errs[0] // kube: the home screen's own error
-	}
-	var out []tui.Cluster
-	for i, r := range rows {
-		if errs[i] != nil {
-			r = []tui.Cluster{{Provider: providers[i], Location: "every region", Platform: "?", Err: errs[i].Error()}}
+		ap, err := b.providerAt("aws", "")
+		if err != nil {
+			return nil, err
 		}
-		out = append(out, r...)
+		req.Optional = append(req.Optional, ap)
 	}
-	return out, nil
+	quiet := engine.SinkFunc(func(engine.Event) {})
+	return b.engine(quiet, nil).List(ctx, req)
 }
 
 // awsConfigured says whether AWS is set up for this user — an aws flag
