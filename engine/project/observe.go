@@ -206,7 +206,10 @@ func (o *Ops) List(ctx context.Context, tenant string) ([]Status, error) {
 	for i := range snap.specs {
 		st, err := o.observe(snap, &snap.specs[i])
 		if err != nil {
-			return nil, err
+			// One spec kiln cannot trust (planted, corrupt) must not hide
+			// every other project: it is skipped and named.
+			o.R.Logf("warn", "skipped: %v", err)
+			continue
 		}
 		out = append(out, *st)
 	}
