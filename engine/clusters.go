@@ -74,6 +74,7 @@ func (e *Engine) DiscoverClusters(ctx context.Context, p Provider, tokenDir stri
 		}
 		out = append(out, c)
 	}
+	cleanDeep(&out)
 	return out, nil
 }
 

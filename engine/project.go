@@ -89,6 +89,7 @@ func (e *Engine) Project(ctx context.Context, req ProjectRequest) ([]ProjectStat
 	if errors.Is(err, context.Canceled) && exit.Code(err) != exit.Interrupted {
 		err = exit.Interrupt("interrupted during project %s %s", req.Op, req.Ref)
 	}
+	cleanDeep(&out)
 	return out, e.finish(err, msg, "")
 }
 

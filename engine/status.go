@@ -195,10 +195,12 @@ func (e *Engine) status(ctx context.Context, req StatusRequest) (*ClusterStatus,
 		never := func(readiness.Result) bool { return false }
 		_, err := w.Until(ctx, refs, never)
 		if errors.Is(err, context.Canceled) || ctx.Err() != nil {
+			cleanDeep(out)
 			return out, nil // --watch ends with Ctrl-C: that is success
 		}
 		return out, err
 	}
+	cleanDeep(out)
 	return out, nil
 }
 
