@@ -20,6 +20,12 @@ type ClusterSummary struct {
 	TokenDir string
 	// Err says why the location could not be inspected.
 	Err string
+	// Version is the kiln version that last installed or upgraded the
+	// platform, as kiln-config records it ("" when unknown).
+	Version string
+	// Projects is how many projects the platform holds (-1 when they could
+	// not be read; 0 without a platform).
+	Projects int
 }
 
 // DiscoverClusters searches every location of p for kiln clusters and
@@ -29,16 +35,22 @@ type ClusterSummary struct {
 // creds.Load and holds a key id kiln-auth trusts. Nothing is changed.
 func (e *Engine) DiscoverClusters(ctx context.Context, p Provider, tokenDir string) ([]ClusterSummary, error) {
 	start := time.Now()
-	locs, err := p.Discover(ctx, "")
+	var locs []Location
+	var err error
+	if l, ok := p.(Lister); ok {
+		locs, err = l.ListClusters(ctx)
+	} else {
+		locs, err = p.Discover(ctx, "")
+	}
 	if err != nil {
 		return nil, err
 	}
 	searched, skipped := splitSkipped(locs)
-	e.report(Request{Provider: p}, searched, skipped, nil, time.Since(start), SourceDiscovery)
+	e.report(Target{Provider: p}, searched, skipped, nil, time.Since(start), SourceDiscovery)
 	var out []ClusterSummary
 	for _, l := range searched {
 		if l.Err != nil {
-			out = append(out, ClusterSummary{Provider: p.Name(), Location: l.Name, Platform: "?", Err: l.Err.Error()})
+			out = append(out, ClusterSummary{Provider: p.Name(), Name: l.Cluster, Location: l.Name, Platform: "?", Err: l.Err.Error()})
 			continue
 		}
 		if l.Cluster == "" || l.State == nil {
@@ -47,6 +59,9 @@ func (e *Engine) DiscoverClusters(ctx context.Context, p Provider, tokenDir stri
 		c := ClusterSummary{Provider: p.Name(), Name: l.Cluster, Location: l.Name, Platform: PlatformAbsent, KeyIDs: l.State.KeyIDs()}
 		if l.State.Installed {
 			c.Platform = PlatformInstalled
+			if l.Client != nil {
+				c.Projects = countProjects(ctx, l.Client, l.Cluster, l.State)
+			}
 		}
 		cands, err := e.candidates(p.Name(), l.Cluster, tokenDir)
 		if err != nil {
@@ -59,6 +74,7 @@ func (e *Engine) DiscoverClusters(ctx context.Context, p Provider, tokenDir stri
 		}
 		out = append(out, c)
 	}
+	cleanDeep(&out)
 	return out, nil
 }
 
@@ -67,8 +83,8 @@ func (e *Engine) DiscoverClusters(ctx context.Context, p Provider, tokenDir stri
 // provider can inspect one location alone, nothing else is searched),
 // with its projects' token sync and creation times and the stacks of
 // kiln-config. Unlike Status it emits no result event.
-func (e *Engine) Inspect(ctx context.Context, req Request) (*ClusterStatus, error) {
-	return e.status(ctx, req, false)
+func (e *Engine) Inspect(ctx context.Context, t Target) (*ClusterStatus, error) {
+	return e.status(ctx, StatusRequest{Target: t})
 }
 
 // Token sync of a project (ProjectStatus.TokenSync).

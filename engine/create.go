@@ -20,30 +20,34 @@ const (
 	DecisionContinue = "continue"
 )
 
-// Request is what every cluster operation needs.
-type Request struct {
+// Target names the kiln cluster an operation is about and where its token
+// dir is: what every cluster operation needs. Each operation's request
+// type embeds it and adds only its own options.
+type Target struct {
 	Provider Provider
 	Name     string
-	// ConfigPath is -c/--config ("" for the defaults, or for the installed
-	// config on continue).
-	ConfigPath string
-	// Continue is --continue: continue an installed platform.
-	Continue bool
-	// Yes is --yes: confirm destroy.
-	Yes bool
-	// TokenDir is --token-dir.
+	// TokenDir is the token dir the user named ("" to look it up: the
+	// keyring, then the default path).
 	TokenDir string
+}
+
+// CreateRequest is what Create needs.
+type CreateRequest struct {
+	Target
+	// ConfigPath is the cluster config file ("" for the defaults, or for
+	// the installed config on continue).
+	ConfigPath string
+	// Continue answers the continue question in advance: continue an
+	// installed platform with the key the cluster trusts.
+	Continue bool
 	// Timeout bounds the waits for readiness (exit 5 when it passes).
 	Timeout time.Duration
-	// Repair is status --repair: heal what is missing of projects whose
-	// desired state is running.
-	Repair bool
 }
 
 // run is the state of one create.
 type run struct {
 	e        *Engine
-	req      Request
+	req      CreateRequest
 	userCfg  *config.ClusterConfig
 	cfg      *config.ClusterConfig
 	loc      Location
@@ -73,7 +77,7 @@ func (r *run) step(ctx context.Context, name string, fn func(context.Context) er
 }
 
 // Create discovers, decides, and creates or continues a kiln cluster.
-func (e *Engine) Create(ctx context.Context, req Request) error {
+func (e *Engine) Create(ctx context.Context, req CreateRequest) error {
 	r := &run{e: e, req: req}
 	err := r.create(ctx)
 	r.unlockDirs()
@@ -108,9 +112,8 @@ func (e *Engine) Create(ctx context.Context, req Request) error {
 
 // create runs the phases in order. Each lives in a file named for it:
 // create_discover.go, create_plan.go (the table itself is Decide, in
-// decide.go), create_credentials.go, create_infrastructure.go,
-// create_platform.go, create_readiness.go; the cluster and token dir locks,
-// taken by credentials or platform, are in create_lock.go.
+// decide.go), create_lock.go, create_credentials.go,
+// create_infrastructure.go, create_platform.go, create_readiness.go.
 func (r *run) create(ctx context.Context) error {
 	req := r.req
 	if err := config.ValidateName(req.Name); err != nil {
@@ -131,12 +134,15 @@ func (r *run) create(ctx context.Context) error {
 	}
 	// From here on the operation mutates; ctx is replaced by the lock's
 	// context once the lock is held, so losing the lock stops the work.
-	if err := r.step(ctx, PhaseCredentials, r.credentials); err != nil {
+	if err := r.step(ctx, PhaseLock, r.lockPhase); err != nil {
 		return err
 	}
 	opCtx := ctx
 	if r.lockCtx != nil {
 		opCtx = r.lockCtx
+	}
+	if err := r.step(opCtx, PhaseCredentials, r.credentials); err != nil {
+		return err
 	}
 	if err := r.step(opCtx, PhaseInfrastructure, r.infrastructure); err != nil {
 		return err

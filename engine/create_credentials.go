@@ -11,22 +11,6 @@ import (
 // platform is not installed, and writes the token dir as pending.
 func (r *run) credentials(ctx context.Context) error {
 	e, p, name := r.e, r.req.Provider, r.req.Name
-	// The token dir lock comes first: a second create of NAME on this host
-	// stops here (exit 4) before it writes anything, locally or remotely.
-	if err := r.lockDir(r.cands()[0].Path); err != nil {
-		return err
-	}
-	if r.loc.Client != nil {
-		if err := r.acquire(ctx, r.loc.Client); err != nil {
-			return err
-		}
-		ctx = r.lockCtx
-	}
-	if r.td != nil {
-		if err := r.lockDir(r.td.Path); err != nil {
-			return err
-		}
-	}
 	if r.decision == DecisionContinue {
 		if missing := missingTenants(r.td, r.cfg.Spec.Tenants); len(missing) > 0 {
 			// Tenants added to kiln-config since the token dir was written:

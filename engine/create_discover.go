@@ -4,7 +4,7 @@ import "context"
 
 // discover inspects every location, then picks the target.
 func (r *run) discover(ctx context.Context) error {
-	f, err := r.e.discoverTarget(ctx, r.req, true)
+	f, err := r.e.discoverTarget(ctx, r.req.Target, true)
 	if err != nil {
 		return err
 	}

@@ -10,6 +10,33 @@ import (
 	"github.com/kilnctl/kiln/engine/platform"
 )
 
+// lockPhase is the lock phase: the token dir's file lock first (a second
+// create of NAME on this host stops here, exit 4, before it writes
+// anything, locally or remotely), then the cluster Lease where the cluster
+// already exists. A provider whose cluster the infrastructure phase creates
+// (aws, fresh) has nowhere to hold the Lease yet: its infrastructure is
+// guarded by the provider's own claim, and the Lease is taken as the
+// platform phase starts.
+func (r *run) lockPhase(ctx context.Context) error {
+	if err := r.lockDir(r.cands()[0].Path); err != nil {
+		return err
+	}
+	if r.loc.Client != nil {
+		if err := r.acquire(ctx, r.loc.Client); err != nil {
+			return err
+		}
+	}
+	if r.td != nil {
+		if err := r.lockDir(r.td.Path); err != nil {
+			return err
+		}
+	}
+	if r.lock == nil {
+		r.e.logf(LevelInfo, "the cluster Lease is taken once the infrastructure phase has created the cluster")
+	}
+	return nil
+}
+
 // acquire takes the cluster lock (creating kiln-system first: the Lease
 // lives there), then re-reads the platform under the lock and re-decides:
 // another run may have finished while this one planned. An answer the user
@@ -36,7 +63,7 @@ func (r *run) acquire(ctx context.Context, cs kubernetes.Interface) error {
 	}
 	r.lock, r.lockCtx = l, lctx
 	r.e.logf(LevelInfo, "holding lock %s/%s as %s", platform.Namespace, platform.LockName, l.Holder())
-	checkpoint(ctx, "after-lock")
+	checkpoint(ctx, "after-lease")
 	st, err := platform.Read(lctx, cs)
 	if err != nil {
 		return err

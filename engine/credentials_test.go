@@ -83,7 +83,7 @@ func TestTokenDirKeptWhileTrustIsUnknown(t *testing.T) {
 			var logs strings.Builder
 			e := &Engine{Sink: SinkFunc(func(ev Event) { logs.WriteString(ev.Message + "\n") })}
 			p := &notActiveProvider{}
-			err = e.Create(context.Background(), Request{Provider: p, Name: "dev1", Timeout: time.Minute})
+			err = e.Create(context.Background(), CreateRequest{Target: Target{Provider: p, Name: "dev1"}, Timeout: time.Minute})
 			if err == nil || !strings.Contains(err.Error(), "CREATING") {
 				t.Fatalf("want the infrastructure error, got %v", err)
 			}
@@ -120,7 +120,7 @@ func TestCreateStopsAtAHeldTokenDir(t *testing.T) {
 	}
 	defer held.Unlock()
 	p := &notActiveProvider{}
-	err = (&Engine{}).Create(context.Background(), Request{Provider: p, Name: "dev1", Timeout: time.Minute})
+	err = (&Engine{}).Create(context.Background(), CreateRequest{Target: Target{Provider: p, Name: "dev1"}, Timeout: time.Minute})
 	if exit.Code(err) != exit.Locked || !strings.Contains(err.Error(), "pid 4242") {
 		t.Fatalf("want exit 4 naming the holder, got %d: %v", exit.Code(err), err)
 	}

@@ -17,10 +17,19 @@ import (
 	"github.com/kilnctl/kiln/internal/exit"
 )
 
+// DestroyRequest is what Destroy needs.
+type DestroyRequest struct {
+	Target
+	// Yes confirms the destroy in advance (headless).
+	Yes bool
+	// Timeout bounds the waits for objects to be gone.
+	Timeout time.Duration
+}
+
 // Destroy removes the platform in reverse order, verifying each object is
 // gone, then the infrastructure, then forgets the keyring entry and moves
 // the token dir aside (never deletes it).
-func (e *Engine) Destroy(ctx context.Context, req Request) error {
+func (e *Engine) Destroy(ctx context.Context, req DestroyRequest) error {
 	aside, err := e.destroy(ctx, req)
 	msg := fmt.Sprintf("cluster %s destroyed", req.Name)
 	if aside != "" {
@@ -29,8 +38,8 @@ func (e *Engine) Destroy(ctx context.Context, req Request) error {
 	return e.finish(err, msg, aside)
 }
 
-func (e *Engine) destroy(ctx context.Context, req Request) (string, error) {
-	loc, cands, err := e.locate(ctx, req, true)
+func (e *Engine) destroy(ctx context.Context, req DestroyRequest) (string, error) {
+	loc, cands, err := e.locate(ctx, req.Target, true)
 	if err != nil {
 		return "", err
 	}
@@ -58,6 +67,23 @@ func (e *Engine) destroy(ctx context.Context, req Request) (string, error) {
 		}
 	}
 	cs := loc.Client
+	if loc.State.Terminating {
+		// An earlier destroy deleted kiln-system and stopped before it was
+		// gone. Nothing can be created in a terminating namespace — no Lease,
+		// no install — so no lock is needed to finish: confirm it gone.
+		err = e.phase(ctx, PhasePlatform, func(ctx context.Context) error {
+			e.logf(LevelInfo, "namespace %s is already being deleted (an earlier destroy); waiting for it and the tenant namespaces to be gone", platform.Namespace)
+			tenants, err := strayTenants(ctx, cs, req.Name, nil)
+			if err != nil {
+				return err
+			}
+			return e.deleteAndWait(ctx, cs, e.watcher(cs), req.Timeout, append(tenants, platform.NamespaceObject(req.Name).Ref)...)
+		})
+		if err != nil {
+			return "", err
+		}
+		return e.destroyRest(ctx, req, loc, td)
+	}
 	// destroy changes the platform: project operations refuse while it
 	// holds the cluster lease, and it refuses while one runs (it does not
 	// wait: kiln refuses rather than queues).
@@ -86,7 +112,13 @@ func (e *Engine) destroy(ctx context.Context, req Request) (string, error) {
 		err = l.Explain(err)
 		return "", err
 	}
-	err = e.phase(ctx, PhaseInfrastructure, func(ctx context.Context) error {
+	return e.destroyRest(ctx, req, loc, td)
+}
+
+// destroyRest removes the infrastructure, forgets the keyring entry and
+// moves the token dir aside, once the platform is gone.
+func (e *Engine) destroyRest(ctx context.Context, req DestroyRequest, loc Location, td *creds.TokenDir) (string, error) {
+	err := e.phase(ctx, PhaseInfrastructure, func(ctx context.Context) error {
 		skipped, err := req.Provider.DestroyInfrastructure(ctx, req.Name, loc.Name, e.Sink)
 		if err == nil && skipped {
 			return skip("kiln did not create %s %s; it stays", locationNoun(req.Provider), loc.Name)
@@ -122,9 +154,20 @@ func (e *Engine) destroy(ctx context.Context, req Request) (string, error) {
 	return aside, err
 }
 
-// removePlatform deletes the platform objects in reverse apply order; each
-// is confirmed gone (watched) before the next is deleted.
-func (e *Engine) removePlatform(ctx context.Context, cs kubernetes.Interface, req Request, cfg *config.ClusterConfig, l *lock.Lock) error {
+// removePlatform deletes the platform, confirming every object gone, as
+// fast as the order allows:
+//
+//  1. at once: every tenant namespace (they are independent of each other
+//     and of the gateway) and the gateway's objects; the gateway's are
+//     confirmed gone (the namespaces keep terminating meanwhile);
+//  2. kiln-config (the "installed" marker), then kiln-auth: the marker
+//     never exists without the key it was installed with;
+//  3. kiln-system itself, holding the Lease. From its deletion on, the
+//     terminating namespace refuses every new object in it — a Lease, a
+//     kiln-config — so no other run can take the lock or install until it
+//     is gone, and destroy needs no renewal; then every namespace is
+//     confirmed gone.
+func (e *Engine) removePlatform(ctx context.Context, cs kubernetes.Interface, req DestroyRequest, cfg *config.ClusterConfig, l *lock.Lock) error {
 	refs := platformRefs(req.Name, cfg)
 	// Also remove tenant namespaces of tenants the config no longer lists
 	// but that this cluster created.
@@ -132,53 +175,57 @@ func (e *Engine) removePlatform(ctx context.Context, cs kubernetes.Interface, re
 	if err != nil {
 		return err
 	}
-	w := e.watcher(cs)
-	gone := func(refs ...readiness.Ref) error {
-		for _, ref := range refs {
-			if err := platform.Delete(ctx, cs, ref); err != nil {
-				return err
-			}
-		}
-		wctx, cancel := withTimeout(ctx, req.Timeout)
-		defer cancel()
-		_, err := w.Until(wctx, refs, readiness.Gone)
-		return err
-	}
-	// Reverse order, except: tenant namespaces go together (independent),
-	// and kiln-system (with the lease in it) goes last.
-	var tenants []readiness.Ref
-	var rest []readiness.Ref
+	var tenants, gateway []readiness.Ref
 	for i := len(refs) - 1; i >= 1; i-- {
 		ref := refs[i]
-		if ref.Kind == readiness.KindNamespace {
+		switch {
+		case ref.Kind == readiness.KindNamespace:
 			tenants = append(tenants, ref)
-			continue
+		case ref.Name == platform.ConfigMapName || ref.Name == platform.AuthName:
+		default:
+			gateway = append(gateway, ref)
 		}
-		if ref.Name == platform.ConfigMapName || ref.Name == platform.AuthName {
-			continue
-		}
-		rest = append(rest, ref)
 	}
 	tenants = append(tenants, extra...)
-	for _, ref := range rest {
-		if err := gone(ref); err != nil {
+	w := e.watcher(cs)
+	for _, ref := range tenants {
+		if err := platform.Delete(ctx, cs, ref); err != nil {
 			return err
 		}
 	}
-	if len(tenants) > 0 {
-		if err := gone(tenants...); err != nil {
-			return err
-		}
+	if err := e.deleteAndWait(ctx, cs, w, req.Timeout, gateway...); err != nil {
+		return err
 	}
-	// kiln-config (the "installed" marker) before kiln-auth: the marker
-	// never exists without the key it was installed with.
 	for _, name := range []string{platform.ConfigMapName, platform.AuthName} {
-		if err := gone(readiness.Ref{Kind: readiness.KindConfigMap, Namespace: platform.Namespace, Name: name}); err != nil {
+		if err := e.deleteAndWait(ctx, cs, w, req.Timeout, readiness.Ref{Kind: readiness.KindConfigMap, Namespace: platform.Namespace, Name: name}); err != nil {
 			return err
 		}
 	}
+	checkpoint(ctx, "before-namespace-delete")
 	l.StopRenewing()
-	return gone(refs[0])
+	if err := platform.Delete(ctx, cs, refs[0]); err != nil {
+		return err
+	}
+	checkpoint(ctx, "after-namespace-delete")
+	// The tenant namespaces are already terminating: deleting them again is
+	// a no-op (see platform.Delete).
+	return e.deleteAndWait(ctx, cs, w, req.Timeout, append(tenants, refs[0])...)
+}
+
+// deleteAndWait deletes refs together and confirms every one gone with w.
+func (e *Engine) deleteAndWait(ctx context.Context, cs kubernetes.Interface, w *readiness.Watcher, timeout time.Duration, refs ...readiness.Ref) error {
+	if len(refs) == 0 {
+		return nil
+	}
+	for _, ref := range refs {
+		if err := platform.Delete(ctx, cs, ref); err != nil {
+			return err
+		}
+	}
+	wctx, cancel := withTimeout(ctx, timeout)
+	defer cancel()
+	_, err := w.Until(wctx, refs, readiness.Gone)
+	return err
 }
 
 // strayTenants finds tenant namespaces labelled for this cluster that the

@@ -22,7 +22,7 @@ func infraOnly(loc Location, name string) bool {
 // destroyInfraOnly removes the infrastructure of a cluster that has no
 // platform (see infraOnly): there is nothing in a cluster to remove first. Token dirs are left as they are: a pending one
 // is replaced by the next create.
-func (e *Engine) destroyInfraOnly(ctx context.Context, req Request, loc Location) error {
+func (e *Engine) destroyInfraOnly(ctx context.Context, req DestroyRequest, loc Location) error {
 	if !req.Yes {
 		ok := false
 		if e.Confirm != nil {

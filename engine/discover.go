@@ -42,7 +42,7 @@ type found struct {
 // else is an error. Otherwise the location the user named, or the one kiln
 // remembered for NAME, is tried alone first and verified to hold NAME;
 // only when that fails is every location searched.
-func (e *Engine) discoverTarget(ctx context.Context, req Request, create bool) (found, error) {
+func (e *Engine) discoverTarget(ctx context.Context, req Target, create bool) (found, error) {
 	p := req.Provider
 	cands, err := e.candidates(p.Name(), req.Name, req.TokenDir)
 	if err != nil {
@@ -69,7 +69,7 @@ func (e *Engine) discoverTarget(ctx context.Context, req Request, create bool) (
 
 // direct inspects only the location the user named or, failing that, the
 // one kiln remembered for NAME; ok when NAME is there.
-func (e *Engine) direct(ctx context.Context, req Request, cands []candidate) (Location, bool) {
+func (e *Engine) direct(ctx context.Context, req Target, cands []candidate) (Location, bool) {
 	p := req.Provider
 	insp, ok := p.(LocationInspector)
 	if !ok {
@@ -103,7 +103,7 @@ func (e *Engine) direct(ctx context.Context, req Request, cands []candidate) (Lo
 
 // remembered returns where kiln last saw cluster NAME: its keyring entry's
 // location, else the location in the manifest of its token dir.
-func (e *Engine) remembered(req Request, cands []candidate) (location, source string) {
+func (e *Engine) remembered(req Target, cands []candidate) (location, source string) {
 	p := req.Provider
 	if e.Keyring != nil {
 		if entry, ok, err := e.Keyring.Get(p.Name(), req.Name); err == nil && ok && entry.Location != "" {
@@ -122,7 +122,7 @@ func (e *Engine) remembered(req Request, cands []candidate) (location, source st
 // report emits the discovery event for the searched locations, warns about
 // each that could not be inspected, and sums up how long discovery took and
 // which locations were slow.
-func (e *Engine) report(req Request, locs []Location, skipped []string, cands []candidate, took time.Duration, source string) {
+func (e *Engine) report(req Target, locs []Location, skipped []string, cands []candidate, took time.Duration, source string) {
 	p := req.Provider
 	var infos []ClusterInfo
 	var slow []string
@@ -166,7 +166,12 @@ func (e *Engine) report(req Request, locs []Location, skipped []string, cands []
 	}
 	msg += "; slow: " + strings.Join(slow, "; ")
 	if s, ok := p.(Scoper); ok && source == SourceDiscovery {
-		msg += fmt.Sprintf(". Leave slow %ss out of discovery with %s", noun, s.Scope())
+		in, env := s.Scope()
+		how := e.inputName(in)
+		if env != "" {
+			how += " or " + env
+		}
+		msg += fmt.Sprintf(". Leave slow %ss out of discovery with %s", noun, how)
 	}
 	e.logf(LevelWarn, "%s", msg)
 }
@@ -174,7 +179,7 @@ func (e *Engine) report(req Request, locs []Location, skipped []string, cands []
 // pick chooses, among the searched locations, the one the operation is
 // about (see discoverTarget). For create, NAME found elsewhere and a target
 // hosting another NAME are facts for the decision table, not errors here.
-func (e *Engine) pick(req Request, locs []Location, skipped []string, create bool) (Location, []string, error) {
+func (e *Engine) pick(req Target, locs []Location, skipped []string, create bool) (Location, []string, error) {
 	p := req.Provider
 	target := p.Target()
 	var where []string
@@ -265,7 +270,7 @@ type notFoundError struct{ msg string }
 
 func (e *notFoundError) Error() string { return e.msg }
 
-func isExplicit(req Request, p Provider) bool {
+func isExplicit(req Target, p Provider) bool {
 	if k, ok := p.(interface{ Explicit() bool }); ok {
 		return k.Explicit()
 	}

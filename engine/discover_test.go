@@ -16,8 +16,8 @@ func (p *scopedProvider) Name() string { return "kube" }
 func (p *scopedProvider) Nouns() Nouns {
 	return Nouns{Location: "context", Scope: "kubeconfig", Target: InputContext}
 }
-func (p *scopedProvider) Target() string { return "a" }
-func (p *scopedProvider) Scope() string  { return "--contexts or KILN_CONTEXTS" }
+func (p *scopedProvider) Target() string         { return "a" }
+func (p *scopedProvider) Scope() (Input, string) { return InputContexts, "KILN_CONTEXTS" }
 func (p *scopedProvider) Discover(context.Context, string) ([]Location, error) {
 	return p.locs, nil
 }
@@ -36,7 +36,7 @@ func TestDiscoveryReportsSlowAndSkippedLocations(t *testing.T) {
 		{Name: "slow", Infra: InfraUnreachable, Elapsed: 5 * time.Second, Err: errors.New("credential plugin `aws` did not answer within 5s")},
 		{Name: "prod", Skipped: true},
 	}}
-	f, err := e.discoverTarget(context.Background(), Request{Provider: p, Name: "dev1", TokenDir: t.TempDir()}, true)
+	f, err := e.discoverTarget(context.Background(), Target{Provider: p, Name: "dev1", TokenDir: t.TempDir()}, true)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -75,6 +75,8 @@ func (e *Engine) emit(ev Event) {
 	if ev.Time.IsZero() {
 		ev.Time = e.now()
 	}
+	// No string from a cluster reaches a terminal with control characters.
+	cleanDeep(&ev)
 	if e.Sink != nil {
 		e.Sink.Emit(ev)
 	}

@@ -21,15 +21,19 @@ const (
 	// for frontends, not part of the NDJSON schema: the CLI's JSON sink
 	// skips it.
 	TypeSnapshot = "snapshot"
+	// TypeCluster is one kiln cluster kiln list found (Cluster is set), or
+	// a location it could not inspect (Cluster.Err is set).
+	TypeCluster = "cluster"
 )
 
 // Phase names: the Phase of a phase event. create runs discover, plan,
-// credentials, infrastructure, platform, readiness; destroy runs platform,
+// lock, credentials, infrastructure, platform, readiness; destroy runs platform,
 // infrastructure, credentials; status discover and readiness; wait
 // readiness; project repair. Frontends match on these, not on literals.
 const (
 	PhaseDiscover       = "discover"
 	PhasePlan           = "plan"
+	PhaseLock           = "lock"
 	PhaseCredentials    = "credentials"
 	PhaseInfrastructure = "infrastructure"
 	PhasePlatform       = "platform"
@@ -100,6 +104,9 @@ type Event struct {
 
 	// snapshot
 	Snapshot *ClusterStatus
+
+	// cluster
+	Cluster *ClusterSummary
 
 	// result
 	OK       bool
@@ -223,6 +230,32 @@ func (e Event) MarshalJSON() ([]byte, error) {
 			Type   string         `json:"type"`
 			Status *ClusterStatus `json:"status"`
 		}{ts, e.Type, e.Snapshot})
+	case TypeCluster:
+		c := ClusterSummary{}
+		if e.Cluster != nil {
+			c = *e.Cluster
+		}
+		keys := c.KeyIDs
+		if keys == nil {
+			keys = []string{}
+		}
+		var projects *int
+		if c.Projects >= 0 && c.Platform == PlatformInstalled {
+			projects = &c.Projects
+		}
+		return json.Marshal(struct {
+			Time     string   `json:"time"`
+			Type     string   `json:"type"`
+			Provider string   `json:"provider"`
+			Name     string   `json:"name"`
+			Location string   `json:"location"`
+			Platform string   `json:"platform"`
+			Version  *string  `json:"version"`
+			Projects *int     `json:"projects"`
+			KeyIDs   []string `json:"key_ids"`
+			TokenDir *string  `json:"token_dir"`
+			Error    string   `json:"error,omitempty"`
+		}{ts, e.Type, c.Provider, c.Name, c.Location, c.Platform, nullable(c.Version), projects, keys, nullable(c.TokenDir), c.Err})
 	case TypeResult:
 		return json.Marshal(struct {
 			Time     string  `json:"time"`

@@ -1,88 +1,57 @@
 package engine
 
 import (
-	"errors"
-	"fmt"
-	"strings"
-
-	"github.com/kilnctl/kiln/internal/exit"
+	"github.com/kilnctl/kiln/engine/input"
 )
 
 // Input names one thing the user gives an operation: a flag in the CLI, a
 // form field or key in the wizard. Engine messages that tell the user what
-// to give next carry the Input, not a frontend's word for it.
-type Input string
+// to give next carry the Input, not a frontend's word for it. The type and
+// its error live in the leaf package engine/input, so that the engine's
+// sub-packages and providers use them too; these are its names here.
+type Input = input.Input
 
-// The inputs engine messages refer to.
+// The inputs engine messages refer to (see engine/input for all).
 const (
-	InputContext  Input = "context"   // the kube provider's location
-	InputContexts Input = "contexts"  // the kube provider's discovery scope
-	InputRegion   Input = "region"    // the aws provider's location
-	InputRegions  Input = "regions"   // the aws provider's discovery scope
-	InputContinue Input = "continue"  // continue an installed platform
-	InputYes      Input = "yes"       // confirm a destroy
-	InputTokenDir Input = "token-dir" // the token dir
-	InputConfig   Input = "config"    // the cluster config file
-	InputAll      Input = "all"       // every project of a cluster
+	InputContext  = input.Context
+	InputContexts = input.Contexts
+	InputRegion   = input.Region
+	InputRegions  = input.Regions
+	InputContinue = input.Continue
+	InputYes      = input.Yes
+	InputTokenDir = input.TokenDir
+	InputConfig   = input.Config
+	InputAll      = input.All
+	InputStack    = input.Stack
 )
 
 // Namer is how a frontend words an Input in messages.
-type Namer func(Input) string
+type Namer = input.Namer
 
 // FlagName words an Input as the CLI flag that gives it ("--continue").
-func FlagName(in Input) string { return "--" + string(in) }
+func FlagName(in Input) string { return input.FlagName(in) }
 
-// inputMark stands for the Input's words inside an InputError's text.
-const inputMark = "\x00input\x00"
-
-// InputError is an error the user fixes by giving Input. Its text names
-// the input through a Namer, so each frontend words it its own way: the
-// CLI as a flag (Error uses FlagName), the wizard as a form field (Render
-// with its own Namer, or set Engine.Namer so result events carry its
-// words). Object is what the error is about (the cluster NAME, or a path).
-type InputError struct {
-	Input  Input
-	Object string
-	text   string // formatted, with inputMark where the input is named
-}
-
-// Error words the input as the CLI flag.
-func (e *InputError) Error() string { return e.Render(FlagName) }
-
-// Render words the error with n naming the input.
-func (e *InputError) Render(n Namer) string {
-	if n == nil {
-		n = FlagName
-	}
-	return strings.ReplaceAll(e.text, inputMark, n(e.Input))
-}
+// InputError is an error the user fixes by giving Input, worded by each
+// frontend (see input.Error). Set Engine.Namer so result events carry the
+// frontend's words.
+type InputError = input.Error
 
 // inputErr returns an InputError with exit code code. format names the
-// input with the verb {input}; args fill the other verbs.
+// input with the verb {input} (another input X with {input:X}); args fill
+// the other verbs.
 func inputErr(code int, in Input, object, format string, args ...any) error {
-	text := fmt.Sprintf(strings.ReplaceAll(format, "{input}", inputMark), args...)
-	return &exit.Error{Code: code, Err: &InputError{Input: in, Object: object, text: text}}
+	return input.New(code, in, object, format, args...)
 }
 
 // NewInputError is inputErr for providers: an error with exit code code
 // that the user fixes by giving in; format names the input with {input}.
 func NewInputError(code int, in Input, object, format string, args ...any) error {
-	return inputErr(code, in, object, format, args...)
+	return input.New(code, in, object, format, args...)
 }
 
 // renderError words err for the frontend behind n: an InputError anywhere
 // in err's chain is reworded in place.
-func renderError(err error, n Namer) string {
-	msg := err.Error()
-	if n == nil {
-		return msg
-	}
-	var ie *InputError
-	if !errors.As(err, &ie) {
-		return msg
-	}
-	return strings.Replace(msg, ie.Error(), ie.Render(n), 1)
-}
+func renderError(err error, n Namer) string { return input.Render(err, n) }
 
 // inputName words in for the engine's frontend.
 func (e *Engine) inputName(in Input) string {

@@ -30,8 +30,10 @@ const (
 
 // ProjectRequest is a project operation on cluster Request.Name.
 type ProjectRequest struct {
-	Request
-	Op string
+	Target
+	// Timeout bounds each operation's waits for readiness.
+	Timeout time.Duration
+	Op      string
 	// Ref is TENANT/PROJECT (empty for list and --all).
 	Ref string
 	// Stack is --stack (create, restack).
@@ -59,7 +61,7 @@ func (r *reporter) Logf(level, format string, args ...any) { r.e.logf(level, for
 func (r *reporter) Watcher() *readiness.Watcher            { return r.w }
 
 // projectOps locates the cluster and returns the project operations on it.
-func (e *Engine) projectOps(ctx context.Context, req Request) (*project.Ops, error) {
+func (e *Engine) projectOps(ctx context.Context, req Target, timeout time.Duration) (*project.Ops, error) {
 	loc, _, err := e.locate(ctx, req, false)
 	if err != nil {
 		return nil, err
@@ -67,12 +69,12 @@ func (e *Engine) projectOps(ctx context.Context, req Request) (*project.Ops, err
 	if !loc.State.Installed || loc.State.Config == nil {
 		return nil, exit.Usage("cluster %s: platform not installed (no kiln-config); run kiln create first", req.Name)
 	}
-	return e.opsFor(loc, req), nil
+	return e.opsFor(loc, req, timeout), nil
 }
 
-func (e *Engine) opsFor(loc Location, req Request) *project.Ops {
+func (e *Engine) opsFor(loc Location, req Target, timeout time.Duration) *project.Ops {
 	return &project.Ops{
-		Client: loc.Client, Cluster: req.Name, Config: loc.State.Config, Timeout: req.Timeout,
+		Client: loc.Client, Cluster: req.Name, Config: loc.State.Config, Timeout: timeout,
 		R: &reporter{e: e, w: e.watcher(loc.Client)}, Now: e.Now,
 	}
 }
@@ -95,6 +97,7 @@ func (e *Engine) Project(ctx context.Context, req ProjectRequest) ([]ProjectStat
 	if errors.Is(err, context.Canceled) && exit.Code(err) != exit.Interrupted {
 		err = exit.Interrupt("interrupted during project %s %s", req.Op, req.Ref)
 	}
+	cleanDeep(&out)
 	return out, e.finish(err, msg, "")
 }
 
@@ -136,7 +139,7 @@ func (e *Engine) project(ctx context.Context, req ProjectRequest, opsOut **proje
 	if req.All && req.Op != ProjectStart && req.Op != ProjectSuspend {
 		return nil, "", inputErr(exit.BadInput, InputAll, req.Name, "{input}: only for project start and suspend")
 	}
-	ops, err := e.projectOps(ctx, req.Request)
+	ops, err := e.projectOps(ctx, req.Target, req.Timeout)
 	if err != nil {
 		return nil, "", err
 	}

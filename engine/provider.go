@@ -67,10 +67,20 @@ type LocationInspector interface {
 	InspectLocation(ctx context.Context, name, location string) Location
 }
 
+// Lister is a provider that can find its kiln clusters without a NAME,
+// where one location may hold several (aws: every kiln-tagged EKS cluster
+// of every region). DiscoverClusters uses it instead of Discover(ctx, "").
+// It returns one Location per cluster found, plus one per location that
+// holds none or could not be searched.
+type Lister interface {
+	ListClusters(ctx context.Context) ([]Location, error)
+}
+
 // Scoper is a provider whose discovery the user can narrow; Scope names
-// how (for messages about slow or skipped locations).
+// how (for messages about slow or skipped locations): the input that
+// narrows it, and an environment variable that does too ("" if none).
 type Scoper interface {
-	Scope() string
+	Scope() (in Input, env string)
 }
 
 // Nouns is how a provider's places are called in messages.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -68,7 +69,7 @@ func platformRefs(name string, cfg *config.ClusterConfig) []readiness.Ref {
 // the kubeconfig does not reach it. With infraOK, a location holding only
 // part of NAME's infrastructure (see infraOnly) is returned too: destroy
 // removes what is there.
-func (e *Engine) locate(ctx context.Context, req Request, infraOK bool) (Location, []candidate, error) {
+func (e *Engine) locate(ctx context.Context, req Target, infraOK bool) (Location, []candidate, error) {
 	if err := config.ValidateName(req.Name); err != nil {
 		return Location{}, nil, err
 	}
@@ -95,11 +96,23 @@ func (e *Engine) locate(ctx context.Context, req Request, infraOK bool) (Locatio
 	return loc, cands, err
 }
 
+// StatusRequest is what Status needs.
+type StatusRequest struct {
+	Target
+	// Watch keeps streaming resource events, after a snapshot event, until
+	// ctx ends.
+	Watch bool
+	// Repair heals what is missing of projects whose desired state is
+	// running.
+	Repair bool
+	// Timeout bounds each repair's waits for readiness.
+	Timeout time.Duration
+}
+
 // Status reports the health of a cluster's platform, derived from the
-// live objects. With watch set it keeps streaming resource events until ctx
-// ends.
-func (e *Engine) Status(ctx context.Context, req Request, watch bool) (*ClusterStatus, error) {
-	st, err := e.status(ctx, req, watch)
+// live objects.
+func (e *Engine) Status(ctx context.Context, req StatusRequest) (*ClusterStatus, error) {
+	st, err := e.status(ctx, req)
 	if err != nil {
 		return st, e.finish(err, "", "")
 	}
@@ -110,8 +123,8 @@ func (e *Engine) Status(ctx context.Context, req Request, watch bool) (*ClusterS
 	return st, e.finish(nil, msg, st.TokenDir)
 }
 
-func (e *Engine) status(ctx context.Context, req Request, watch bool) (*ClusterStatus, error) {
-	loc, cands, err := e.locate(ctx, req, false)
+func (e *Engine) status(ctx context.Context, req StatusRequest) (*ClusterStatus, error) {
+	loc, cands, err := e.locate(ctx, req.Target, false)
 	if err != nil {
 		return nil, err
 	}
@@ -157,7 +170,7 @@ func (e *Engine) status(ctx context.Context, req Request, watch bool) (*ClusterS
 		return out, err
 	}
 	if ps.Installed && ps.Config != nil {
-		ops := e.opsFor(loc, req)
+		ops := e.opsFor(loc, req.Target, req.Timeout)
 		if req.Repair {
 			if err := e.repairProjects(ctx, ops); err != nil {
 				return out, err
@@ -190,16 +203,18 @@ func (e *Engine) status(ctx context.Context, req Request, watch bool) (*ClusterS
 	} else {
 		e.logf(LevelInfo, "tokens: %s holds trusted key %s", out.TokenDir, out.KeyID)
 	}
-	if watch {
+	if req.Watch {
 		e.emit(Event{Type: TypeSnapshot, Snapshot: out})
 		w := e.watcher(loc.Client)
 		never := func(readiness.Result) bool { return false }
 		_, err := w.Until(ctx, refs, never)
 		if errors.Is(err, context.Canceled) || ctx.Err() != nil {
+			cleanDeep(out)
 			return out, nil // --watch ends with Ctrl-C: that is success
 		}
 		return out, err
 	}
+	cleanDeep(out)
 	return out, nil
 }
 

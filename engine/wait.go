@@ -11,10 +11,17 @@ import (
 	"github.com/kilnctl/kiln/engine/readiness"
 )
 
+// WaitRequest is what Wait needs.
+type WaitRequest struct {
+	Target
+	// Timeout bounds the wait (exit 5 when it passes).
+	Timeout time.Duration
+}
+
 // Wait waits until every platform object is ready and every tenant token
 // verifies against kiln-auth. It needs no config file: tenants come from
 // kiln-config.
-func (e *Engine) Wait(ctx context.Context, req Request) error {
+func (e *Engine) Wait(ctx context.Context, req WaitRequest) error {
 	td, err := e.wait(ctx, req)
 	dir := ""
 	if td != nil {
@@ -23,8 +30,8 @@ func (e *Engine) Wait(ctx context.Context, req Request) error {
 	return e.finish(err, fmt.Sprintf("cluster %s is ready and every tenant token verifies", req.Name), dir)
 }
 
-func (e *Engine) wait(ctx context.Context, req Request) (*creds.TokenDir, error) {
-	loc, cands, err := e.locate(ctx, req, false)
+func (e *Engine) wait(ctx context.Context, req WaitRequest) (*creds.TokenDir, error) {
+	loc, cands, err := e.locate(ctx, req.Target, false)
 	if err != nil {
 		return nil, err
 	}

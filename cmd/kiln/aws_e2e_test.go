@@ -190,6 +190,19 @@ func TestAWSCreateWaitStatusDestroy(t *testing.T) {
 	expect(t, e.aws("wait", "aws", name, "--headless", "--timeout", "2m"), 0)
 	expect(t, e.aws("status", "aws", name, "--region", region, "--headless"), 0)
 
+	// kiln list aws finds it by its tag, without a NAME, in its region only.
+	r = e.aws("list", "aws", "-o", "json")
+	expect(t, r, 0)
+	var listed []map[string]any
+	for _, ev := range r.events(t) {
+		if ev["type"] == "cluster" && ev["name"] == name {
+			listed = append(listed, ev)
+		}
+	}
+	if len(listed) != 1 || listed[0]["location"] != region || listed[0]["platform"] != "installed" || listed[0]["projects"] != float64(0) || listed[0]["provider"] != "aws" {
+		t.Errorf("kiln list aws: want %s once in %s, installed with 0 projects; got %v\n%s", name, region, listed, r)
+	}
+
 	// The wrong region is bad input that names the right one.
 	for _, cmd := range [][]string{
 		{"status", "aws", name, "--region", "us-east-1"},

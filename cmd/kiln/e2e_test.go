@@ -123,7 +123,7 @@ func TestCreateWaitStatusDestroy(t *testing.T) {
 			phases = append(phases, fmt.Sprintf("%s:%s", ev["phase"], ev["state"]))
 		}
 	}
-	want := []string{"discover:succeeded", "plan:succeeded", "credentials:succeeded", "infrastructure:skipped", "platform:succeeded", "readiness:succeeded"}
+	want := []string{"discover:succeeded", "plan:succeeded", "lock:succeeded", "credentials:succeeded", "infrastructure:skipped", "platform:succeeded", "readiness:succeeded"}
 	if !reflect.DeepEqual(phases, want) {
 		t.Errorf("phases = %v, want %v", phases, want)
 	}
@@ -405,7 +405,7 @@ func TestNameIsUniqueAcrossContexts(t *testing.T) {
 // crashPoints are the checkpoints where the crash hook kills kiln: every
 // phase boundary and every step of the platform apply.
 var crashPoints = []string{
-	"after-discover", "after-plan", "after-namespace", "after-lock",
+	"after-discover", "after-plan", "after-namespace", "after-lease", "after-lock",
 	"after-token-dir-pending", "after-credentials", "after-infrastructure",
 	"after-auth", "after-config", "after-commit", "after-tenants",
 	"after-serviceaccount", "after-deployment", "after-service", "after-platform",

@@ -171,7 +171,7 @@ func TestCanonicalRoundTrip(t *testing.T) {
 	inputs := map[string]string{
 		"example": exampleFile,
 		"minimal": hdr,
-		"odd":     hdr + "spec:\n  tenants: [z, \"1\", a]\n  stacks: [{name: s, image: \"reg:5000/x@sha256:abc\", port: 8443, cpu: \"1\", memory: 1e9}]\n",
+		"odd":     hdr + "spec:\n  tenants: [z, \"1\", a]\n  stacks: [{name: s, image: \"reg:5000/x@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef\", port: 8443, cpu: \"1\", memory: 1e9}]\n",
 	}
 	for name, in := range inputs {
 		t.Run(name, func(t *testing.T) {
@@ -359,6 +359,36 @@ func TestProblemString(t *testing.T) {
 	for _, tt := range tests {
 		if got := tt.p.String(); got != tt.want {
 			t.Errorf("%#v.String() = %q, want %q", tt.p, got, tt.want)
+		}
+	}
+}
+
+// Image references are checked against the grammar registries and the
+// kubelet accept, so a bad one is exit 2 before anything is written.
+func TestImageReferences(t *testing.T) {
+	long := strings.Repeat("a", 256)
+	for image, ok := range map[string]bool{
+		"nginx":                             true,
+		"nginx:1.27-alpine":                 true,
+		"library/nginx:latest":              true,
+		"ghcr.io/kilnctl/kiln:v0.3.0":       true,
+		"localhost:5000/team/app_x.y-z:dev": true,
+		"reg.example.com/a/b/c@sha256:" + strings.Repeat("ab", 32): true,
+		"reg.example.com/a:tag@sha256:" + strings.Repeat("ab", 32): true,
+		"Nginx":                           false, // uppercase repository
+		"nginx:":                          false,
+		"nginx:-tag":                      false,
+		"nginx@sha256:abc":                false, // digest too short
+		"-nginx":                          false,
+		"ghcr.io//app":                    false,
+		"ghcr.io/app:1.0+build":           false,
+		"app:" + strings.Repeat("t", 129): false,
+		long:                              false,
+		"ghcr.io/" + long + ":v1":         false,
+	} {
+		err := ValidateStack("s", Stack{Name: "s", Image: image, Port: 80, CPU: "100m", Memory: "64Mi"})
+		if (err == nil) != ok {
+			t.Errorf("%q: valid=%v, want %v (%v)", image, err == nil, ok, err)
 		}
 	}
 }

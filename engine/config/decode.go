@@ -1,3 +1,7 @@
+// Over 400 lines on purpose: the config decoder walks the YAML node tree
+// once, reporting every problem with its FILE:LINE:COL; each field's check
+// is a few lines of one decoder.
+
 package config
 
 import (
@@ -15,6 +19,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/kilnctl/kiln/engine/input"
 	"github.com/kilnctl/kiln/internal/exit"
 )
 
@@ -42,18 +47,18 @@ func Load(path string, name string) (*ClusterConfig, error) {
 func readFile(path string) ([]byte, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, exit.Usage("-c/--config %q: cannot read: %v", path, pathErr(err))
+		return nil, input.New(exit.BadInput, input.Config, path, "{input} %q: cannot read: %v", path, pathErr(err))
 	}
 	defer f.Close()
 	if st, err := f.Stat(); err == nil && st.IsDir() {
-		return nil, exit.Usage("-c/--config %q: cannot read: is a directory", path)
+		return nil, input.New(exit.BadInput, input.Config, path, "{input} %q: cannot read: is a directory", path)
 	}
 	data, err := io.ReadAll(io.LimitReader(f, MaxFileSize+1))
 	if err != nil {
-		return nil, exit.Usage("-c/--config %q: cannot read: %v", path, pathErr(err))
+		return nil, input.New(exit.BadInput, input.Config, path, "{input} %q: cannot read: %v", path, pathErr(err))
 	}
 	if len(data) > MaxFileSize {
-		return nil, exit.Usage("-c/--config %q: larger than %d bytes; not a cluster config", path, MaxFileSize)
+		return nil, input.New(exit.BadInput, input.Config, path, "{input} %q: larger than %d bytes; not a cluster config", path, MaxFileSize)
 	}
 	return data, nil
 }
@@ -117,6 +122,14 @@ func parse(filename string, data []byte, name string) (*ClusterConfig, Problems)
 	d.value(root, reflect.ValueOf(c).Elem(), "")
 	if d.bad[""] {
 		return nil, d.problems
+	}
+	if d.aliases > MaxAliases {
+		// What was decoded is a fragment: report the budget alone.
+		for _, p := range d.problems {
+			if strings.Contains(p.Message, "alias uses") {
+				return nil, Problems{p}
+			}
+		}
 	}
 	if c.Metadata.Name == "" && !d.bad["metadata.name"] && !d.set["metadata.name"] {
 		c.Metadata.Name = name
@@ -196,6 +209,33 @@ type decoder struct {
 	pos      map[string]mark // path -> where its value is
 	set      map[string]bool // paths the file gave a non-null value
 	bad      map[string]bool // paths whose value could not be decoded
+	aliases  int             // alias uses followed so far (MaxAliases)
+}
+
+// MaxAliases bounds how many alias uses a config may make. A cluster
+// config needs few; the bound keeps a hostile one (in a -c file or a
+// kiln-config read from a cluster) from costing more than its size.
+const MaxAliases = 100
+
+// deref follows alias n within the budget. It reports false when n is an
+// alias that cannot or may not be followed (the problem is recorded).
+func (d *decoder) deref(n *yaml.Node, path string) (*yaml.Node, bool) {
+	if n.Kind != yaml.AliasNode {
+		return n, true
+	}
+	if n.Alias == nil {
+		d.fail(n, path, "alias to an unknown anchor")
+		return nil, false
+	}
+	d.aliases++
+	if d.aliases > MaxAliases {
+		if d.aliases == MaxAliases+1 {
+			d.fail(n, path, "more than %d alias uses; spell the values out", MaxAliases)
+		}
+		d.bad[path] = true
+		return nil, false
+	}
+	return n.Alias, true
 }
 
 func (d *decoder) add(n *yaml.Node, path, format string, args ...any) {
@@ -239,18 +279,14 @@ func (d *decoder) find(path string) mark {
 // value decodes n into v. A null leaves v unset.
 func (d *decoder) value(n *yaml.Node, v reflect.Value, path string) {
 	at := n // aliases are reported where they are used
-	if n.Kind == yaml.AliasNode {
-		if n.Alias == nil {
-			d.fail(at, path, "alias to an unknown anchor")
-			return
-		}
-		n = n.Alias
+	n, ok := d.deref(n, path)
+	if !ok {
+		return
 	}
 	d.pos[path] = mark{at.Line, at.Column}
 	if isNull(n) {
 		return
 	}
-	var ok bool
 	switch v.Kind() {
 	case reflect.Struct:
 		ok = d.mapping(at, n, v, path)
@@ -277,9 +313,9 @@ func (d *decoder) mapping(at, n *yaml.Node, v reflect.Value, path string) bool {
 	seen := map[string]*yaml.Node{}
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, val := n.Content[i], n.Content[i+1]
-		kn := k
-		if kn.Kind == yaml.AliasNode && kn.Alias != nil {
-			kn = kn.Alias
+		kn, ok := d.deref(k, path)
+		if !ok {
+			continue
 		}
 		if kn.Kind != yaml.ScalarNode {
 			d.add(k, path, "a mapping key must be a field name, got %s", describe(kn))
@@ -321,7 +357,7 @@ func (d *decoder) sequence(at, n *yaml.Node, v reflect.Value, path string) bool 
 		ep := indexPath(path, i)
 		r := e
 		if r.Kind == yaml.AliasNode && r.Alias != nil {
-			r = r.Alias
+			r = r.Alias // only looked at; value() below follows (and counts) it
 		}
 		if isNull(r) {
 			d.fail(e, ep, "expected %s, got null", kindName(v.Type().Elem()))

@@ -549,3 +549,34 @@ func TestValidateProjectRef(t *testing.T) {
 		}
 	}
 }
+
+// A hostile config built from nested aliases costs no more than its size:
+// alias uses past MaxAliases are refused with a problem naming the file,
+// exit 2, whether it is a -c file or a kiln-config read back.
+func TestAliasBudget(t *testing.T) {
+	var b strings.Builder
+	b.WriteString(hdr + "x: &s0 {name: web, image: nginx, port: 80, cpu: 100m, memory: 64Mi}\n")
+	b.WriteString("spec:\n  stacks: [")
+	for i := 0; i < 20000; i++ {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString("*s0")
+	}
+	b.WriteString("]\n")
+	_, err := Parse("bomb.yaml", []byte(b.String()), "dev1")
+	if exit.Code(err) != exit.BadInput || !strings.Contains(err.Error(), "bomb.yaml") || !strings.Contains(err.Error(), "alias uses") {
+		t.Fatalf("want exit 2 naming the file and the alias budget, got %d: %.300v", exit.Code(err), err)
+	}
+	if n := strings.Count(err.Error(), "alias uses"); n != 1 {
+		t.Errorf("the budget problem is reported %d times, want once", n)
+	}
+	if _, err := ParseCanonical([]byte(b.String())); exit.Code(err) != exit.Failed || !strings.Contains(err.Error(), "alias uses") {
+		t.Fatalf("kiln-config: want an operation failure naming the alias budget, got %v", err)
+	}
+	// A few anchors, as a person writes them, are fine.
+	ok := hdr + "spec:\n  tenants: [a, b]\n  stacks:\n  - &web {name: web, image: nginx, port: 80, cpu: 100m, memory: 64Mi}\n  - {name: api, image: nginx, port: 8080, cpu: 100m, memory: 64Mi}\n"
+	if _, err := Parse("ok.yaml", []byte(ok), "dev1"); err != nil {
+		t.Fatal(err)
+	}
+}

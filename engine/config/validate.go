@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"regexp"
 	"strings"
 	"unicode"
 
@@ -138,8 +139,39 @@ func imageProblem(bad func(string, string, ...any), path, image string, present 
 		bad(path, "must not be empty")
 	case strings.IndexFunc(image, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }) >= 0:
 		bad(path, "image %s must not contain spaces or control characters", quoteShort(image))
+	case !imageRef.MatchString(image):
+		bad(path, "image %s is not an image reference: [REGISTRY[:PORT]/]REPOSITORY[:TAG][@DIGEST], lowercase repository (like nginx:1.27 or ghcr.io/org/app@sha256:…)", quoteShort(image))
+	case len(imageName(image)) > 255:
+		bad(path, "image %s: name longer than 255 characters", quoteShort(image))
 	}
 }
+
+// imageName is the registry and repository of an image reference, without
+// tag or digest.
+func imageName(image string) string {
+	name, _, _ := strings.Cut(image, "@")
+	if i := strings.LastIndex(name, ":"); i > strings.LastIndex(name, "/") {
+		name = name[:i]
+	}
+	return name
+}
+
+// imageRef is the grammar of a container image reference as registries and
+// the kubelet accept it (the distribution reference grammar): an optional
+// registry host (with port), a lowercase repository path, an optional tag
+// and an optional digest.
+var imageRef = func() *regexp.Regexp {
+	const (
+		alnum     = `[a-z0-9]+`
+		separator = `(?:[._]|__|[-]+)`
+		component = alnum + `(?:` + separator + alnum + `)*`
+		hostLabel = `(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])`
+		host      = hostLabel + `(?:\.` + hostLabel + `)*(?::[0-9]+)?`
+		tag       = `[\w][\w.-]{0,127}`
+		digest    = `[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,}`
+	)
+	return regexp.MustCompile(`^(?:` + host + `/)?` + component + `(?:/` + component + `)*(?::` + tag + `)?(?:@` + digest + `)?$`)
+}()
 
 func quantityProblem(bad func(string, string, ...any), path, v string, present func(string) bool, example string) {
 	if v == "" {
@@ -158,4 +190,29 @@ func quantityProblem(bad func(string, string, ...any), path, v string, present f
 	if q.Sign() <= 0 {
 		bad(path, "must be greater than zero, got %s", quoteShort(v))
 	}
+}
+
+// ValidateStack checks one stack as the config validation does (name,
+// image reference, port, cpu and memory), for a stack read back from the
+// cluster — a project spec stores its stack resolved, and kiln re-checks it
+// before deploying it. The error lists every problem under path.
+func ValidateStack(path string, st Stack) error {
+	var ps Problems
+	bad := func(p, format string, args ...any) {
+		ps = append(ps, Problem{Path: p, Message: fmt.Sprintf(format, args...)})
+	}
+	present := func(string) bool { return false }
+	if r := labelProblem(st.Name, MaxNameLength); r != "" {
+		bad(path+".name", "stack name %s: %s", quoteShort(st.Name), r)
+	}
+	imageProblem(bad, path+".image", st.Image, present)
+	if st.Port < 1 || st.Port > 65535 {
+		bad(path+".port", "must be between 1 and 65535, got %d", st.Port)
+	}
+	quantityProblem(bad, path+".cpu", st.CPU, present, "100m")
+	quantityProblem(bad, path+".memory", st.Memory, present, "128Mi")
+	if len(ps) > 0 {
+		return ps
+	}
+	return nil
 }

@@ -1,3 +1,8 @@
+// Over 400 lines on purpose: acquiring, judging expiry on the contender's
+// own clock and taking over a dead holder are one protocol (DESIGN.md §13);
+// split across files its invariants would be harder to check. Renewal is in
+// renew.go, identities in identity.go.
+
 // Package lock serializes kiln operations with coordination.k8s.io Leases:
 // one operation at a time per cluster (kiln-system/kiln-lock) and per
 // project (kiln-project-P in the tenant namespace).

@@ -14,7 +14,8 @@ import (
 // Delete asks the API server to delete ref. Deletion is foreground, so a
 // Deployment disappears only after its ReplicaSets and pods are gone, and a
 // Namespace after everything in it. Missing is not an error. Callers verify
-// the object is gone with readiness.Watcher and the Gone goal.
+// the object is gone with readiness.Watcher and the Gone goal. Deleting a
+// namespace that is already terminating is not an error either.
 func Delete(ctx context.Context, cs kubernetes.Interface, ref readiness.Ref) error {
 	fg := metav1.DeletePropagationForeground
 	opts := metav1.DeleteOptions{PropagationPolicy: &fg}
@@ -39,8 +40,13 @@ func Delete(ctx context.Context, cs kubernetes.Interface, ref readiness.Ref) err
 	default:
 		return fmt.Errorf("platform: cannot delete %s", ref)
 	}
-	if err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("delete %s: %w", ref, err)
+	switch {
+	case err == nil, apierrors.IsNotFound(err):
+		return nil
+	case ref.Kind == readiness.KindNamespace && apierrors.IsConflict(err):
+		// "The system is ensuring all content is removed from this
+		// namespace": already being deleted, which is what was asked.
+		return nil
 	}
-	return nil
+	return fmt.Errorf("delete %s: %w", ref, err)
 }

@@ -170,6 +170,9 @@ type State struct {
 	// NamespaceExists: kiln-system exists; Cluster is its kiln.dev/cluster label.
 	NamespaceExists bool
 	Cluster         string
+	// Terminating: kiln-system is being deleted (a destroy under way or
+	// interrupted); nothing can be created in it until it is gone.
+	Terminating bool
 	// Installed: kiln-config exists. Config is its parsed content.
 	Installed bool
 	Config    *config.ClusterConfig
@@ -200,6 +203,7 @@ func Read(ctx context.Context, cs kubernetes.Interface) (*State, error) {
 	}
 	st.NamespaceExists = true
 	st.Cluster = ns.Labels[LabelCluster]
+	st.Terminating = ns.DeletionTimestamp != nil
 	auth, err := cs.CoreV1().ConfigMaps(Namespace).Get(ctx, AuthName, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):

@@ -1,3 +1,8 @@
+// Over 400 lines on purpose: every project operation (create, start,
+// suspend, restack, delete, rotate-token) runs through the same lease,
+// ordered provision/deprovision and verification helpers below, and reads
+// best next to them.
+
 package project
 
 import (
@@ -12,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kilnctl/kiln/engine/config"
+	"github.com/kilnctl/kiln/engine/input"
 	"github.com/kilnctl/kiln/engine/lock"
 	"github.com/kilnctl/kiln/engine/platform"
 	"github.com/kilnctl/kiln/engine/readiness"
@@ -71,10 +77,24 @@ func (o *Ops) precheck(ctx context.Context, r Ref, mustExist bool) (*Spec, error
 	return o.mustSpec(ctx, r)
 }
 
+// maxHost is the longest DNS name, which the project's host P.T.DOMAIN
+// (its Ingress rule) must fit.
+const maxHost = 253
+
+func quoteHost(h string) string {
+	if len(h) > 60 {
+		return h[:28] + "…" + h[len(h)-28:]
+	}
+	return h
+}
+
 // Create records the project (desired running, the stack) and provisions it.
 // Creating an existing project with the same stack is a start; with another
 // stack it is refused (use restack).
 func (o *Ops) Create(ctx context.Context, r Ref, stackName string) error {
+	if h := o.Host(r); len(h) > maxHost {
+		return exit.Usage("TENANT/PROJECT %s: its host %s is %d characters; a host name has at most %d (shorten the project or tenant name, or the cluster's spec.domain)", r, quoteHost(h), len(h), maxHost)
+	}
 	st, err := o.stack(stackName)
 	if err != nil {
 		return err
@@ -144,7 +164,7 @@ func (o *Ops) Suspend(ctx context.Context, r Ref) error {
 // lease.
 func (o *Ops) Restack(ctx context.Context, r Ref, stackName string) error {
 	if stackName == "" {
-		return exit.Usage("--stack: required for restack")
+		return input.New(exit.BadInput, input.Stack, "", "{input}: required for restack")
 	}
 	st, err := o.stack(stackName)
 	if err != nil {

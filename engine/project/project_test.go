@@ -2,6 +2,7 @@ package project
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
@@ -267,4 +268,104 @@ func TestListUsesConstantRequests(t *testing.T) {
 	if len(seen) != 2 || seen[0] != seen[1] || seen[0] != 8 {
 		t.Errorf("LIST requests by number of projects: %v, want 8 each", counts)
 	}
+}
+
+// A tenant who can write ConfigMaps can plant specs: ones that do not
+// decode, that name another project or tenant, or that carry a stack that
+// fails validation. Listing skips each with a warning naming it, the real
+// project is still listed, and no operation deploys a planted spec.
+func TestPlantedSpecsAreSkippedNotTrusted(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs the control plane")
+	}
+	o, ctx := newOps(t, "planted")
+	var warnings []string
+	o.R = &captureReporter{logReporter: logReporter{t: t, w: &readiness.Watcher{Client: o.Client}}, warn: &warnings}
+	good := Ref{Tenant: "planted", Project: "real"}
+	if err := o.Create(ctx, good, ""); err != nil {
+		t.Fatal(err)
+	}
+	stack := config.DefaultStack()
+	badStack := stack
+	badStack.Image = "Evil Image"
+	plant := map[string]string{
+		"notjson":  `{"tenant": "planted", "project":`,
+		"other":    specJSON(t, Spec{Tenant: "planted", Project: "real", Stack: stack, State: DesiredRunning}),
+		"elsewhre": specJSON(t, Spec{Tenant: "victim", Project: "elsewhre", Stack: stack, State: DesiredRunning}),
+		"badstack": specJSON(t, Spec{Tenant: "planted", Project: "badstack", Stack: badStack, State: DesiredRunning}),
+		"huge":     strings.Repeat(" ", MaxSpecSize+1),
+	}
+	for p, data := range plant {
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: SpecName(p), Namespace: good.Namespace(), Labels: o.labels(Ref{Tenant: "planted", Project: p})},
+			Data: map[string]string{SpecKey: data}}
+		if _, err := o.Client.CoreV1().ConfigMaps(good.Namespace()).Create(ctx, cm, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	list, err := o.List(ctx, "")
+	if err != nil {
+		t.Fatalf("one planted spec broke the whole list: %v", err)
+	}
+	if len(list) != 1 || list[0].Project != "real" {
+		t.Fatalf("list: want only the real project, got %+v", list)
+	}
+	for p := range plant {
+		found := false
+		for _, w := range warnings {
+			found = found || strings.Contains(w, SpecName(p))
+		}
+		if !found {
+			t.Errorf("no warning names the planted spec %s: %q", SpecName(p), warnings)
+		}
+	}
+	err = o.Start(ctx, Ref{Tenant: "planted", Project: "badstack"})
+	if err == nil || !strings.Contains(err.Error(), "spec.") && !strings.Contains(err.Error(), "image") {
+		t.Fatalf("start of a planted spec with a bad stack: %v", err)
+	}
+	if _, err := o.Client.AppsV1().Deployments(good.Namespace()).Get(ctx, "badstack", metav1.GetOptions{}); err == nil {
+		t.Fatal("a planted spec was deployed")
+	}
+}
+
+// A host P.T.DOMAIN longer than a DNS name is bad input before anything is
+// written, not a failure after the Deployment is up.
+func TestLongHostIsBadInputUpFront(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs the control plane")
+	}
+	o, ctx := newOps(t, "longhost")
+	label := strings.Repeat("d", 60)
+	o.Config.Spec.Domain = strings.Join([]string{label, label, label, label, "io"}, ".")
+	r := Ref{Tenant: "longhost", Project: strings.Repeat("p", 40)}
+	err := o.Create(ctx, r, "")
+	if exit.Code(err) != exit.BadInput || !strings.Contains(err.Error(), "253") {
+		t.Fatalf("want exit 2 naming the 253-character limit, got %d: %v", exit.Code(err), err)
+	}
+	if _, err := o.Client.CoreV1().ConfigMaps(r.Namespace()).Get(ctx, SpecName(r.Project), metav1.GetOptions{}); err == nil {
+		t.Fatal("the spec was written although the host is too long")
+	}
+}
+
+type captureReporter struct {
+	logReporter
+	mu   sync.Mutex
+	warn *[]string
+}
+
+func (r *captureReporter) Logf(level, format string, args ...any) {
+	r.logReporter.Logf(level, format, args...)
+	if level == "warn" {
+		r.mu.Lock()
+		*r.warn = append(*r.warn, fmt.Sprintf(format, args...))
+		r.mu.Unlock()
+	}
+}
+
+func specJSON(t *testing.T, s Spec) string {
+	t.Helper()
+	data, err := json.Marshal(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(data)
 }

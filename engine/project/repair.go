@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/kilnctl/kiln/engine/input"
 	"github.com/kilnctl/kiln/engine/lock"
 	"github.com/kilnctl/kiln/engine/platform"
 	"github.com/kilnctl/kiln/engine/readiness"
@@ -101,7 +102,7 @@ func (o *Ops) repairOne(ctx context.Context, r Ref) (bool, error) {
 // failures are collected and the first exit code by severity returned.
 func (o *Ops) Bulk(ctx context.Context, op, tenant string, concurrency int) (ok, failed []string, err error) {
 	if op != "start" && op != "suspend" {
-		return nil, nil, exit.Usage("--all: only for start and suspend, not %s", op)
+		return nil, nil, input.New(exit.BadInput, input.All, op, "{input}: only for start and suspend, not %s", op)
 	}
 	if concurrency <= 0 {
 		concurrency = defaultBulkLimit

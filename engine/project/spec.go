@@ -34,10 +34,37 @@ type Spec struct {
 	UpdatedBy     string    `json:"updated_by"`
 }
 
+// MaxSpecSize bounds a spec kiln decodes: its own are a few hundred bytes.
+const MaxSpecSize = 64 << 10
+
+// decodeSpec reads the spec of ConfigMap cm and checks that it is one kiln
+// could have written there: it decodes, its tenant and project are valid
+// names that match the ConfigMap's own namespace and name, its state is
+// known, and its stack passes the config's validation. A tenant who can
+// write ConfigMaps in its namespace can plant anything; such a spec is
+// refused (and skipped by list), never deployed.
 func decodeSpec(cm *corev1.ConfigMap) (*Spec, error) {
+	where := fmt.Sprintf("project spec configmap %s/%s", cm.Namespace, cm.Name)
+	raw := cm.Data[SpecKey]
+	if len(raw) > MaxSpecSize {
+		return nil, fmt.Errorf("%s: key %s is %d bytes (at most %d)", where, SpecKey, len(raw), MaxSpecSize)
+	}
 	var s Spec
-	if err := json.Unmarshal([]byte(cm.Data[SpecKey]), &s); err != nil {
-		return nil, fmt.Errorf("configmap %s/%s key %s: %w", cm.Namespace, cm.Name, SpecKey, err)
+	if err := json.Unmarshal([]byte(raw), &s); err != nil {
+		return nil, fmt.Errorf("%s key %s: %w", where, SpecKey, err)
+	}
+	if _, _, err := config.ValidateProjectRef(s.Tenant + "/" + s.Project); err != nil {
+		return nil, fmt.Errorf("%s: %v", where, err)
+	}
+	r := Ref{Tenant: s.Tenant, Project: s.Project}
+	if r.Namespace() != cm.Namespace || SpecName(r.Project) != cm.Name {
+		return nil, fmt.Errorf("%s: holds the spec of %s, which belongs in %s/%s", where, r, r.Namespace(), SpecName(r.Project))
+	}
+	if s.State != DesiredRunning && s.State != DesiredSuspended {
+		return nil, fmt.Errorf("%s: unknown state %q", where, s.State)
+	}
+	if err := config.ValidateStack("stack", s.Stack); err != nil {
+		return nil, fmt.Errorf("%s: %v", where, err)
 	}
 	return &s, nil
 }

@@ -24,9 +24,8 @@ platform is a plain create, so automation can always pass it.`,
   kiln create kube dev1 --continue`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return g.runOp(args, cont, func(e *engine.Engine, req engine.Request) error {
-				req.Continue = cont
-				return e.Create(cmd.Context(), req)
+			return g.runOp(args, cont, func(e *engine.Engine, t engine.Target) error {
+				return e.Create(cmd.Context(), engine.CreateRequest{Target: t, ConfigPath: g.config, Continue: cont, Timeout: g.timeout})
 			})
 		},
 	}
@@ -47,8 +46,8 @@ every token in the token dir against kiln-auth. Exit 0 when all is ready,
   kiln wait kube dev1 -o json`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return g.runOp(args, false, func(e *engine.Engine, req engine.Request) error {
-				return e.Wait(cmd.Context(), req)
+			return g.runOp(args, false, func(e *engine.Engine, t engine.Target) error {
+				return e.Wait(cmd.Context(), engine.WaitRequest{Target: t, Timeout: g.timeout})
 			})
 		},
 	}
@@ -65,8 +64,8 @@ the keyring entry and moves the token dir aside (it is never deleted).`,
   kiln destroy kube dev1 --yes --headless`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return g.runOp(args, false, func(e *engine.Engine, req engine.Request) error {
-				return e.Destroy(cmd.Context(), req)
+			return g.runOp(args, false, func(e *engine.Engine, t engine.Target) error {
+				return e.Destroy(cmd.Context(), engine.DestroyRequest{Target: t, Yes: g.yes, Timeout: g.timeout})
 			})
 		},
 	}

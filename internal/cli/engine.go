@@ -120,13 +120,14 @@ func (g *globals) stdinIsTerminal() bool {
 	return ok && term.IsTerminal(int(in.Fd()))
 }
 
-func (g *globals) request(p engine.Provider, name string) engine.Request {
-	return engine.Request{Provider: p, Name: name, ConfigPath: g.config, TokenDir: g.tokenDir, Timeout: g.timeout, Yes: g.yes}
+// target is the cluster `CMD PROVIDER NAME` is about.
+func (g *globals) target(p engine.Provider, name string) engine.Target {
+	return engine.Target{Provider: p, Name: name, TokenDir: g.tokenDir}
 }
 
 // runOp runs a cluster operation for `CMD PROVIDER NAME` through the
 // headless frontend.
-func (g *globals) runOp(args []string, cont bool, op func(*engine.Engine, engine.Request) error) error {
+func (g *globals) runOp(args []string, cont bool, op func(*engine.Engine, engine.Target) error) error {
 	p, err := g.provider(args[0])
 	if err != nil {
 		return err
@@ -135,7 +136,7 @@ func (g *globals) runOp(args []string, cont bool, op func(*engine.Engine, engine
 	if err != nil {
 		return err
 	}
-	return done(op(e, g.request(p, args[1])))
+	return done(op(e, g.target(p, args[1])))
 }
 
 // done marks an engine error as reported: the engine already emitted it as

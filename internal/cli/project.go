@@ -115,7 +115,7 @@ func (g *globals) runProject(cmd *cobra.Command, req engine.ProjectRequest, args
 	if err != nil {
 		return err
 	}
-	req.Request = g.request(p, args[1])
+	req.Target, req.Timeout = g.target(p, args[1]), g.timeout
 	out, err := e.Project(cmd.Context(), req)
 	if err != nil {
 		return done(err)

@@ -35,8 +35,7 @@ derives state from the live objects. --watch keeps streaming changes.`,
 			if err != nil {
 				return err
 			}
-			req := g.request(p, args[1])
-			req.Repair = repair
+			req := engine.StatusRequest{Target: g.target(p, args[1]), Watch: watch, Repair: repair, Timeout: g.timeout}
 			if watch {
 				// One operation: the snapshot, then changes as they happen,
 				// until Ctrl-C (which ends --watch successfully).
@@ -49,10 +48,10 @@ derives state from the live objects. --watch keeps streaming changes.`,
 						fmt.Fprintln(g.stderr, "watching for changes (Ctrl-C to stop) ...")
 					}
 				}
-				_, err := e.Status(cmd.Context(), req, true)
+				_, err := e.Status(cmd.Context(), req)
 				return done(err)
 			}
-			st, err := e.Status(cmd.Context(), req, false)
+			st, err := e.Status(cmd.Context(), req)
 			if err != nil {
 				return done(err)
 			}

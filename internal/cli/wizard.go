@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 
 	"github.com/kilnctl/kiln/creds"
 	"github.com/kilnctl/kiln/engine"
@@ -71,12 +72,12 @@ func (b *wizardBackend) providerAt(name, location string) (engine.Provider, erro
 	return nil, exit.Usage("PROVIDER %q: must be kube or aws", name)
 }
 
-func (b *wizardBackend) request(provider, location, name string) (engine.Request, error) {
+func (b *wizardBackend) target(provider, location, name string) (engine.Target, error) {
 	p, err := b.providerAt(provider, location)
 	if err != nil {
-		return engine.Request{}, err
+		return engine.Target{}, err
 	}
-	return engine.Request{Provider: p, Name: name, TokenDir: b.g.tokenDir, Timeout: b.g.timeout}, nil
+	return engine.Target{Provider: p, Name: name, TokenDir: b.g.tokenDir}, nil
 }
 
 func (b *wizardBackend) Locations() ([]string, string, error) {
@@ -85,29 +86,67 @@ func (b *wizardBackend) Locations() ([]string, string, error) {
 	return names, p.Target(), err
 }
 
-// Clusters asks the engine to discover the kiln clusters in every context,
-// with the token dir the engine would use for each (events discarded: the
-// home screen shows the list).
+// Clusters asks the engine to list the kiln clusters of every provider the
+// wizard can reach — every kubeconfig context, and every region when AWS
+// is set up on this machine (awsConfigured) — as kiln list does, with the
+// token dir the engine would use for each (events discarded: the home
+// screen shows the list). An AWS that cannot be searched is one row with
+// its cause.
 func (b *wizardBackend) Clusters(ctx context.Context) ([]tui.Cluster, error) {
-	p, err := b.providerAt("kube", "")
+	kp, err := b.providerAt("kube", "")
 	if err != nil {
 		return nil, err
 	}
+	req := engine.ListRequest{Providers: []engine.Provider{kp}, TokenDir: b.g.tokenDir}
+	if awsConfigured(b.g, os.Getenv) {
+		ap, err := b.providerAt("aws", "")
+		if err != nil {
+			return nil, err
+		}
+		req.Optional = append(req.Optional, ap)
+	}
 	quiet := engine.SinkFunc(func(engine.Event) {})
-	return b.engine(quiet, nil).DiscoverClusters(ctx, p, b.g.tokenDir)
+	return b.engine(quiet, nil).List(ctx, req)
+}
+
+// awsConfigured says whether AWS is set up for this user — an aws flag
+// given, AWS credentials or a profile in the environment, or a shared
+// config or credentials file — so the home screen searches AWS only where
+// that can find something, and never waits on it on a machine without it.
+func awsConfigured(g *globals, getenv func(string) string) bool {
+	if g.aws.profile != "" || g.region != "" || len(g.regions) > 0 {
+		return true
+	}
+	for _, v := range []string{"AWS_PROFILE", "AWS_ACCESS_KEY_ID", "AWS_WEB_IDENTITY_TOKEN_FILE", "AWS_CONTAINER_CREDENTIALS_FULL_URI", "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI"} {
+		if getenv(v) != "" {
+			return true
+		}
+	}
+	files := []string{getenv("AWS_CONFIG_FILE"), getenv("AWS_SHARED_CREDENTIALS_FILE")}
+	if home := getenv("HOME"); home != "" {
+		files = append(files, filepath.Join(home, ".aws", "config"), filepath.Join(home, ".aws", "credentials"))
+	}
+	for _, f := range files {
+		if f == "" {
+			continue
+		}
+		if _, err := os.Stat(f); err == nil {
+			return true
+		}
+	}
+	return false
 }
 
 func (b *wizardBackend) Create(ctx context.Context, req tui.CreateRequest, sink engine.Sink, confirm engine.Confirmer) error {
 	ctx = engine.WithHooks(ctx, b.hooks)
-	r, err := b.request(req.Provider, req.Location, req.Name)
+	t, err := b.target(req.Provider, req.Location, req.Name)
 	if err != nil {
 		return err
 	}
-	r.ConfigPath = req.ConfigPath
 	if req.TokenDir != "" {
-		r.TokenDir = req.TokenDir // the form's Token dir field
+		t.TokenDir = req.TokenDir // the form's Token dir field
 	}
-	return b.engine(sink, confirm).Create(ctx, r)
+	return b.engine(sink, confirm).Create(ctx, engine.CreateRequest{Target: t, ConfigPath: req.ConfigPath, Timeout: b.g.timeout})
 }
 
 // Status reads the cluster for the inspect screens with engine.Inspect at
@@ -115,7 +154,7 @@ func (b *wizardBackend) Create(ctx context.Context, req tui.CreateRequest, sink 
 // seconds).
 func (b *wizardBackend) Status(ctx context.Context, t tui.Target) (*tui.Inspection, error) {
 	ctx = engine.WithHooks(ctx, b.hooks)
-	r, err := b.request(t.Provider, t.Location, t.Name)
+	r, err := b.target(t.Provider, t.Location, t.Name)
 	if err != nil {
 		return nil, err
 	}
@@ -130,19 +169,19 @@ func (b *wizardBackend) Status(ctx context.Context, t tui.Target) (*tui.Inspecti
 // Project runs one project operation, as kiln project OP does.
 func (b *wizardBackend) Project(ctx context.Context, t tui.Target, op tui.ProjectOp, sink engine.Sink, confirm engine.Confirmer) error {
 	ctx = engine.WithHooks(ctx, b.hooks)
-	r, err := b.request(t.Provider, t.Location, t.Name)
+	r, err := b.target(t.Provider, t.Location, t.Name)
 	if err != nil {
 		return err
 	}
-	_, err = b.engine(sink, confirm).Project(ctx, engine.ProjectRequest{Request: r, Op: op.Op, Ref: op.Ref, Stack: op.Stack})
+	_, err = b.engine(sink, confirm).Project(ctx, engine.ProjectRequest{Target: r, Timeout: b.g.timeout, Op: op.Op, Ref: op.Ref, Stack: op.Stack})
 	return err
 }
 
 func (b *wizardBackend) Destroy(ctx context.Context, t tui.Target, sink engine.Sink, confirm engine.Confirmer) error {
 	ctx = engine.WithHooks(ctx, b.hooks)
-	r, err := b.request(t.Provider, t.Location, t.Name)
+	r, err := b.target(t.Provider, t.Location, t.Name)
 	if err != nil {
 		return err
 	}
-	return b.engine(sink, confirm).Destroy(ctx, r)
+	return b.engine(sink, confirm).Destroy(ctx, engine.DestroyRequest{Target: r, Timeout: b.g.timeout})
 }

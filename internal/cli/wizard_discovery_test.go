@@ -2,15 +2,18 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
+	"github.com/kilnctl/kiln/engine"
 	"github.com/kilnctl/kiln/tui"
 	"github.com/kilnctl/kiln/tui/tuitest"
 )
@@ -70,4 +73,74 @@ func TestWizardDiscoveryIsBoundedAndNeverInteractive(t *testing.T) {
 	// The home screen lists them; the first (hang, selected) shows its cause.
 	h := tuitest.Start(t, &tuitest.Backend{Contexts: []string{"hang", "other", "sso"}, Current: "other", List: rows}, tui.Options{})
 	h.WaitFor(t, "did not answer within 1s")
+}
+
+// failingProvider cannot search at all (no AWS credentials, say).
+type failingProvider struct{ memProvider }
+
+func (p *failingProvider) Name() string { return "aws" }
+func (p *failingProvider) Discover(context.Context, string) ([]engine.Location, error) {
+	return nil, errors.New("credentials: no AWS credentials found")
+}
+
+// The home screen searches every provider the machine is set up for, in
+// parallel: kube's clusters are listed, and an AWS that cannot be searched
+// is one row saying why, not a failed home screen. Without AWS set up, AWS
+// is never asked.
+func TestWizardHomeSearchesEveryConfiguredProvider(t *testing.T) {
+	asked := map[string]int{}
+	var mu sync.Mutex
+	newBackend := func(g *globals) *wizardBackend {
+		return &wizardBackend{g: g, newProvider: func(name, location string) (engine.Provider, error) {
+			mu.Lock()
+			asked[name]++
+			mu.Unlock()
+			if name == "aws" {
+				return &failingProvider{}, nil
+			}
+			return &memProvider{}, nil
+		}}
+	}
+	ctx := context.Background()
+	t.Setenv("HOME", t.TempDir())
+	for _, v := range []string{"AWS_PROFILE", "AWS_ACCESS_KEY_ID", "AWS_WEB_IDENTITY_TOKEN_FILE", "AWS_CONTAINER_CREDENTIALS_FULL_URI", "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", "AWS_CONFIG_FILE", "AWS_SHARED_CREDENTIALS_FILE"} {
+		t.Setenv(v, "")
+	}
+	rows, err := newBackend(&globals{}).Clusters(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if asked["aws"] != 0 {
+		t.Fatalf("AWS searched on a machine without AWS set up")
+	}
+	if len(rows) != 2 || rows[0].Name != "other" {
+		t.Fatalf("kube rows: %+v", rows)
+	}
+
+	g := &globals{region: "eu-west-1"}
+	rows, err = newBackend(g).Clusters(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := rows[len(rows)-1]
+	if asked["aws"] != 1 || last.Provider != "aws" || last.Platform != "?" || !strings.Contains(last.Err, "no AWS credentials") {
+		t.Fatalf("want kube's rows then one aws row with its error, got %+v", rows)
+	}
+	if rows[0].Name != "other" {
+		t.Fatalf("kube rows lost: %+v", rows)
+	}
+
+	// A shared config file is enough to count as set up.
+	cfg := filepath.Join(t.TempDir(), "config")
+	if err := os.WriteFile(cfg, []byte("[default]\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{"AWS_CONFIG_FILE": cfg}
+	if !awsConfigured(&globals{}, func(k string) string { return env[k] }) {
+		t.Fatal("AWS_CONFIG_FILE naming an existing file: not counted as set up")
+	}
+	env["AWS_CONFIG_FILE"] = filepath.Join(t.TempDir(), "missing")
+	if awsConfigured(&globals{}, func(k string) string { return env[k] }) {
+		t.Fatal("a missing config file counted as AWS set up")
+	}
 }

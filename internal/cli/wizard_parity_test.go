@@ -51,19 +51,23 @@ func (p *memProvider) DestroyInfrastructure(ctx context.Context, name, location 
 func TestWizardAndHeadlessDriveTheEngineAlike(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
-		headless func(context.Context, *engine.Engine, engine.Request) error
+		headless func(context.Context, *engine.Engine, engine.Target) error
 		wizard   func(context.Context, *wizardBackend, *tui.Bridge) error
 	}{
 		{
-			name:     "destroy-not-found",
-			headless: func(ctx context.Context, e *engine.Engine, r engine.Request) error { return e.Destroy(ctx, r) },
+			name: "destroy-not-found",
+			headless: func(ctx context.Context, e *engine.Engine, t engine.Target) error {
+				return e.Destroy(ctx, engine.DestroyRequest{Target: t, Yes: true, Timeout: time.Minute})
+			},
 			wizard: func(ctx context.Context, b *wizardBackend, br *tui.Bridge) error {
 				return b.Destroy(ctx, tui.Target{Provider: "kube", Name: "demo", Location: "mem-a"}, br, br)
 			},
 		},
 		{
-			name:     "create-infrastructure-fails",
-			headless: func(ctx context.Context, e *engine.Engine, r engine.Request) error { return e.Create(ctx, r) },
+			name: "create-infrastructure-fails",
+			headless: func(ctx context.Context, e *engine.Engine, t engine.Target) error {
+				return e.Create(ctx, engine.CreateRequest{Target: t, Timeout: time.Minute})
+			},
 			wizard: func(ctx context.Context, b *wizardBackend, br *tui.Bridge) error {
 				return b.Create(ctx, tui.CreateRequest{Provider: "kube", Name: "demo", Location: "mem-c"}, br, br)
 			},
@@ -80,7 +84,7 @@ func TestWizardAndHeadlessDriveTheEngineAlike(t *testing.T) {
 			if strings.HasPrefix(tc.name, "create") {
 				loc = "mem-c"
 			}
-			herr := tc.headless(ctx, e, engine.Request{Provider: &memProvider{target: loc}, Name: "demo", Timeout: time.Minute, Yes: true})
+			herr := tc.headless(ctx, e, engine.Target{Provider: &memProvider{target: loc}, Name: "demo"})
 			var want []string
 			for _, line := range strings.Split(strings.TrimSpace(out.String()), "\n") {
 				want = append(want, normalize(t, []byte(line), headlessState))

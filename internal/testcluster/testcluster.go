@@ -198,19 +198,35 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	if err := os.WriteFile(c.path("kwok.yaml"), stages, 0o600); err != nil {
 		return nil, err
 	}
-	if err := c.run(ctx, bin, "kwok", kc,
-		"--config="+c.path("kwok.yaml"),
+	kwokArgs := []string{kc,
+		"--config=" + c.path("kwok.yaml"),
 		"--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
-		"--server-address=127.0.0.1:"+strconv.Itoa(kwokPort),
+		"--server-address=127.0.0.1:" + strconv.Itoa(kwokPort),
 		"--cidr=10.244.0.0/16",
 		"--node-ip=127.0.0.1",
-	); err != nil {
+	}
+	if err := c.createNodes(ctx, opts.Nodes); err != nil {
 		return nil, err
 	}
-	if err := c.addNodes(ctx, opts.Nodes); err != nil {
-		return nil, err
+	// kwok v0.8.0 sometimes dies at start-up with "fatal error: concurrent
+	// map writes" (a race in its CEL registry, github.com/wzshiming/easycel):
+	// a kwok that exits before the nodes are ready is started again, a few
+	// times, its earlier log kept in kwok.log.
+	const kwokStarts = 3
+	for attempt := 1; ; attempt++ {
+		err := c.run(ctx, bin, "kwok", kwokArgs...)
+		if err == nil {
+			err = c.waitNodes(ctx, opts.Nodes)
+		}
+		if err == nil {
+			return c, nil
+		}
+		kwok := c.procs[len(c.procs)-1]
+		if kwok.name != "kwok" || kwok.exited() == nil || attempt == kwokStarts || ctx.Err() != nil {
+			return nil, err
+		}
+		c.procs = c.procs[:len(c.procs)-1]
 	}
-	return c, nil
 }
 
 func (c *Cluster) path(elem ...string) string {
@@ -283,10 +299,8 @@ func (c *Cluster) waitReady(ctx context.Context) error {
 	return nil
 }
 
-// addNodes creates fake nodes for kwok and removes the not-ready taint the
-// API server adds at creation (the node lifecycle controller that would
-// remove it is disabled: kwok nodes have no kubelet).
-func (c *Cluster) addNodes(ctx context.Context, n int) error {
+// createNodes creates the fake nodes kwok manages.
+func (c *Cluster) createNodes(ctx context.Context, n int) error {
 	for i := 0; i < n; i++ {
 		node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{
 			Name:        fmt.Sprintf("kwok-node-%d", i),
@@ -301,6 +315,13 @@ func (c *Cluster) addNodes(ctx context.Context, n int) error {
 			return fmt.Errorf("create node %s: %w", node.Name, err)
 		}
 	}
+	return nil
+}
+
+// waitNodes waits until kwok reports the n fake nodes ready and removes the
+// not-ready taint the API server adds at creation (the node lifecycle
+// controller that would remove it is disabled: kwok nodes have no kubelet).
+func (c *Cluster) waitNodes(ctx context.Context, n int) error {
 	kwok := c.procs[len(c.procs)-1]
 	err := wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, func(ctx context.Context) (bool, error) {
 		if err := kwok.exited(); err != nil {

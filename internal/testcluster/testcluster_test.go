@@ -273,3 +273,50 @@ func alive(pid int) bool {
 	}
 	return s[i+2] != 'Z' && s[i+2] != 'X'
 }
+
+// TestKwokCrashAtStartIsRestarted starts a control plane whose kwok dies
+// once during start-up, as kwok v0.8.0 sometimes does ("concurrent map
+// writes" in its CEL registry): Start must run it again and come up.
+func TestKwokCrashAtStartIsRestarted(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a second control plane")
+	}
+	real, err := binDir("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := t.TempDir()
+	for _, b := range []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok-stages.yaml"} {
+		if err := os.Symlink(filepath.Join(real, b), filepath.Join(bin, b)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	marker := filepath.Join(bin, "crashed")
+	// Dies after the start check (so the wait for nodes sees it), once.
+	script := fmt.Sprintf("#!/bin/sh\nif [ ! -e %q ]; then touch %q; sleep 0.3; echo 'fatal error: concurrent map writes' >&2; exit 2; fi\nexec %q \"$@\"\n",
+		marker, marker, filepath.Join(real, "kwok"))
+	if err := os.WriteFile(filepath.Join(bin, "kwok"), []byte(script), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	c, err := Start(ctx, Options{BinDir: bin})
+	if err != nil {
+		t.Fatalf("start with a kwok that crashes once: %v", err)
+	}
+	defer c.Stop()
+	if _, err := os.Stat(marker); err != nil {
+		t.Fatalf("the fake kwok never crashed, so the restart was not exercised: %v", err)
+	}
+	log, err := os.ReadFile(c.path("kwok.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(log), "concurrent map writes") {
+		t.Fatalf("kwok.log lost the first run's output:\n%s", log)
+	}
+	nodes, err := c.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil || len(nodes.Items) != 1 || !nodeReady(&nodes.Items[0]) {
+		t.Fatalf("nodes after restart: %v, %v", nodes, err)
+	}
+}

@@ -24,6 +24,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/kilnctl/kiln/engine"
+	"github.com/kilnctl/kiln/engine/input"
 	"github.com/kilnctl/kiln/internal/exit"
 )
 
@@ -160,14 +161,14 @@ func (p *Provider) AWSConfig(ctx context.Context, region string) (aws.Config, er
 }
 
 func checkCredentials(ctx context.Context, cfg aws.Config) error {
-	const hint = "set AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, AWS_PROFILE or --profile, or run `aws sso login`"
+	const hint = "set AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, AWS_PROFILE or {input}, or run `aws sso login`"
 	if cfg.Credentials == nil {
-		return exit.Usage("credentials: no AWS credentials found; %s", hint)
+		return input.New(exit.BadInput, input.Profile, "", "credentials: no AWS credentials found; "+hint)
 	}
 	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	if _, err := cfg.Credentials.Retrieve(cctx); err != nil {
-		return exit.Usage("credentials: no usable AWS credentials (%v); %s", err, hint)
+		return input.New(exit.BadInput, input.Profile, "", "credentials: no usable AWS credentials (%v); "+hint, err)
 	}
 	return nil
 }
@@ -186,7 +187,7 @@ func (p *Provider) config(ctx context.Context, region string) (aws.Config, error
 	cfg, err := awsconfig.LoadDefaultConfig(ctx, opts...)
 	if err != nil {
 		if p.Profile != "" {
-			return aws.Config{}, exit.Usage("--profile %s: %v", p.Profile, err)
+			return aws.Config{}, input.New(exit.BadInput, input.Profile, p.Profile, "{input} %s: %v", p.Profile, err)
 		}
 		return aws.Config{}, exit.Usage("AWS configuration: %v", err)
 	}
@@ -199,14 +200,14 @@ var instanceTypeRE = regexp.MustCompile(`^[a-z][a-z0-9-]*\.[0-9]*[a-z0-9]+$`)
 // node count and the region's spelling. Exit 2 naming the field.
 func (p *Provider) ValidateFlags() error {
 	if p.InstanceType != "" && !instanceTypeRE.MatchString(p.InstanceType) {
-		return exit.Usage("--instance-type: %q is not an EC2 instance type (like t3.medium or m6i.large)", p.InstanceType)
+		return input.New(exit.BadInput, input.InstanceType, p.InstanceType, "{input}: %q is not an EC2 instance type (like t3.medium or m6i.large)", p.InstanceType)
 	}
 	if p.Nodes < 0 || p.Nodes > MaxNodes {
-		return exit.Usage("--nodes: %d is out of range; a node group has 1 to %d nodes", p.Nodes, MaxNodes)
+		return input.New(exit.BadInput, input.Nodes, fmt.Sprint(p.Nodes), "{input}: %d is out of range; a node group has 1 to %d nodes", p.Nodes, MaxNodes)
 	}
 	for _, r := range append([]string{p.Region}, p.SearchRegions...) {
 		if r != "" && !regionRE.MatchString(r) {
-			return exit.Usage("--region/--regions: %q is not an AWS region name (like eu-west-1)", r)
+			return input.New(exit.BadInput, input.Region, r, "{input}/{input:regions}: %q is not an AWS region name (like eu-west-1)", r)
 		}
 	}
 	return nil
@@ -251,7 +252,7 @@ func (p *Provider) validateCredentials(ctx context.Context) error {
 // checkRegion refuses a --region kiln does not know exists.
 func (p *Provider) checkRegion(known []string) error {
 	if p.Region != "" && !slices.Contains(known, p.Region) {
-		return engine.NewInputError(exit.BadInput, engine.InputRegion, p.Region, "{input}: unknown region %q (known: %s; name an enabled opt-in region in --regions too)", p.Region, strings.Join(known, ", "))
+		return engine.NewInputError(exit.BadInput, engine.InputRegion, p.Region, "{input}: unknown region %q (known: %s; name an enabled opt-in region in {input:regions} too)", p.Region, strings.Join(known, ", "))
 	}
 	return nil
 }

@@ -535,3 +535,56 @@ func TestBadInputIsExit2BeforeAnythingIsCreated(t *testing.T) {
 		})
 	}
 }
+
+// Without a NAME, every kiln cluster of every region is found (two in one
+// region, one in another), each with its own Location; a region that
+// cannot be searched is reported, not fatal; and DiscoverClusters — the
+// wizard's home screen — lists them through the same path.
+func TestListFindsEveryKilnClusterInEveryRegion(t *testing.T) {
+	e := emulator(t)
+	p := newTestProvider(t, e)
+	ctx := context.Background()
+	want := map[string]string{uniq("lista"): "eu-west-1", uniq("listb"): "eu-west-1", uniq("listc"): "us-east-1"}
+	for name, region := range want {
+		if _, _, err := p.EnsureInfrastructure(ctx, name, region, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p.SearchRegions = append(e.Regions(), "sa-east-1")
+	locs, err := p.ListClusters(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]engine.Location{}
+	unreachable := false
+	for _, l := range locs {
+		if l.Cluster != "" {
+			got[l.Cluster] = l
+		}
+		if l.Name == "sa-east-1" && l.Infra == engine.InfraUnreachable && l.Err != nil {
+			unreachable = true
+		}
+	}
+	for name, region := range want {
+		l, ok := got[name]
+		if !ok || l.Name != region || l.Infra != engine.InfraPresent {
+			t.Errorf("%s: want listed in %s with its infrastructure present, got %+v (found %v)", name, region, l, ok)
+		}
+	}
+	if !unreachable {
+		t.Errorf("sa-east-1 (not served) not reported as unreachable: %+v", locs)
+	}
+	rows, err := (&engine.Engine{}).DiscoverClusters(ctx, p, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	listed := map[string]string{}
+	for _, r := range rows {
+		listed[r.Name] = r.Location
+	}
+	for name, region := range want {
+		if listed[name] != region {
+			t.Errorf("DiscoverClusters: %s in %q, want %s (rows %+v)", name, listed[name], region, rows)
+		}
+	}
+}

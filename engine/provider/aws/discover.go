@@ -69,6 +69,15 @@ func (p *Provider) describeRegions(ctx context.Context) []string {
 // Concurrency at once, each bounded by Timeout). A region that fails is a
 // Location with Err set, not an error of the operation.
 func (p *Provider) Discover(ctx context.Context, name string) ([]engine.Location, error) {
+	return p.eachRegion(ctx, func(region string, timeout time.Duration) []engine.Location {
+		return []engine.Location{p.inspectBounded(ctx, region, name, timeout)}
+	})
+}
+
+// eachRegion checks the flags and credentials, then runs search on every
+// region to search, at most Concurrency at a time, each with the
+// per-region bound, and returns their locations in region order.
+func (p *Provider) eachRegion(ctx context.Context, search func(region string, timeout time.Duration) []engine.Location) ([]engine.Location, error) {
 	if err := p.ValidateFlags(); err != nil {
 		return nil, err
 	}
@@ -87,7 +96,7 @@ func (p *Provider) Discover(ctx context.Context, name string) ([]engine.Location
 	if conc <= 0 {
 		conc = DefaultConcurrency
 	}
-	locs := make([]engine.Location, len(regions))
+	perRegion := make([][]engine.Location, len(regions))
 	sem := make(chan struct{}, conc)
 	var wg sync.WaitGroup
 	for i, r := range regions {
@@ -95,15 +104,19 @@ func (p *Provider) Discover(ctx context.Context, name string) ([]engine.Location
 			select {
 			case sem <- struct{}{}:
 			case <-ctx.Done():
-				locs[i] = engine.Location{Name: r, Infra: engine.InfraUnreachable, Err: ctx.Err()}
+				perRegion[i] = []engine.Location{{Name: r, Infra: engine.InfraUnreachable, Err: ctx.Err()}}
 				return
 			}
 			defer func() { <-sem }()
-			locs[i] = p.inspectBounded(ctx, r, name, timeout)
+			perRegion[i] = search(r, timeout)
 		})
 	}
 	wg.Wait()
-	return locs, ctx.Err()
+	var out []engine.Location
+	for _, locs := range perRegion {
+		out = append(out, locs...)
+	}
+	return out, ctx.Err()
 }
 
 // InspectLocation implements engine.LocationInspector: one region, within
@@ -233,4 +246,83 @@ func findCluster(ctx context.Context, c *eks.Client, name string) (*ekstypes.Clu
 		return nil, "", nil // an EKS cluster kiln did not create
 	}
 	return out.Cluster, name, nil
+}
+
+// ListClusters implements engine.Lister: every kiln cluster in every
+// region searched — each EKS cluster tagged kiln.dev/cluster with its own
+// name — one Location each, inspected as Discover inspects a named one and
+// within the same per-region bound. A region holding none is one Location
+// without a cluster; a region that cannot be searched is one Location with
+// its error. Infrastructure left without its EKS cluster (a VPC only) is
+// not listed: only a NAME finds it.
+func (p *Provider) ListClusters(ctx context.Context) ([]engine.Location, error) {
+	return p.eachRegion(ctx, func(region string, timeout time.Duration) []engine.Location {
+		return p.listRegion(ctx, region, timeout)
+	})
+}
+
+// listRegion finds the kiln clusters of one region and inspects each.
+func (p *Provider) listRegion(ctx context.Context, region string, timeout time.Duration) []engine.Location {
+	start := time.Now()
+	lctx, cancel := context.WithTimeout(ctx, timeout)
+	names, err := p.kilnClusters(lctx, region)
+	cancel()
+	if err != nil {
+		if lctx.Err() != nil && ctx.Err() == nil {
+			err = fmt.Errorf("region %s: no answer within %s", region, timeout)
+		}
+		return []engine.Location{{Name: region, Infra: engine.InfraUnreachable, Err: err, Elapsed: time.Since(start)}}
+	}
+	if len(names) == 0 {
+		return []engine.Location{{Name: region, Infra: engine.InfraAbsent, Elapsed: time.Since(start)}}
+	}
+	locs := make([]engine.Location, len(names))
+	var wg sync.WaitGroup
+	for i, n := range names {
+		wg.Go(func() { locs[i] = p.inspectBounded(ctx, region, n, timeout) })
+	}
+	wg.Wait()
+	return locs
+}
+
+// kilnClusters lists the EKS clusters of region that kiln created: those
+// tagged kiln.dev/cluster with their own name.
+func (p *Provider) kilnClusters(ctx context.Context, region string) ([]string, error) {
+	cfg, err := p.config(ctx, region)
+	if err != nil {
+		return nil, err
+	}
+	c := eks.NewFromConfig(cfg)
+	var all []string
+	pg := eks.NewListClustersPaginator(c, &eks.ListClustersInput{})
+	for pg.HasMorePages() {
+		out, err := pg.NextPage(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("region %s: list EKS clusters: %w", region, err)
+		}
+		all = append(all, out.Clusters...)
+	}
+	var mu sync.Mutex
+	var names []string
+	var firstErr error
+	var wg sync.WaitGroup
+	for _, n := range all {
+		wg.Go(func() {
+			out, err := c.DescribeCluster(ctx, &eks.DescribeClusterInput{Name: aws.String(n)})
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case apiCode(err) == "ResourceNotFoundException": // deleted since the listing
+			case err != nil:
+				if firstErr == nil {
+					firstErr = fmt.Errorf("region %s: describe EKS cluster %s: %w", region, n, err)
+				}
+			case out.Cluster.Tags[TagCluster] == n:
+				names = append(names, n)
+			}
+		})
+	}
+	wg.Wait()
+	slices.Sort(names)
+	return names, firstErr
 }

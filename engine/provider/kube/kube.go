@@ -19,6 +19,7 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/kilnctl/kiln/engine"
+	"github.com/kilnctl/kiln/engine/input"
 	"github.com/kilnctl/kiln/engine/kubeapi"
 	"github.com/kilnctl/kiln/internal/exit"
 )
@@ -87,7 +88,7 @@ func (p *Provider) load() (clientcmdapi.Config, error) {
 	p.once.Do(func() {
 		cfg, err := p.rules().Load()
 		if err != nil {
-			p.loadErr = exit.Usage("--kubeconfig: cannot load kubeconfig: %v", err)
+			p.loadErr = input.New(exit.BadInput, input.Kubeconfig, "", "{input}: cannot load kubeconfig: %v", err)
 			return
 		}
 		p.raw = *cfg
@@ -254,9 +255,9 @@ func (p *Provider) Discover(ctx context.Context, name string) ([]engine.Location
 	return locs, ctx.Err()
 }
 
-// Scope describes how discovery can be narrowed, for messages about slow
-// or skipped contexts.
-func (p *Provider) Scope() string { return "--contexts or " + ContextsEnv }
+// Scope says how discovery can be narrowed, for messages about slow or
+// skipped contexts: the contexts input, or the KILN_CONTEXTS variable.
+func (p *Provider) Scope() (input.Input, string) { return input.Contexts, ContextsEnv }
 
 // EnsureInfrastructure implements engine.Provider: the cluster exists
 // already; it only connects.

@@ -1,0 +1,112 @@
+// Package input names what the user gives an operation — a flag in the
+// CLI, a form field or key in the wizard — so that engine and provider
+// messages telling the user what to give next can be worded by each
+// frontend in its own terms. It is a leaf package: engine, its providers
+// and its sub-packages (config, project) all use it.
+package input
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+
+	"github.com/kilnctl/kiln/internal/exit"
+)
+
+// Input names one thing the user gives an operation.
+type Input string
+
+// The inputs engine messages refer to.
+const (
+	Context             Input = "context"               // the kube provider's location
+	Contexts            Input = "contexts"              // the kube provider's discovery scope
+	Kubeconfig          Input = "kubeconfig"            // the kubeconfig file
+	Region              Input = "region"                // the aws provider's location
+	Regions             Input = "regions"               // the aws provider's discovery scope
+	Profile             Input = "profile"               // the AWS shared-config profile
+	InstanceType        Input = "instance-type"         // the aws node group's instance type
+	Nodes               Input = "nodes"                 // the aws node group's size
+	KubeContextOverride Input = "kube-context-override" // an emulated EKS cluster's stand-in context
+	Continue            Input = "continue"              // continue an installed platform
+	Yes                 Input = "yes"                   // confirm a destroy
+	TokenDir            Input = "token-dir"             // the token dir
+	Config              Input = "config"                // the cluster config file
+	All                 Input = "all"                   // every project of a cluster
+	Stack               Input = "stack"                 // a project's stack
+	Tenant              Input = "tenant"                // a tenant
+)
+
+// Namer is how a frontend words an Input in messages.
+type Namer func(Input) string
+
+// FlagName words an Input as the CLI flag that gives it ("--continue";
+// "-c/--config" for the config file).
+func FlagName(in Input) string {
+	if in == Config {
+		return "-c/--config"
+	}
+	return "--" + string(in)
+}
+
+// mark stands for an input's words inside an Error's text.
+func mark(in Input) string { return "\x00" + string(in) + "\x00" }
+
+var marks = regexp.MustCompile("\x00([a-z-]+)\x00")
+
+// Error is an error the user fixes by giving Input. Its text names inputs
+// through a Namer, so each frontend words it its own way: the CLI as a
+// flag (Error uses FlagName), the wizard as a form field (Render with its
+// own Namer). Object is what the error is about (the cluster NAME, a path,
+// a value).
+type Error struct {
+	Input  Input
+	Object string
+	text   string // formatted, with marks where inputs are named
+}
+
+// Error words the inputs as CLI flags.
+func (e *Error) Error() string { return e.Render(FlagName) }
+
+// Render words the error with n naming the inputs.
+func (e *Error) Render(n Namer) string {
+	if n == nil {
+		n = FlagName
+	}
+	return marks.ReplaceAllStringFunc(e.text, func(m string) string {
+		return n(Input(strings.Trim(m, "\x00")))
+	})
+}
+
+// New returns an Error with exit code code, about object, fixed by giving
+// in. format names in with the verb {input} and any other input X with
+// {input:X}; args fill the other verbs.
+func New(code int, in Input, object, format string, args ...any) error {
+	text := fmt.Sprintf(markVerbs(format, in), args...)
+	return &exit.Error{Code: code, Err: &Error{Input: in, Object: object, text: text}}
+}
+
+var verbs = regexp.MustCompile(`\{input(?::([a-z-]+))?\}`)
+
+func markVerbs(format string, in Input) string {
+	return verbs.ReplaceAllStringFunc(format, func(v string) string {
+		if m := verbs.FindStringSubmatch(v); m[1] != "" {
+			return mark(Input(m[1]))
+		}
+		return mark(in)
+	})
+}
+
+// Render words err for the frontend behind n: an Error anywhere in err's
+// chain is reworded in place.
+func Render(err error, n Namer) string {
+	msg := err.Error()
+	if n == nil {
+		return msg
+	}
+	var ie *Error
+	if !errors.As(err, &ie) {
+		return msg
+	}
+	return strings.Replace(msg, ie.Error(), ie.Render(n), 1)
+}

@@ -1,0 +1,37 @@
+package input
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/kilnctl/kiln/internal/exit"
+)
+
+func TestErrorIsWordedByEachFrontend(t *testing.T) {
+	err := New(exit.BadInput, Region, "mars-1", "{input}/{input:regions}: %q is not an AWS region name", "mars-1")
+	if got, want := err.Error(), `--region/--regions: "mars-1" is not an AWS region name`; got != want {
+		t.Fatalf("CLI words: %q, want %q", got, want)
+	}
+	if exit.Code(err) != exit.BadInput {
+		t.Fatalf("exit code %d", exit.Code(err))
+	}
+	var ie *Error
+	if !errors.As(err, &ie) || ie.Input != Region || ie.Object != "mars-1" {
+		t.Fatalf("typed fields lost: %#v", ie)
+	}
+	form := func(in Input) string { return "the " + strings.ToUpper(string(in)) + " field" }
+	wrapped := fmt.Errorf("create c1: %w", err)
+	if got, want := Render(wrapped, form), `create c1: the REGION field/the REGIONS field: "mars-1" is not an AWS region name`; got != want {
+		t.Fatalf("form words: %q, want %q", got, want)
+	}
+	// A value that looks like a verb is never taken for one.
+	err = New(exit.BadInput, Config, "{input}.yaml", "{input} %q: cannot read", "{input}.yaml")
+	if got, want := err.Error(), `-c/--config "{input}.yaml": cannot read`; got != want {
+		t.Fatalf("value with braces: %q, want %q", got, want)
+	}
+	if got := Render(errors.New("plain"), form); got != "plain" {
+		t.Fatalf("plain error reworded: %q", got)
+	}
+}
