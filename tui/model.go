@@ -635,10 +635,11 @@ func (m *Model) homeKey(s string) tea.Cmd {
 		c := m.clusters[m.homeSel]
 		if c.Name == "" {
 			verb := map[string]string{"c": "continue", "enter": "inspect", "i": "inspect", "d": "destroy"}[s]
+			noun := locationNoun(c.Provider)
 			if c.Err != "" {
-				m.homeNote = fmt.Sprintf("context %s is unreachable, so there is no cluster to %s there; fix the context (the error is above) and press r to search again", c.Location, verb)
+				m.homeNote = fmt.Sprintf("%s %s is unreachable, so there is no cluster to %s there; fix the %s (the error is above) and press r to search again", noun, c.Location, verb, noun)
 			} else {
-				m.homeNote = fmt.Sprintf("context %s has no kiln cluster to %s; press n to create one", c.Location, verb)
+				m.homeNote = fmt.Sprintf("%s %s has no kiln cluster to %s; press n to create one", noun, c.Location, verb)
 			}
 			return nil
 		}
@@ -659,6 +660,14 @@ func (m *Model) homeKey(s string) tea.Cmd {
 		}
 	}
 	return nil
+}
+
+// locationNoun is what a provider's location is called.
+func locationNoun(provider string) string {
+	if provider == "aws" {
+		return "region"
+	}
+	return "context"
 }
 
 // openCreate opens the create form, empty when fresh, else as it was left
@@ -746,6 +755,9 @@ func (m *Model) contextProblem(name string) (problem, note string) {
 	}
 	ctx := m.contexts[m.ctxSel]
 	for _, c := range m.clusters {
+		if c.Provider != "kube" {
+			continue // the form creates in kubeconfig contexts
+		}
 		switch {
 		case c.Location == ctx && c.Err != "":
 			problem = fmt.Sprintf("context %s is unreachable: %s", ctx, c.Err)

@@ -356,7 +356,7 @@ func (m *Model) viewHome(p *page, rows int) {
 			p.line("Token dir:    none known with a key this cluster trusts")
 		}
 		if c.Err != "" {
-			p.hang(m.st.errorText.Render(fmt.Sprintf("✗ context %s: %s", c.Location, c.Err)), 2)
+			p.hang(m.st.errorText.Render(fmt.Sprintf("✗ %s %s: %s", locationNoun(c.Provider), c.Location, c.Err)), 2)
 		}
 	}
 	if m.homeNote != "" {
