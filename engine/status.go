@@ -128,6 +128,12 @@ func (e *Engine) status(ctx context.Context, req StatusRequest) (*ClusterStatus,
 	if err != nil {
 		return nil, err
 	}
+	return e.statusAt(ctx, req, loc, cands)
+}
+
+// statusAt reads the status of req's cluster at loc, found earlier (no
+// discovery): Status after locate, and Watch on every change.
+func (e *Engine) statusAt(ctx context.Context, req StatusRequest, loc Location, cands []candidate) (*ClusterStatus, error) {
 	ps := loc.State
 	out := &ClusterStatus{Provider: req.Provider.Name(), Nouns: req.Provider.Nouns(), Name: req.Name, Location: loc.Name, Installed: ps.Installed, KeyIDs: ps.KeyIDs()}
 	cfg := ps.Config
@@ -139,7 +145,7 @@ func (e *Engine) status(ctx context.Context, req StatusRequest) (*ClusterStatus,
 		out.Stacks = append(out.Stacks, s.Name)
 	}
 	refs := platformRefs(req.Name, cfg)
-	err = e.phase(ctx, PhaseReadiness, func(ctx context.Context) error {
+	err := e.phase(ctx, PhaseReadiness, func(ctx context.Context) error {
 		// The objects are read in parallel (one round trip of latency, not
 		// one per object), then reported in apply order.
 		results := make([]readiness.Result, len(refs))
