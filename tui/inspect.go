@@ -3,6 +3,7 @@ package tui
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	tea "charm.land/bubbletea/v2"
@@ -12,6 +13,13 @@ import (
 
 // DefaultInspectEvery is how often the inspect screens re-read the cluster.
 const DefaultInspectEvery = 3 * time.Second
+
+// Watcher is a Backend that keeps the inspect screens live from watches
+// (engine.Watch): fn gets a fresh read after every change, until ctx ends.
+// A backend without it is re-read every Options.InspectEvery.
+type Watcher interface {
+	Watch(ctx context.Context, t Target, fn func(*Inspection, error)) error
+}
 
 // Inspection is one read of a cluster for the inspect screens.
 type Inspection struct {
@@ -49,6 +57,12 @@ type inspectState struct {
 	note string
 	// since is when the current read started (the progress line).
 	since time.Time
+	// stop ends the watch of a Watcher backend (nil when polling).
+	stop context.CancelFunc
+	// filter narrows the project table to refs containing it; filtering
+	// is set while / is typing it.
+	filter    string
+	filtering bool
 }
 
 // projectAsk is a project operation waiting for the user's confirmation.
@@ -63,13 +77,39 @@ type (
 		gen  int
 		data *Inspection
 		err  error
+		// watch is the channel of a watch's reads (nil for a polled
+		// read); ended says the watch stopped with err.
+		watch chan inspectMsg
+		ctx   context.Context
+		ended bool
 	}
 	inspectTickMsg struct{ gen int }
 )
 
 func ref(p engine.ProjectStatus) string { return p.Tenant + "/" + p.Project }
 
+// projects are the project table's rows: every project, or those whose
+// TENANT/PROJECT, state or stack contains the filter.
 func (s *inspectState) projects() []engine.ProjectStatus {
+	if s.data == nil || s.data.Status == nil {
+		return nil
+	}
+	all := s.data.Status.Projects
+	if s.filter == "" {
+		return all
+	}
+	f := strings.ToLower(s.filter)
+	var out []engine.ProjectStatus
+	for _, p := range all {
+		if strings.Contains(strings.ToLower(ref(p)), f) || strings.Contains(p.State, f) || strings.Contains(strings.ToLower(p.Stack), f) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// project returns the project the detail screen shows.
+func (s *inspectState) allProjects() []engine.ProjectStatus {
 	if s.data == nil || s.data.Status == nil {
 		return nil
 	}
@@ -78,7 +118,7 @@ func (s *inspectState) projects() []engine.ProjectStatus {
 
 // project returns the project the detail screen shows.
 func (s *inspectState) project() *engine.ProjectStatus {
-	ps := s.projects()
+	ps := s.allProjects()
 	for i := range ps {
 		if ref(ps[i]) == s.ref {
 			return &ps[i]
@@ -96,13 +136,82 @@ func (s *inspectState) selected() *engine.ProjectStatus {
 }
 
 func (m *Model) openInspect(t Target) tea.Cmd {
+	m.closeInspect()
 	m.insp = &inspectState{target: t}
 	m.screen, m.help = screenInspect, false
+	if w, ok := m.opts.Backend.(Watcher); ok {
+		return m.watchInspect(w)
+	}
 	return m.restartInspect()
 }
 
-// restartInspect starts a new refresh cycle, ending any older one.
+// closeInspect ends the inspect screens' watch, if any.
+func (m *Model) closeInspect() {
+	if m.insp != nil && m.insp.stop != nil {
+		m.insp.stop()
+		m.insp.stop = nil
+	}
+}
+
+// watchInspect starts the backend's watch once for the inspect screens:
+// every read it delivers replaces the one waiting (only the newest
+// matters), and a command waits for the next one.
+func (m *Model) watchInspect(w Watcher) tea.Cmd {
+	s := m.insp
+	ctx, cancel := context.WithCancel(context.Background())
+	s.stop, s.loading, s.since = cancel, true, m.opts.Now()
+	s.gen++
+	gen, t := s.gen, s.target
+	ch := make(chan inspectMsg, 1)
+	m.ops.Add(1)
+	go func() {
+		defer m.ops.Done()
+		err := w.Watch(ctx, t, func(d *Inspection, err error) {
+			msg := inspectMsg{gen: gen, data: d, err: err, watch: ch}
+			for {
+				select {
+				case ch <- msg:
+					return
+				case <-ctx.Done():
+					return
+				default:
+				}
+				select { // drop the older read still waiting
+				case <-ch:
+				default:
+				}
+			}
+		})
+		if err != nil && ctx.Err() == nil {
+			select {
+			case <-ch:
+			default:
+			}
+			ch <- inspectMsg{gen: gen, err: err, watch: ch, ended: true}
+		}
+	}()
+	return waitInspect(ctx, ch)
+}
+
+// waitInspect waits for the watch's next read.
+func waitInspect(ctx context.Context, ch chan inspectMsg) tea.Cmd {
+	return func() tea.Msg {
+		select {
+		case msg := <-ch:
+			msg.ctx = ctx
+			return msg
+		case <-ctx.Done():
+			return nil
+		}
+	}
+}
+
+// restartInspect starts a new refresh cycle, ending any older one. A
+// watch needs none: it delivers every change by itself.
 func (m *Model) restartInspect() tea.Cmd {
+	if m.insp.stop != nil {
+		return nil
+	}
 	m.insp.gen++
 	m.insp.loading = false
 	return m.loadInspect()
@@ -136,6 +245,14 @@ func (m *Model) inspectResult(msg inspectMsg) tea.Cmd {
 		s.data, s.err, s.updated = msg.data, "", m.opts.Now()
 	}
 	s.sel = clamp(s.sel, 0, len(s.projects())-1)
+	if msg.watch != nil {
+		if msg.ended {
+			s.stop = nil
+			return nil
+		}
+		s.loading = false
+		return waitInspect(msg.ctx, msg.watch)
+	}
 	every := m.opts.InspectEvery
 	if every <= 0 {
 		every = DefaultInspectEvery

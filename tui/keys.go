@@ -33,8 +33,14 @@ func (m *Model) keys(short bool) []keyHelp {
 			ks = []keyHelp{{"←/→", "stack"}, {"enter/y", "restack"}, {"esc/n", "cancel"}}
 		case m.insp != nil && m.insp.ask != nil:
 			ks = []keyHelp{{"enter/y", "confirm"}, {"esc/n", "cancel"}}
+		case m.insp != nil && m.insp.filtering:
+			ks = []keyHelp{{"type", "filter projects"}, {"enter", "keep filter"}, {"esc", "clear filter"}}
+		case m.screen == screenInspect && m.opts.ReadOnly:
+			ks = []keyHelp{{"esc", "back"}, {"↑/↓", "select"}, {"/", "filter"}, {"enter", "project"}, {"read-only", "no actions"}}
 		case m.screen == screenInspect:
-			ks = []keyHelp{{"esc", "back"}, {"↑/↓", "select"}, {"enter", "project"}, {"s", "start"}, {"p", "suspend"}, {"r", "restack"}}
+			ks = []keyHelp{{"esc", "back"}, {"↑/↓", "select"}, {"/", "filter"}, {"enter", "project"}, {"s", "start"}, {"p", "suspend"}, {"r", "restack"}}
+		case m.opts.ReadOnly:
+			ks = []keyHelp{{"esc", "back"}, {"↑/↓", "scroll"}, {"read-only", "no actions"}}
 		default:
 			ks = []keyHelp{{"esc", "back"}, {"s", "start"}, {"p", "suspend"}, {"r", "restack"}, {"↑/↓", "scroll"}}
 		}

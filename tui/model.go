@@ -105,8 +105,16 @@ type Options struct {
 	// Record keeps every event received, for the parity test.
 	Record bool
 	// InspectEvery is how often the inspect screens re-read the cluster
-	// (default DefaultInspectEvery).
+	// (default DefaultInspectEvery) when the backend is no Watcher.
 	InspectEvery time.Duration
+	// ReadOnly offers no action that changes a cluster on the inspect
+	// screens (kiln inspect --read-only).
+	ReadOnly bool
+	// Inspect, when set, opens the inspect screen of this cluster at
+	// start (kiln inspect PROVIDER NAME); with InspectOnly, leaving it
+	// quits instead of going to the home screen.
+	Inspect     *Target
+	InspectOnly bool
 }
 
 // Model is the wizard's single top-level model.
@@ -259,6 +267,13 @@ func (m *Model) fitInputs() {
 
 // Init starts discovery for the home screen.
 func (m *Model) Init() tea.Cmd {
+	if t := m.opts.Inspect; t != nil {
+		cmd := m.openInspect(*t)
+		if m.opts.InspectOnly {
+			return tea.Batch(cmd, m.tick())
+		}
+		return tea.Batch(cmd, m.refresh(), m.loadLocations(), m.tick())
+	}
 	return tea.Batch(m.refresh(), m.loadLocations(), m.tick())
 }
 
@@ -355,6 +370,8 @@ func (m *Model) update(msg tea.Msg) tea.Cmd {
 		return m.finishRun(msg.err)
 	case inspectMsg:
 		return m.inspectResult(msg)
+	case tea.MouseWheelMsg:
+		return m.wheel(msg)
 	case inspectTickMsg:
 		return m.inspectTick(msg)
 	case tea.KeyPressMsg:
@@ -597,6 +614,12 @@ func (m *Model) interrupt() tea.Cmd {
 }
 
 func (m *Model) goHome() tea.Cmd {
+	if m.opts.InspectOnly {
+		// kiln inspect: the inspector is the whole program.
+		m.closeInspect()
+		return tea.Quit
+	}
+	m.closeInspect()
 	m.screen, m.help, m.run, m.insp = screenHome, false, nil, nil
 	return m.refresh()
 }
@@ -1018,14 +1041,30 @@ func (m *Model) inspectKey(s string) tea.Cmd {
 		return nil
 	}
 	st.note = ""
+	if st.filtering {
+		return m.filterKey(s)
+	}
 	p := st.selected()
 	if m.screen == screenProject {
 		p = st.project()
 	}
+	if m.opts.ReadOnly && (s == "s" || s == "p" || s == "r") {
+		st.note = "read-only: this inspector changes nothing (kiln inspect --read-only)"
+		return nil
+	}
 	switch s {
+	case "/":
+		if m.screen == screenInspect {
+			st.filtering = true
+		}
+		return nil
 	case "esc", "q":
 		if m.screen == screenProject {
 			m.screen, st.ref = screenInspect, ""
+			return nil
+		}
+		if s == "esc" && st.filter != "" {
+			st.filter, st.sel = "", 0 // esc clears the filter first
 			return nil
 		}
 		return m.goHome()
@@ -1053,6 +1092,54 @@ func (m *Model) inspectKey(s string) tea.Cmd {
 		m.askProject(engine.ProjectSuspend, p)
 	case "r":
 		m.askProject(engine.ProjectRestack, p)
+	}
+	return nil
+}
+
+// filterKey types the project table's filter (/): enter keeps it, esc
+// clears it, backspace deletes.
+func (m *Model) filterKey(s string) tea.Cmd {
+	st := m.insp
+	switch s {
+	case "enter":
+		st.filtering = false
+	case "esc":
+		st.filtering, st.filter = false, ""
+	case "backspace":
+		if r := []rune(st.filter); len(r) > 0 {
+			st.filter = string(r[:len(r)-1])
+		}
+	case "space":
+		st.filter += " "
+	default:
+		if r := []rune(s); len(r) == 1 {
+			st.filter += s
+		}
+	}
+	st.sel = clamp(st.sel, 0, len(st.projects())-1)
+	return nil
+}
+
+// wheel scrolls with the mouse wheel: the project table's selection on the
+// inspect screen, otherwise the screen's text.
+func (m *Model) wheel(msg tea.MouseWheelMsg) tea.Cmd {
+	key := ""
+	switch msg.Button {
+	case tea.MouseWheelUp:
+		key = "up"
+	case tea.MouseWheelDown:
+		key = "down"
+	default:
+		return nil
+	}
+	switch {
+	case m.screen == screenInspect && m.insp != nil && m.insp.ask == nil:
+		d := map[string]int{"up": -1, "down": 1}[key]
+		m.insp.sel = clamp(m.insp.sel+d, 0, len(m.insp.projects())-1)
+	case m.screen == screenRun && m.run != nil:
+		return m.runKey(key)
+	default:
+		m.scrollKey(map[string]string{"up": "pgup", "down": "pgdown"}[key])
 	}
 	return nil
 }

@@ -27,6 +27,7 @@ func Run(ctx context.Context, backend Backend, in io.Reader, out io.Writer, envi
 	if m.run != nil {
 		m.run.cancel()
 	}
+	m.closeInspect()
 	m.ops.Wait()
 	bridge.Stop()
 	return err

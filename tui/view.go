@@ -216,6 +216,9 @@ func (m *Model) View() tea.View {
 	}
 	v := tea.NewView(strings.Join(lines, "\n"))
 	v.AltScreen = true
+	if m.screen == screenInspect || m.screen == screenProject {
+		v.MouseMode = tea.MouseModeCellMotion // the wheel scrolls
+	}
 	if row := body.cursorRow - offset; body.cursor && !m.help && m.detail == nil && row >= 0 && row < len(shown) && body.cursorCol < w {
 		v.Cursor = tea.NewCursor(body.cursorCol, row+1)
 	}
@@ -838,12 +841,27 @@ func (m *Model) viewInspect(p *page, rows int) {
 		p.hang("Tokens   "+m.st.ok.Render("✓")+" "+st.TokenDir, 11)
 	}
 	p.blank()
-	p.line(m.st.header.Render(fmt.Sprintf("Projects (%d)", len(st.Projects))))
-	if len(st.Projects) == 0 {
+	shownProjects := s.projects()
+	title := fmt.Sprintf("Projects (%d)", len(st.Projects))
+	if s.filter != "" || s.filtering {
+		title = fmt.Sprintf("Projects (%d of %d match)", len(shownProjects), len(st.Projects))
+	}
+	p.line(m.st.header.Render(title))
+	if s.filtering || s.filter != "" {
+		cur := ""
+		if s.filtering {
+			cur = "▏"
+		}
+		p.line("  /" + s.filter + cur + m.st.faint.Render("  (enter keeps the filter, esc clears it)"))
+	}
+	switch {
+	case len(st.Projects) == 0:
 		p.line(m.st.faint.Render("  none; kiln project create TENANT/PROJECT adds one"))
-	} else {
-		p.row(m.st.faint.Render(fmt.Sprintf("  %-24s %-10s %-10s %4s  %s", "TENANT/PROJECT", "STATE", "STACK", "AGE", "REASONS")))
-		for i, pr := range st.Projects {
+	case len(shownProjects) == 0:
+		p.line(m.st.faint.Render("  no project matches /" + s.filter))
+	default:
+		p.row(m.st.faint.Render("  " + cell("TENANT/PROJECT", 24) + " " + cell("STATE", 10) + " " + cell("STACK", 10) + " " + fmt.Sprintf("%4s", "AGE") + "  REASONS"))
+		for i, pr := range shownProjects {
 			a := "-"
 			if c := pr.Created; !c.IsZero() {
 				a = age(m.opts.Now().Sub(c))
@@ -852,8 +870,8 @@ func (m *Model) viewInspect(p *page, rows int) {
 			if pr.Operation != "" {
 				reasons = "(" + pr.Operation + ") " + reasons
 			}
-			state := m.projectState(pr.State).Render(fmt.Sprintf("%-10s", pr.State))
-			row := fmt.Sprintf("%-24s %s %-10s %4s  %s", trunc(ref(pr), 24), state, trunc(pr.Stack, 10), a, reasons)
+			state := m.projectState(pr.State).Render(cell(pr.State, 10))
+			row := fmt.Sprintf("%s %s %s %4s  %s", cell(ref(pr), 24), state, cell(pr.Stack, 10), a, reasons)
 			if i == s.sel {
 				p.row("> " + m.st.selected.Render(ansi.Strip(row)))
 				p.markFocus()
@@ -862,7 +880,16 @@ func (m *Model) viewInspect(p *page, rows int) {
 			}
 		}
 	}
-	m.inspectActions(p, st.Projects)
+	m.inspectActions(p, shownProjects)
+}
+
+// cell fits s to exactly n terminal columns (display width, so wide
+// characters count twice): cut with … or padded with spaces.
+func cell(s string, n int) string {
+	if ansi.StringWidth(s) > n {
+		s = ansi.Truncate(s, n, "…")
+	}
+	return s + strings.Repeat(" ", max(n-ansi.StringWidth(s), 0))
 }
 
 // inspectActions ends both inspect screens (pinned): the actions, each
@@ -877,7 +904,12 @@ func (m *Model) inspectActions(p *page, projects []engine.ProjectStatus) {
 			pr = s.project()
 		}
 		var parts []string
-		for _, k := range []keyHelp{{"s", "start"}, {"p", "suspend"}, {"r", "restack"}} {
+		acts := []keyHelp{{"s", "start"}, {"p", "suspend"}, {"r", "restack"}}
+		if m.opts.ReadOnly {
+			acts = nil
+			parts = append(parts, m.st.faint.Render("read-only: no start, suspend or restack"))
+		}
+		for _, k := range acts {
 			op := map[string]string{"s": engine.ProjectStart, "p": engine.ProjectSuspend, "r": engine.ProjectRestack}[k.key]
 			if pr == nil || m.disabled(op, pr) != "" {
 				// Disabled: no key brackets, and said in words, so it
@@ -893,7 +925,7 @@ func (m *Model) inspectActions(p *page, projects []engine.ProjectStatus) {
 		parts = append(parts, m.actions([]keyHelp{{"esc", "back"}}))
 		if s.note != "" {
 			p.pin(m.st.warn.Render("! " + s.note))
-		} else if pr != nil {
+		} else if pr != nil && !m.opts.ReadOnly {
 			var why []string
 			for _, op := range []string{engine.ProjectStart, engine.ProjectSuspend, engine.ProjectRestack} {
 				if w := m.disabled(op, pr); w != "" {

@@ -379,3 +379,48 @@ func Ascii(s string) string {
 	_, _ = w.WriteString(s)
 	return b.String()
 }
+
+// WatchBackend is a Backend whose inspect screens are live (tui.Watcher):
+// Watch delivers Inspections[0], then each inspection sent on Updates,
+// until its context ends; Stopped receives once per watch that ended.
+type WatchBackend struct {
+	*Backend
+	Updates chan *tui.Inspection
+	Stopped chan struct{}
+	mu      sync.Mutex
+	started int
+}
+
+// NewWatchBackend wraps b.
+func NewWatchBackend(b *Backend) *WatchBackend {
+	return &WatchBackend{Backend: b, Updates: make(chan *tui.Inspection), Stopped: make(chan struct{}, 8)}
+}
+
+func (w *WatchBackend) Watch(ctx context.Context, t tui.Target, fn func(*tui.Inspection, error)) error {
+	w.mu.Lock()
+	w.started++
+	w.mu.Unlock()
+	defer func() { w.Stopped <- struct{}{} }()
+	if len(w.Inspections) == 0 {
+		return fmt.Errorf("no kiln cluster %s in kube context %s", t.Name, t.Location)
+	}
+	fn(w.Inspections[0], nil)
+	for {
+		select {
+		case in := <-w.Updates:
+			fn(in, nil)
+		case <-ctx.Done():
+			return nil
+		}
+	}
+}
+
+// Started is how many watches were started.
+func (w *WatchBackend) Started() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.started
+}
+
+// Send sends any message to the program (a mouse wheel, say).
+func (h *Harness) Send(msg tea.Msg) { h.TM.Send(msg) }
