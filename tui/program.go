@@ -10,8 +10,15 @@ import (
 // Run opens the wizard on in/out and returns when the user quits. environ
 // is the process environment (colour detection: NO_COLOR, TERM=dumb).
 func Run(ctx context.Context, backend Backend, in io.Reader, out io.Writer, environ []string) error {
+	return RunWith(ctx, Options{Backend: backend}, in, out, environ)
+}
+
+// RunWith is Run with options (kiln inspect: Inspect, InspectOnly,
+// ReadOnly); opts.Bridge is set here.
+func RunWith(ctx context.Context, opts Options, in io.Reader, out io.Writer, environ []string) error {
 	bridge := NewBridge()
-	m := New(Options{Backend: backend, Bridge: bridge})
+	opts.Bridge = bridge
+	m := New(opts)
 	p := tea.NewProgram(m,
 		tea.WithContext(ctx),
 		tea.WithInput(in),

@@ -16,6 +16,12 @@ import (
 // runWizard opens the Bubble Tea wizard (kiln without a command on a
 // terminal). It drives the same engine entry points as the commands.
 func (g *globals) runWizard(ctx context.Context) error {
+	return g.runWizardWith(ctx, tui.Options{})
+}
+
+// runWizardWith opens the wizard with opts (kiln inspect opens it on one
+// cluster's inspector).
+func (g *globals) runWizardWith(ctx context.Context, opts tui.Options) error {
 	b := &wizardBackend{g: g, hooks: engine.HooksFrom(ctx)}
 	// The wizard owns the terminal, so the file keyring cannot prompt for
 	// its passphrase: it is read from KILN_KEYRING_PASSPHRASE, and an
@@ -26,7 +32,8 @@ func (g *globals) runWizard(ctx context.Context) error {
 	} else {
 		b.keyring = store
 	}
-	return tui.Run(ctx, b, g.stdin, g.stdout, os.Environ())
+	opts.Backend = b
+	return tui.RunWith(ctx, opts, g.stdin, g.stdout, os.Environ())
 }
 
 // wizardBackend runs the engine for the wizard with the global flags
@@ -164,6 +171,25 @@ func (b *wizardBackend) Status(ctx context.Context, t tui.Target) (*tui.Inspecti
 		return nil, err
 	}
 	return &tui.Inspection{Status: st, Stacks: st.Stacks}, nil
+}
+
+// Watch keeps the inspect screens live with engine.Watch at the cluster's
+// known location: one discovery there, then a read after every change the
+// informers report (events discarded, as for Status).
+func (b *wizardBackend) Watch(ctx context.Context, t tui.Target, fn func(*tui.Inspection, error)) error {
+	ctx = engine.WithHooks(ctx, b.hooks)
+	r, err := b.target(t.Provider, t.Location, t.Name)
+	if err != nil {
+		return err
+	}
+	quiet := engine.SinkFunc(func(engine.Event) {})
+	return b.engine(quiet, nil).Watch(ctx, r, func(st *engine.ClusterStatus, err error) {
+		if err != nil {
+			fn(nil, err)
+			return
+		}
+		fn(&tui.Inspection{Status: st, Stacks: st.Stacks}, nil)
+	})
 }
 
 // Project runs one project operation, as kiln project OP does.
