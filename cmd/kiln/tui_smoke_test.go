@@ -124,6 +124,20 @@ func TestWizardSmokeInTmux(t *testing.T) {
 	x.waitFor(30*time.Second, name, "trusted")
 	x.keys("i")
 	x.waitFor(30*time.Second, "Cluster "+name, "✓ platform ready", "Projects (0)")
+	// The inspector is live (watches): projects created by another client
+	// appear without a key press; / filters them.
+	expect(t, e.kiln("project", "create", "kube", name, "default/web", "--context", "kiln-b", "--headless"), 0)
+	expect(t, e.kiln("project", "create", "kube", name, "default/api", "--context", "kiln-b", "--headless"), 0)
+	x.waitFor(60*time.Second, "Projects (2)", "default/web", "default/api")
+	x.keys("/")
+	x.text("web")
+	x.keys("Enter")
+	filtered := x.waitFor(10*time.Second, "Projects (1 of 2 match)", "> default/web")
+	if strings.Contains(filtered, "default/api") {
+		t.Errorf("filter /web still shows default/api:\n%s", filtered)
+	}
+	x.keys("Escape") // clears the filter
+	x.waitFor(10*time.Second, "Projects (2)")
 	x.keys("Escape")
 	x.waitFor(30*time.Second, "Kiln clusters")
 	x.keys("q")
@@ -134,6 +148,30 @@ func TestWizardSmokeInTmux(t *testing.T) {
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("kiln did not exit on q; screen:\n%s", x.screen())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+
+	// kiln inspect --read-only opens the inspector directly and offers
+	// no action; q quits.
+	ro := &tmux{t: t, socket: filepath.Join(t.TempDir(), "tmux.sock"), session: "inspect"}
+	t.Cleanup(func() { _, _ = ro.run("kill-server") })
+	ro.must("new-session", "-d", "-s", ro.session, "-x", "100", "-y", "30",
+		cmd+fmt.Sprintf(" inspect kube %s --context kiln-b --read-only", name))
+	scr := ro.waitFor(60*time.Second, "Cluster "+name, "Projects (2)", "read-only: no start, suspend or restack")
+	if strings.Contains(scr, "[s] start") {
+		t.Errorf("read-only inspector offers start:\n%s", scr)
+	}
+	ro.keys("s")
+	ro.waitFor(10*time.Second, "read-only: this inspector changes nothing")
+	ro.keys("q")
+	deadline = time.Now().Add(10 * time.Second)
+	for {
+		if _, err := ro.run("has-session", "-t", ro.session); err != nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("kiln inspect did not exit on q; screen:\n%s", ro.screen())
 		}
 		time.Sleep(100 * time.Millisecond)
 	}

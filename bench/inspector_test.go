@@ -1,0 +1,157 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/kilnctl/kiln/engine"
+	"github.com/kilnctl/kiln/engine/provider/kube"
+)
+
+// BenchmarkInspector measures the wizard's live inspector (engine.Watch,
+// what kiln inspect and the inspect screens run) on the bench cluster with
+// KILN_BENCH_INSPECT_PROJECTS projects (default 100):
+//
+//   - update latency: from a change made by another client (the template
+//     project's Service deleted, then created again) to the first status
+//     Watch delivers that shows it; each iteration is one delete and one
+//     create, so b.N iterations are 2*b.N samples;
+//   - idle requests: everything the inspector sends through the counting
+//     proxy during KILN_BENCH_IDLE_S seconds (default 20) with nothing
+//     changing, as requests per minute;
+//   - for comparison, the requests of one engine.Inspect read, which the
+//     inspect screens made every 3 s before (20 reads a minute).
+func BenchmarkInspector(b *testing.B) {
+	c := needCluster(b)
+	tmpl := projectPlatform(b, c)
+	n := envInt("KILN_BENCH_INSPECT_PROJECTS", 100)
+	have := 1
+	if n > have {
+		if err := tmpl.seed(c, "insp", projectNames("insp", have, n), false); err != nil {
+			b.Fatal(err)
+		}
+	}
+	p := startAPIProxy(b, c, "bench")
+	target := engine.Target{Provider: kube.New(p.Kubeconfig, p.ContextName), Name: projCluster, TokenDir: b.TempDir()}
+	quiet := engine.SinkFunc(func(engine.Event) {})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+
+	// One polled read, as the inspect screens made every 3 s before.
+	p.take()
+	if _, err := (&engine.Engine{Sink: quiet}).Inspect(ctx, target); err != nil {
+		b.Fatal(err)
+	}
+	poll := p.take()
+
+	type upd struct {
+		st *engine.ClusterStatus
+		at time.Time
+	}
+	updates := make(chan upd, 1024)
+	done := make(chan error, 1)
+	go func() {
+		done <- (&engine.Engine{Sink: quiet}).Watch(ctx, target, func(st *engine.ClusterStatus, err error) {
+			if err != nil {
+				b.Errorf("watch read: %v", err)
+				return
+			}
+			updates <- upd{st, time.Now()}
+		})
+	}()
+	svcStatus := func(st *engine.ClusterStatus) string {
+		for _, pr := range st.Projects {
+			if pr.Tenant == tmplTenant && pr.Project == tmplProject {
+				for _, o := range pr.Objects {
+					if o.Kind == "Service" {
+						return o.Status
+					}
+				}
+			}
+		}
+		return ""
+	}
+	wait := func(what string, ok func(*engine.ClusterStatus) bool) upd {
+		deadline := time.After(2 * time.Minute)
+		for {
+			select {
+			case u := <-updates:
+				if ok(u.st) {
+					return u
+				}
+			case err := <-done:
+				b.Fatalf("watch ended waiting for %s: %v", what, err)
+			case <-deadline:
+				b.Fatalf("no status with %s", what)
+			}
+		}
+	}
+	all := func(st *engine.ClusterStatus) bool { return len(st.Projects) >= n }
+	wait("every project", all)
+	// The informers' initial adds cause exactly one more read once they
+	// have synced; the idle span starts after it.
+	wait("the read after the informers' sync", all)
+	start := p.take() // discovery, the informers' lists and the first reads
+
+	// Idle: nothing changes; whatever the inspector sends is its idle cost.
+	idle := time.Duration(envInt("KILN_BENCH_IDLE_S", 20)) * time.Second
+	drainUntil := time.After(idle)
+	idleUpdates := 0
+idleLoop:
+	for {
+		select {
+		case <-updates:
+			idleUpdates++
+		case <-drainUntil:
+			break idleLoop
+		}
+	}
+	idleCounts := p.take()
+
+	svcs := c.Client.CoreV1().Services("kiln-tenant-" + tmplTenant)
+	orig, err := svcs.Get(ctx, tmplProject, metav1.GetOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	var lat durations
+	b.ResetTimer()
+	for b.Loop() {
+		t0 := time.Now()
+		if err := svcs.Delete(ctx, tmplProject, metav1.DeleteOptions{}); err != nil {
+			b.Fatal(err)
+		}
+		u := wait("the Service gone", func(st *engine.ClusterStatus) bool { return svcStatus(st) == engine.StatusNotFound })
+		lat = append(lat, u.at.Sub(t0))
+		re := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: orig.Name, Namespace: orig.Namespace, Labels: orig.Labels, Annotations: orig.Annotations}, Spec: corev1.ServiceSpec{Selector: orig.Spec.Selector, Ports: orig.Spec.Ports, Type: orig.Spec.Type}}
+		t1 := time.Now()
+		if _, err := svcs.Create(ctx, re, metav1.CreateOptions{}); err != nil {
+			b.Fatal(err)
+		}
+		u = wait("the Service back", func(st *engine.ClusterStatus) bool {
+			s := svcStatus(st)
+			return s != "" && s != engine.StatusNotFound
+		})
+		lat = append(lat, u.at.Sub(t1))
+	}
+	b.StopTimer()
+	changes := p.take()
+	cancel()
+	if err := <-done; err != nil {
+		b.Fatalf("watch returned %v", err)
+	}
+	perMin := float64(idleCounts.Total()) / idle.Minutes()
+	b.ReportMetric(lat.meanMS(), "update-mean-ms")
+	b.ReportMetric(lat.maxMS(), "update-max-ms")
+	b.ReportMetric(perMin, "idle-requests/min")
+	b.ReportMetric(float64(poll.Total())*20, "polling-requests/min")
+	b.Logf("%d projects; start: %s", n, short(start))
+	b.Logf("idle %s: %d requests (%s), %d status deliveries", idle, idleCounts.Total(), short(idleCounts), idleUpdates)
+	b.Logf("one engine.Inspect read (polled every 3 s before): %s", short(poll))
+	b.Logf("%d changes: latency mean %.0f ms, max %.0f ms; requests for the re-reads: %s", len(lat), lat.meanMS(), lat.maxMS(), short(changes))
+	fmt.Println() // keep the benchmark line on its own
+}
