@@ -23,6 +23,10 @@ const (
 	InputConfig   = input.Config
 	InputAll      = input.All
 	InputStack    = input.Stack
+	// The aws provider's create inputs (the wizard's create form).
+	InputProfile      = input.Profile
+	InputInstanceType = input.InstanceType
+	InputNodes        = input.Nodes
 )
 
 // Namer is how a frontend words an Input in messages.

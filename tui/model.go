@@ -11,6 +11,8 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -29,7 +31,14 @@ type Cluster = engine.ClusterSummary
 
 // CreateRequest is what the create form collects.
 type CreateRequest struct {
+	// Location is the kube context, or the AWS region.
 	Provider, Name, Location, ConfigPath string
+	// The aws provider's node group and credentials (provider aws): 0
+	// nodes and "" instance type are the provider's defaults; "" profile
+	// is the default credential chain.
+	Nodes        int
+	InstanceType string
+	Profile      string
 	// TokenDir is the form's Token dir field ("" for the default and the
 	// keyring's entry).
 	TokenDir string
@@ -153,6 +162,15 @@ type Model struct {
 	nameIn   textinput.Model
 	configIn textinput.Model
 	tokenIn  textinput.Model
+	// The aws fields of the create form (provider aws): formAWS selects
+	// them, awsErr is the aws provider's check of what is typed.
+	formAWS    bool
+	regionIn   textinput.Model
+	nodesIn    textinput.Model
+	instanceIn textinput.Model
+	profileIn  textinput.Model
+	awsErr     string
+	awsErrIn   engine.Input
 	// formFocus is the focused field: fieldName … fieldButton.
 	formFocus int
 	nameErr   string
@@ -183,10 +201,23 @@ type Model struct {
 	ops sync.WaitGroup
 }
 
-// Create form fields, in focus order.
+// AWSChecker is a Backend that checks the create form's aws fields as
+// they are typed, with the aws provider's own rules (no AWS call): nil, or
+// an engine.InputError naming the field.
+type AWSChecker interface {
+	CheckAWS(req CreateRequest) error
+}
+
+// Create form fields, in focus order. The aws fields are shown (and
+// focused) only with provider aws, the context only with kube.
 const (
-	fieldName = iota
+	fieldProvider = iota
+	fieldName
 	fieldContext
+	fieldRegion
+	fieldNodes
+	fieldInstance
+	fieldProfile
 	fieldConfig
 	fieldTokenDir
 	fieldButton
@@ -235,6 +266,10 @@ func New(opts Options) *Model {
 	m.nameIn = m.newInput("e.g. dev1")
 	m.configIn = m.newInput("(optional) path to a ClusterConfig file")
 	m.tokenIn = m.newInput("(optional) default: kiln's state dir")
+	m.regionIn = m.newInput("e.g. eu-west-1")
+	m.nodesIn = m.newInput("(optional) default: 2")
+	m.instanceIn = m.newInput("(optional) default: t3.medium")
+	m.profileIn = m.newInput("(optional) default credential chain")
 	m.destIn = m.newInput("")
 	m.fitInputs()
 	return m
@@ -262,6 +297,10 @@ func (m *Model) fitInputs() {
 	m.nameIn.SetWidth(w)
 	m.configIn.SetWidth(w)
 	m.tokenIn.SetWidth(w)
+	m.regionIn.SetWidth(w)
+	m.nodesIn.SetWidth(w)
+	m.instanceIn.SetWidth(w)
+	m.profileIn.SetWidth(w)
 	m.destIn.SetWidth(clamp(m.width-5, 8, 60))
 }
 
@@ -406,6 +445,17 @@ func (m *Model) updateFocusedInput(msg tea.Msg) tea.Cmd {
 		return tea.Batch(cmd, m.checkConfig())
 	case m.screen == screenCreate && m.formFocus == fieldTokenDir:
 		m.tokenIn, cmd = m.tokenIn.Update(msg)
+	case m.screen == screenCreate && m.formFocus == fieldRegion:
+		m.regionIn, cmd = m.regionIn.Update(msg)
+		m.checkAWS()
+	case m.screen == screenCreate && m.formFocus == fieldNodes:
+		m.nodesIn, cmd = m.nodesIn.Update(msg)
+		m.checkAWS()
+	case m.screen == screenCreate && m.formFocus == fieldInstance:
+		m.instanceIn, cmd = m.instanceIn.Update(msg)
+		m.checkAWS()
+	case m.screen == screenCreate && m.formFocus == fieldProfile:
+		m.profileIn, cmd = m.profileIn.Update(msg)
 	case m.screen == screenDestroy:
 		m.destIn, cmd = m.destIn.Update(msg)
 	}
@@ -584,7 +634,7 @@ func (m *Model) scrollKey(s string) {
 
 // typing reports whether keys go to a text input (so q is text).
 func (m *Model) typing() bool {
-	return m.screen == screenCreate && (m.formFocus == fieldName || m.formFocus == fieldConfig || m.formFocus == fieldTokenDir) || m.screen == screenDestroy
+	return m.screen == screenCreate && m.formFocus != fieldProvider && m.formFocus != fieldContext && m.formFocus != fieldButton || m.screen == screenDestroy
 }
 
 // interrupt handles Ctrl-C: at a question it answers no (nothing changes);
@@ -703,6 +753,10 @@ func (m *Model) openCreate(fresh bool) tea.Cmd {
 		m.configIn.Reset()
 		m.tokenIn.Reset()
 		m.cfgCheck = cfgCheck{}
+		m.formAWS, m.awsErr, m.awsErrIn = false, "", ""
+		for _, in := range []*textinput.Model{&m.regionIn, &m.nodesIn, &m.instanceIn, &m.profileIn} {
+			in.Reset()
+		}
 		return m.focusForm(fieldName)
 	}
 	return m.focusForm(m.formFocus)
@@ -716,19 +770,33 @@ func (m *Model) createKey(k tea.KeyPressMsg, s string) tea.Cmd {
 		m.blurForm()
 		return nil
 	case "tab", "down":
-		return m.focusForm(m.formFocus + 1)
+		return m.focusForm(m.nextField(1))
 	case "shift+tab", "up":
-		return m.focusForm(m.formFocus - 1)
+		return m.focusForm(m.nextField(-1))
 	case "pgup", "pgdown":
 		m.scrollKey(s)
 		return nil
 	case "enter":
 		if m.formFocus < fieldButton {
-			return m.focusForm(m.formFocus + 1)
+			return m.focusForm(m.nextField(1))
 		}
 		return m.submitCreate()
 	}
 	switch m.formFocus {
+	case fieldProvider:
+		switch s {
+		case "left", "right", "h", "l", "space":
+			m.formAWS = !m.formAWS
+			if m.formAWS && m.regionIn.Value() == "" {
+				if r := m.awsRegions(); len(r) > 0 {
+					m.regionIn.SetValue(r[0])
+				}
+			}
+			m.checkAWS()
+		case "q":
+			m.screen = screenHome
+		}
+		return nil
 	case fieldContext:
 		switch s {
 		case "left", "h":
@@ -752,12 +820,102 @@ func (m *Model) blurForm() {
 	m.nameIn.Blur()
 	m.configIn.Blur()
 	m.tokenIn.Blur()
+	m.regionIn.Blur()
+	m.nodesIn.Blur()
+	m.instanceIn.Blur()
+	m.profileIn.Blur()
+}
+
+// shown says whether field f is on the form for the chosen provider.
+func (m *Model) shown(f int) bool {
+	switch f {
+	case fieldContext:
+		return !m.formAWS
+	case fieldRegion, fieldNodes, fieldInstance, fieldProfile:
+		return m.formAWS
+	}
+	return true
+}
+
+// nextField is the next shown field in direction d (wrapping).
+func (m *Model) nextField(d int) int {
+	f := m.formFocus
+	for range formFields {
+		f = (f + d + formFields) % formFields
+		if m.shown(f) {
+			return f
+		}
+	}
+	return m.formFocus
+}
+
+// awsRegions are the regions the home screen's discovery found kiln
+// clusters or searched in, in the order found, without repeats.
+func (m *Model) awsRegions() []string {
+	var out []string
+	for _, c := range m.clusters {
+		if c.Provider == "aws" && c.Location != "" && !slices.Contains(out, c.Location) {
+			out = append(out, c.Location)
+		}
+	}
+	return out
+}
+
+// awsRequest is the aws part of the form as a request (Nodes -1 when
+// the field is not a number).
+func (m *Model) awsRequest() CreateRequest {
+	req := CreateRequest{Provider: "aws", Name: m.nameIn.Value(), Location: strings.TrimSpace(m.regionIn.Value()),
+		InstanceType: strings.TrimSpace(m.instanceIn.Value()), Profile: strings.TrimSpace(m.profileIn.Value())}
+	if v := strings.TrimSpace(m.nodesIn.Value()); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			n = -1
+		}
+		req.Nodes = n
+	}
+	return req
+}
+
+// checkAWS checks the aws fields with the backend's aws rules as they are
+// typed (no AWS call).
+func (m *Model) checkAWS() {
+	m.awsErr, m.awsErrIn = "", ""
+	if !m.formAWS {
+		return
+	}
+	req := m.awsRequest()
+	if strings.TrimSpace(m.nodesIn.Value()) != "" && (req.Nodes < 1) {
+		m.awsErr, m.awsErrIn = fmt.Sprintf("Nodes: %q is not a node count; a node group has 1 to 100 nodes", m.nodesIn.Value()), engine.InputNodes
+		return
+	}
+	c, ok := m.opts.Backend.(AWSChecker)
+	if !ok {
+		return
+	}
+	if err := c.CheckAWS(req); err != nil {
+		m.awsErr = err.Error()
+		var ie *engine.InputError
+		if errors.As(err, &ie) {
+			m.awsErr, m.awsErrIn = ie.Render(InputName), ie.Input
+		}
+	}
 }
 
 func (m *Model) focusForm(i int) tea.Cmd {
 	m.formFocus = (i + formFields) % formFields
+	if !m.shown(m.formFocus) {
+		m.formFocus = m.nextField(1)
+	}
 	m.blurForm()
 	switch m.formFocus {
+	case fieldRegion:
+		return m.regionIn.Focus()
+	case fieldNodes:
+		return m.nodesIn.Focus()
+	case fieldInstance:
+		return m.instanceIn.Focus()
+	case fieldProfile:
+		return m.profileIn.Focus()
 	case fieldName:
 		return m.nameIn.Focus()
 	case fieldConfig:
@@ -804,6 +962,9 @@ func (m *Model) submitCreate() tea.Cmd {
 		m.nameErr = err.Error()
 		return m.focusForm(fieldName)
 	}
+	if m.formAWS {
+		return m.submitAWS(name)
+	}
 	if len(m.contexts) == 0 {
 		m.formErr = "no kubeconfig context to create in: set KUBECONFIG to a kubeconfig with a context and start kiln again"
 		return nil
@@ -824,6 +985,30 @@ func (m *Model) submitCreate() tea.Cmd {
 		return b.Create(ctx, req, br, br)
 	})
 	m.run.fromForm = true
+	return cmd
+}
+
+// submitAWS creates an EKS cluster with the form's aws fields.
+func (m *Model) submitAWS(name string) tea.Cmd {
+	m.checkAWS()
+	req := m.awsRequest()
+	switch {
+	case req.Location == "":
+		m.formErr = "type a region (like eu-west-1) in the Region field"
+		return m.focusForm(fieldRegion)
+	case m.awsErr != "":
+		m.formErr = "fix the aws fields first (marked ✗ above)"
+		return m.focusForm(map[engine.Input]int{engine.InputRegion: fieldRegion, engine.InputNodes: fieldNodes, engine.InputInstanceType: fieldInstance}[m.awsErrIn])
+	case m.cfgCheck.pending || len(m.cfgCheck.problems) > 0:
+		m.formErr = "fix the Config file field first (marked ✗ above)"
+		return m.focusForm(fieldConfig)
+	}
+	req.ConfigPath, req.TokenDir = strings.TrimSpace(m.configIn.Value()), strings.TrimSpace(m.tokenIn.Value())
+	m.blurForm()
+	cmd := m.start(opCreate, req.Name, req.Location, func(ctx context.Context, b Backend, br *Bridge) error {
+		return b.Create(ctx, req, br, br)
+	})
+	m.run.fromForm, m.run.provider = true, "aws"
 	return cmd
 }
 

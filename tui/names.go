@@ -20,8 +20,16 @@ func InputName(in engine.Input) string {
 		return "the Context field of the create form (n)"
 	case engine.InputContexts:
 		return "the kubeconfig's contexts (the wizard searches all of them)"
-	case engine.InputRegion, engine.InputRegions:
-		return "a region (the wizard creates kube clusters; use kiln create aws)"
+	case engine.InputRegion:
+		return "the Region field of the create form (n, provider aws)"
+	case engine.InputRegions:
+		return "the regions searched (the wizard searches every region)"
+	case engine.InputProfile:
+		return "the AWS profile field of the create form (n, provider aws)"
+	case engine.InputInstanceType:
+		return "the Instance type field of the create form (n, provider aws)"
+	case engine.InputNodes:
+		return "the Nodes field of the create form (n, provider aws)"
 	case engine.InputAll:
 		return "one project at a time (the wizard acts on the selected project)"
 	}

@@ -25,9 +25,12 @@ type resourceRow struct {
 // runState is what the run view shows of one operation; it is built only
 // from engine events.
 type runState struct {
-	kind      opKind
-	name      string
-	location  string
+	kind     opKind
+	name     string
+	location string
+	// provider is "aws" for a create of the form's aws provider ("" is
+	// kube).
+	provider  string
 	started   time.Time
 	running   bool
 	cancel    context.CancelFunc

@@ -404,7 +404,21 @@ func (m *Model) formNote(p *page, st lipgloss.Style, text string) {
 func (m *Model) viewCreate(p *page) {
 	p.line(m.st.header.Render("New kiln cluster"))
 	p.blank()
-	p.row(m.label("Provider", -1) + "kube (an existing cluster through kubeconfig)")
+	prov := "kube (an existing cluster through kubeconfig)"
+	if m.formAWS {
+		prov = "aws (a new EKS cluster)"
+	}
+	if m.formFocus == fieldProvider {
+		name, desc := "kube", "existing cluster (kubeconfig)"
+		if m.formAWS {
+			name, desc = "aws", "a new EKS cluster"
+		}
+		prov = m.st.selected.Render("‹ "+name+" ›") + " " + desc + m.st.faint.Render("  ←/→ kube|aws")
+	}
+	p.row(m.label("Provider", fieldProvider) + prov)
+	if m.formFocus == fieldProvider {
+		p.markFocus()
+	}
 	p.input(m.label("Name", fieldName), m.nameIn)
 	switch {
 	case m.nameErr != "":
@@ -414,22 +428,10 @@ func (m *Model) viewCreate(p *page) {
 	default:
 		m.formNote(p, m.st.faint, "lowercase letters, digits and -, at most 40")
 	}
-	ctx := m.st.faint.Render("(no contexts found)")
-	if len(m.contexts) > 0 {
-		ctx = fmt.Sprintf("‹ %s ›", m.contexts[m.ctxSel])
-		if m.formFocus == fieldContext {
-			ctx = m.st.selected.Render(ctx)
-		}
-		ctx += m.st.faint.Render(fmt.Sprintf("  %d of %d, ←/→ to choose", m.ctxSel+1, len(m.contexts)))
-	}
-	p.hang(m.label("Context", fieldContext)+ctx, 15)
-	if m.formFocus == fieldContext {
-		p.markFocus()
-	}
-	if problem, note := m.contextProblem(m.nameIn.Value()); problem != "" {
-		m.formNote(p, m.st.errorText, "✗ "+problem)
-	} else if note != "" {
-		m.formNote(p, m.st.warn, "! "+note)
+	if m.formAWS {
+		m.viewAWSFields(p)
+	} else {
+		m.viewContextField(p)
 	}
 	p.blank()
 	p.input(m.label("Config file", fieldConfig), m.configIn)
@@ -454,6 +456,46 @@ func (m *Model) viewCreate(p *page) {
 	p.pinButtons(strings.Repeat(" ", 15), btn)
 	if m.formErr != "" {
 		p.pin(m.st.errorText.Render("✗ " + m.formErr))
+	}
+}
+
+// viewContextField is the kube form's Context choice and what discovery
+// knows against it.
+func (m *Model) viewContextField(p *page) {
+	ctx := m.st.faint.Render("(no contexts found)")
+	if len(m.contexts) > 0 {
+		ctx = fmt.Sprintf("‹ %s ›", m.contexts[m.ctxSel])
+		if m.formFocus == fieldContext {
+			ctx = m.st.selected.Render(ctx)
+		}
+		ctx += m.st.faint.Render(fmt.Sprintf("  %d of %d, ←/→ to choose", m.ctxSel+1, len(m.contexts)))
+	}
+	p.hang(m.label("Context", fieldContext)+ctx, 15)
+	if m.formFocus == fieldContext {
+		p.markFocus()
+	}
+	if problem, note := m.contextProblem(m.nameIn.Value()); problem != "" {
+		m.formNote(p, m.st.errorText, "✗ "+problem)
+	} else if note != "" {
+		m.formNote(p, m.st.warn, "! "+note)
+	}
+}
+
+// viewAWSFields are the aws form's Region, Nodes, Instance type and AWS
+// profile, checked as typed with the aws provider's rules.
+func (m *Model) viewAWSFields(p *page) {
+	p.input(m.label("Region", fieldRegion), m.regionIn)
+	if rs := m.awsRegions(); len(rs) > 0 {
+		m.formNote(p, m.st.faint, "kiln clusters found in: "+strings.Join(rs, ", "))
+	}
+	p.input(m.label("Nodes", fieldNodes), m.nodesIn)
+	p.input(m.label("Instance type", fieldInstance), m.instanceIn)
+	p.input(m.label("AWS profile", fieldProfile), m.profileIn)
+	switch {
+	case m.awsErr != "":
+		m.formNote(p, m.st.errorText, "✗ "+m.awsErr)
+	case strings.TrimSpace(m.regionIn.Value()) != "":
+		m.formNote(p, m.st.ok, "✓ region, nodes and instance type are valid")
 	}
 }
 
@@ -718,15 +760,27 @@ func (m *Model) viewFinal(p *page) {
 		td = "(none)"
 	}
 	p.hang(fmt.Sprintf("  Token dir     %s", td), 16)
-	p.hang(fmt.Sprintf("  Kube context  %s", r.location), 16)
-	p.blank()
-	p.line(m.st.header.Render("Next"))
-	for _, c := range [][2]string{
+	next := [][2]string{
 		{"kiln status kube " + r.name, "health from live objects"},
 		{"kiln wait kube " + r.name + " --timeout 2m", "ready and tokens valid?"},
 		{"kubectl --context " + r.location + " -n kiln-system get all", ""},
 		{"kiln destroy kube " + r.name, "verified removal"},
-	} {
+	}
+	if r.provider == "aws" {
+		p.hang(fmt.Sprintf("  Region        %s", r.location), 16)
+		reg := " --region " + r.location
+		next = [][2]string{
+			{"kiln status aws " + r.name + reg, "health from live objects"},
+			{"kiln wait aws " + r.name + reg + " --timeout 2m", "ready and tokens valid?"},
+			{"kiln inspect aws " + r.name + reg, "the live inspector"},
+			{"kiln destroy aws " + r.name + reg, "verified removal"},
+		}
+	} else {
+		p.hang(fmt.Sprintf("  Kube context  %s", r.location), 16)
+	}
+	p.blank()
+	p.line(m.st.header.Render("Next"))
+	for _, c := range next {
 		line := "  " + c[0]
 		if c[1] != "" {
 			line += m.st.faint.Render("   # " + c[1])

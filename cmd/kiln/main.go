@@ -33,8 +33,9 @@ func run(hooks engine.Hooks) int {
 	// and reports what was left. A second one kills the process outright.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	sigCtx := ctx // ctx is reassigned below; the goroutine keeps its own
 	go func() {
-		<-ctx.Done()
+		<-sigCtx.Done()
 		stop() // restore default handling: the next signal ends the process
 	}()
 

@@ -144,9 +144,65 @@ func awsConfigured(g *globals, getenv func(string) string) bool {
 	return false
 }
 
+// awsCreateProvider is the aws provider kiln create aws would build with
+// the form's region, nodes, instance type and profile in place of the
+// flags (the other aws flags still apply).
+func (b *wizardBackend) awsCreateProvider(req tui.CreateRequest) (*awsprovider.Provider, error) {
+	p, err := b.providerAt("aws", req.Location)
+	if err != nil {
+		return nil, err
+	}
+	ap, ok := p.(*awsprovider.Provider)
+	if !ok {
+		return nil, fmt.Errorf("aws provider: unexpected %T", p)
+	}
+	// A fresh provider each call (providerAt builds one): the form's
+	// values replace the flags'.
+	if req.Nodes != 0 {
+		ap.Nodes = req.Nodes
+	}
+	if req.InstanceType != "" {
+		ap.InstanceType = req.InstanceType
+	}
+	if req.Profile != "" {
+		ap.Profile = req.Profile
+	}
+	return ap, nil
+}
+
+// CheckAWS checks the create form's aws fields with the aws provider's
+// own rules (ValidateFlags: region spelling, node count, instance type);
+// no AWS call.
+func (b *wizardBackend) CheckAWS(req tui.CreateRequest) error {
+	if req.Nodes < 0 {
+		return engine.NewInputError(exit.BadInput, engine.InputNodes, "", "{input}: not a number; a node group has 1 to %d nodes", awsprovider.MaxNodes)
+	}
+	if b.newProvider != nil {
+		// Tests: validate with a plain provider of the form's values.
+		p := &awsprovider.Provider{Region: req.Location, Nodes: req.Nodes, InstanceType: req.InstanceType, Profile: req.Profile}
+		return p.ValidateFlags()
+	}
+	p, err := b.awsCreateProvider(req)
+	if err != nil {
+		return err
+	}
+	return p.ValidateFlags()
+}
+
 func (b *wizardBackend) Create(ctx context.Context, req tui.CreateRequest, sink engine.Sink, confirm engine.Confirmer) error {
 	ctx = engine.WithHooks(ctx, b.hooks)
-	t, err := b.target(req.Provider, req.Location, req.Name)
+	var t engine.Target
+	var err error
+	if req.Provider == "aws" && b.newProvider == nil {
+		var p *awsprovider.Provider
+		if p, err = b.awsCreateProvider(req); err == nil {
+			if err = p.ValidateFlags(); err == nil {
+				t = engine.Target{Provider: p, Name: req.Name, TokenDir: b.g.tokenDir}
+			}
+		}
+	} else {
+		t, err = b.target(req.Provider, req.Location, req.Name)
+	}
 	if err != nil {
 		return err
 	}

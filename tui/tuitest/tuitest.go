@@ -41,11 +41,22 @@ type Backend struct {
 	// StatusGate, when set, holds every Status read until it receives or
 	// is closed (a test looks at the screen while a read is under way).
 	StatusGate chan struct{}
+	// AWSCheck, when set, checks the create form's aws fields
+	// (tui.AWSChecker); nil accepts everything.
+	AWSCheck func(tui.CreateRequest) error
 
 	mu         sync.Mutex
 	Requests   []tui.CreateRequest
 	ProjectOps []tui.ProjectOp
 	reads      int
+}
+
+// CheckAWS implements tui.AWSChecker with AWSCheck.
+func (b *Backend) CheckAWS(req tui.CreateRequest) error {
+	if b.AWSCheck == nil {
+		return nil
+	}
+	return b.AWSCheck(req)
 }
 
 func (b *Backend) Locations() ([]string, string, error) { return b.Contexts, b.Current, nil }
