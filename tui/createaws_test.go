@@ -60,7 +60,7 @@ func TestCreateFormAWS(t *testing.T) {
 	for _, r := range "T3" {
 		h.Key(string(r))
 	}
-	got = h.WaitFor(t, "the Instance type field of the create form")
+	got = h.WaitFor(t, "the Node type (EC2 instance type) field of the create form")
 	requireGolden(t, got)
 	for _, k := range []string{"tab", "tab", "tab", "tab", "enter"} { // to Create
 		h.Key(k)

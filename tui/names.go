@@ -27,7 +27,7 @@ func InputName(in engine.Input) string {
 	case engine.InputProfile:
 		return "the AWS profile field of the create form (n, provider aws)"
 	case engine.InputInstanceType:
-		return "the Instance type field of the create form (n, provider aws)"
+		return "the Node type (EC2 instance type) field of the create form (n, provider aws)"
 	case engine.InputNodes:
 		return "the Nodes field of the create form (n, provider aws)"
 	case engine.InputAll:

@@ -489,7 +489,7 @@ func (m *Model) viewAWSFields(p *page) {
 		m.formNote(p, m.st.faint, "kiln clusters found in: "+strings.Join(rs, ", "))
 	}
 	p.input(m.label("Nodes", fieldNodes), m.nodesIn)
-	p.input(m.label("Instance type", fieldInstance), m.instanceIn)
+	p.input(m.label("Node type", fieldInstance), m.instanceIn)
 	p.input(m.label("AWS profile", fieldProfile), m.profileIn)
 	switch {
 	case m.awsErr != "":

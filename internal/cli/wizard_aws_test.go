@@ -25,7 +25,7 @@ func TestWizardAWSFormUsesTheProvidersRules(t *testing.T) {
 		{tui.CreateRequest{Provider: "aws", Name: "eks1", Location: "mars-1"}, engine.InputRegion, "Region field"},
 		{tui.CreateRequest{Provider: "aws", Name: "eks1", Location: "eu-west-1", Nodes: 101}, engine.InputNodes, "Nodes field"},
 		{tui.CreateRequest{Provider: "aws", Name: "eks1", Location: "eu-west-1", Nodes: -1}, engine.InputNodes, "Nodes field"},
-		{tui.CreateRequest{Provider: "aws", Name: "eks1", Location: "eu-west-1", InstanceType: "T3 large"}, engine.InputInstanceType, "Instance type field"},
+		{tui.CreateRequest{Provider: "aws", Name: "eks1", Location: "eu-west-1", InstanceType: "T3 large"}, engine.InputInstanceType, "Node type (EC2 instance type) field"},
 	}
 	for _, c := range cases {
 		err := b.CheckAWS(c.req)
