@@ -32,10 +32,13 @@ func BenchmarkInspector(b *testing.B) {
 	n := envInt("KILN_BENCH_INSPECT_PROJECTS", 100)
 	have := 1
 	if n > have {
-		if err := tmpl.seed(c, "insp", projectNames("insp", have, n), false); err != nil {
+		if err := tmpl.seed(c, "scale", projectNames("insp", have, n), false); err != nil {
 			b.Fatal(err)
 		}
 	}
+	start0 := time.Now()
+	avail := settle(c, n, 150*time.Second)
+	b.Logf("%d of %d project Deployments available after %s", avail, n, time.Since(start0).Round(time.Second))
 	p := startAPIProxy(b, c, "bench")
 	target := engine.Target{Provider: kube.New(p.Kubeconfig, p.ContextName), Name: projCluster, TokenDir: b.TempDir()}
 	quiet := engine.SinkFunc(func(engine.Event) {})
@@ -91,7 +94,17 @@ func BenchmarkInspector(b *testing.B) {
 			}
 		}
 	}
-	all := func(st *engine.ClusterStatus) bool { return len(st.Projects) >= n }
+	all := func(st *engine.ClusterStatus) bool {
+		if len(st.Projects) < n {
+			return false
+		}
+		for _, pr := range st.Projects {
+			if pr.State != "running" {
+				return false
+			}
+		}
+		return true
+	}
 	wait("every project", all)
 	// The informers' initial adds cause exactly one more read once they
 	// have synced; the idle span starts after it.
@@ -100,13 +113,17 @@ func BenchmarkInspector(b *testing.B) {
 
 	// Idle: nothing changes; whatever the inspector sends is its idle cost.
 	idle := time.Duration(envInt("KILN_BENCH_IDLE_S", 20)) * time.Second
+	idleStart := time.Now()
 	drainUntil := time.After(idle)
 	idleUpdates := 0
 idleLoop:
 	for {
 		select {
-		case <-updates:
+		case u := <-updates:
 			idleUpdates++
+			if idleUpdates <= 3 {
+				b.Logf("idle delivery at +%s", u.at.Sub(idleStart).Round(time.Millisecond))
+			}
 		case <-drainUntil:
 			break idleLoop
 		}

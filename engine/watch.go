@@ -84,12 +84,15 @@ func (e *Engine) Watch(ctx context.Context, t Target, fn WatchFunc) error {
 	// The first status is read at once (the informers' initial lists run
 	// meanwhile); their initial adds then cause one more read.
 	read := func() {
-		if ps, err := platformState(ctx, loc); err != nil {
+		ps, err := platformState(ctx, loc)
+		if ctx.Err() != nil {
+			return // ended meanwhile: not a failed read
+		}
+		if err != nil {
 			fn(nil, err)
 			return
-		} else {
-			loc.State = ps
 		}
+		loc.State = ps
 		st, err := e.statusAt(ctx, StatusRequest{Target: t}, loc, cands)
 		if ctx.Err() != nil {
 			return
