@@ -70,10 +70,10 @@ func podInfos(pods []corev1.Pod) []PodInfo {
 	return out
 }
 
-// ownsName reports whether an object named name of kind belongs to project
+// Owns reports whether an object named name of kind belongs to project
 // p: its own objects by name, and the ReplicaSets (P-HASH) and pods
 // (P-HASH-SUFFIX) of its Deployment, which outlive the label snapshot.
-func ownsName(p, kind, name string) bool {
+func Owns(p, kind, name string) bool {
 	switch kind {
 	case "ConfigMap":
 		return name == SpecName(p)
@@ -102,7 +102,7 @@ func (o *Ops) events(ctx context.Context, r Ref) ([]EventInfo, error) {
 	out := []EventInfo{}
 	for _, ev := range list.Items {
 		io := ev.InvolvedObject
-		if !ownsName(r.Project, io.Kind, io.Name) {
+		if !Owns(r.Project, io.Kind, io.Name) {
 			continue
 		}
 		last := eventTime(&ev)

@@ -103,6 +103,7 @@ stdout is not a terminal) and prints NDJSON events with -o json.`,
 		newAWSCmd(g),
 		newVersionCmd(g, info),
 		newCompletionCmd(root),
+		newSupportCmd(g, info),
 	)
 	for _, c := range root.Commands() {
 		wrapArgs(c)
