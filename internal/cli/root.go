@@ -119,6 +119,7 @@ stdout is not a terminal) and prints NDJSON events with -o json.`,
 		wrapArgs(c)
 	}
 	refuseUnknownCommands(root)
+	g.registerCompletions(root)
 	return root
 }
 
