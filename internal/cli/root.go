@@ -114,6 +114,7 @@ stdout is not a terminal) and prints NDJSON events with -o json.`,
 		newVersionCmd(g, info),
 		newCompletionCmd(root),
 		newSupportCmd(g, info),
+		newEnvironmentTopic(),
 	)
 	for _, c := range root.Commands() {
 		wrapArgs(c)
