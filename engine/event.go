@@ -63,6 +63,9 @@ const (
 	LevelInfo  = "info"
 	LevelWarn  = "warn"
 	LevelError = "error"
+	// LevelDebug events (API requests, retries) are emitted only with
+	// kiln -v or --log-file; frontends show them only with -v.
+	LevelDebug = "debug"
 )
 
 // Event is one observable fact of an operation. Frontends render events;

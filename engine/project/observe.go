@@ -50,6 +50,12 @@ type Status struct {
 	// TokenSync says whether the Deployment runs the token in force (one of
 	// the TokenSync* constants), judged from the live Deployment and Secret.
 	TokenSync string `json:"token_sync"`
+	// Pods are the statuses of the project's pods (restarts, last
+	// termination), by name.
+	Pods []PodInfo `json:"pods"`
+	// Events are the Kubernetes Events of the project's objects and pods,
+	// newest first (at most MaxEvents); only inspect reads them.
+	Events []EventInfo `json:"events,omitempty"`
 	// Created is when the project's spec ConfigMap was created.
 	Created time.Time `json:"-"`
 }
@@ -208,7 +214,13 @@ func (o *Ops) Inspect(ctx context.Context, r Ref) (*Status, error) {
 	for _, cm := range snap.specs {
 		if cm.Name == SpecName(r.Project) {
 			st, err := o.observe(snap, &cm)
-			return st, err
+			if err != nil {
+				return nil, err
+			}
+			if st.Events, err = o.events(ctx, r); err != nil {
+				return nil, err
+			}
+			return st, nil
 		}
 	}
 	return nil, fmt.Errorf("project %s: spec ConfigMap vanished while reading", r)
@@ -259,7 +271,7 @@ func (o *Ops) observe(snap *snapshot, cm *corev1.ConfigMap) (*Status, error) {
 	st := &Status{
 		Tenant: r.Tenant, Project: r.Project, Namespace: ns, Stack: spec.Stack.Name,
 		Host: o.Host(r), Desired: spec.State, Revision: spec.Revision, Reasons: []string{},
-		Created: cm.CreationTimestamp.Time,
+		Created: cm.CreationTimestamp.Time, Pods: podInfos(snap.pods[key(ns, r.Project)]),
 	}
 	add := func(kind, name string, obj runtime.Object, res readiness.Result) {
 		if obj == nil {

@@ -39,6 +39,7 @@ type globals struct {
 	discoveryTOSet bool
 	keyringBackend string
 	aws            awsFlags
+	rec            record
 
 	stdin          io.Reader
 	stdout, stderr io.Writer
@@ -60,7 +61,14 @@ stdout is not a terminal) and prints NDJSON events with -o json.`,
 		SilenceErrors: true,
 		PersistentPreRunE: func(cmd *cobra.Command, args []string) error {
 			g.discoveryTOSet = cmd.Flags().Changed("discovery-timeout")
-			return g.validate()
+			if err := g.validate(); err != nil {
+				return err
+			}
+			if err := g.rec.open(); err != nil {
+				return err
+			}
+			cmd.SetContext(g.rec.context(cmd.Context()))
+			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 0 && g.interactive() {
@@ -91,6 +99,8 @@ stdout is not a terminal) and prints NDJSON events with -o json.`,
 	pf.DurationVar(&g.discoveryTO, "discovery-timeout", kube.DefaultTimeout, "give up on one context or region during discovery after this long, whatever it waits on (credential plugin, connect, TLS, requests)")
 	pf.StringVar(&g.keyringBackend, "keyring-backend", "auto", "keyring: auto, secret-service, keychain, wincred or file")
 	g.aws.register(pf)
+	pf.CountVarP(&g.rec.verbose, "verbose", "v", "add debug events: each Kubernetes and AWS API request (method, path, status, latency) and retry; -vv adds Kubernetes query strings")
+	pf.StringVar(&g.rec.path, "log-file", "", "append every event, debug included, as NDJSON to this file (0600), whatever the frontend")
 
 	root.AddCommand(
 		newCreateCmd(g),
@@ -103,11 +113,14 @@ stdout is not a terminal) and prints NDJSON events with -o json.`,
 		newAWSCmd(g),
 		newVersionCmd(g, info),
 		newCompletionCmd(root),
+		newSupportCmd(g, info),
+		newEnvironmentTopic(),
 	)
 	for _, c := range root.Commands() {
 		wrapArgs(c)
 	}
 	refuseUnknownCommands(root)
+	g.registerCompletions(root)
 	return root
 }
 

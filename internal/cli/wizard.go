@@ -46,8 +46,16 @@ func (b *wizardBackend) engine(sink engine.Sink, confirm engine.Confirmer) *engi
 	if b.keyringWarning != "" {
 		sink.Emit(engine.Event{Type: engine.TypeLog, Level: engine.LevelWarn, Message: b.keyringWarning})
 	}
-	// Messages name the wizard's own fields and keys, not CLI flags.
-	return &engine.Engine{Sink: sink, Confirm: confirm, Keyring: b.keyring, Namer: tui.InputName}
+	// Messages name the wizard's own fields and keys, not CLI flags; every
+	// event also goes to --log-file when given.
+	return &engine.Engine{Sink: b.g.rec.tee(sink), Confirm: confirm, Keyring: b.keyring, Namer: tui.InputName}
+}
+
+// opContext is the context of one wizard operation: the test hooks kiln
+// was started with (none in a release build) and the API request trace of
+// -v/--log-file, which the wizard's own contexts do not inherit.
+func (b *wizardBackend) opContext(ctx context.Context) context.Context {
+	return b.g.rec.context(engine.WithHooks(ctx, b.hooks))
 }
 
 // providerAt builds the provider for a cluster at location, as the
@@ -138,7 +146,7 @@ func awsConfigured(g *globals, getenv func(string) string) bool {
 }
 
 func (b *wizardBackend) Create(ctx context.Context, req tui.CreateRequest, sink engine.Sink, confirm engine.Confirmer) error {
-	ctx = engine.WithHooks(ctx, b.hooks)
+	ctx = b.opContext(ctx)
 	t, err := b.target(req.Provider, req.Location, req.Name)
 	if err != nil {
 		return err
@@ -153,7 +161,7 @@ func (b *wizardBackend) Create(ctx context.Context, req tui.CreateRequest, sink 
 // the cluster's known location (events discarded: it runs every few
 // seconds).
 func (b *wizardBackend) Status(ctx context.Context, t tui.Target) (*tui.Inspection, error) {
-	ctx = engine.WithHooks(ctx, b.hooks)
+	ctx = b.opContext(ctx)
 	r, err := b.target(t.Provider, t.Location, t.Name)
 	if err != nil {
 		return nil, err
@@ -168,7 +176,7 @@ func (b *wizardBackend) Status(ctx context.Context, t tui.Target) (*tui.Inspecti
 
 // Project runs one project operation, as kiln project OP does.
 func (b *wizardBackend) Project(ctx context.Context, t tui.Target, op tui.ProjectOp, sink engine.Sink, confirm engine.Confirmer) error {
-	ctx = engine.WithHooks(ctx, b.hooks)
+	ctx = b.opContext(ctx)
 	r, err := b.target(t.Provider, t.Location, t.Name)
 	if err != nil {
 		return err
@@ -178,7 +186,7 @@ func (b *wizardBackend) Project(ctx context.Context, t tui.Target, op tui.Projec
 }
 
 func (b *wizardBackend) Destroy(ctx context.Context, t tui.Target, sink engine.Sink, confirm engine.Confirmer) error {
-	ctx = engine.WithHooks(ctx, b.hooks)
+	ctx = b.opContext(ctx)
 	r, err := b.target(t.Provider, t.Location, t.Name)
 	if err != nil {
 		return err

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/smithy-go"
 	"k8s.io/client-go/kubernetes"
@@ -25,6 +26,7 @@ import (
 
 	"github.com/kilnctl/kiln/engine"
 	"github.com/kilnctl/kiln/engine/input"
+	"github.com/kilnctl/kiln/engine/trace"
 	"github.com/kilnctl/kiln/internal/exit"
 )
 
@@ -174,6 +176,20 @@ func checkCredentials(ctx context.Context, cfg aws.Config) error {
 }
 
 func (p *Provider) config(ctx context.Context, region string) (aws.Config, error) {
+	cfg, err := p.loadConfig(ctx, region)
+	if err == nil {
+		// Every AWS request and SDK retry is traced with kiln -v (each try
+		// passes through the HTTP client); never a header or query string.
+		next := cfg.HTTPClient
+		if next == nil {
+			next = awshttp.NewBuildableClient()
+		}
+		cfg.HTTPClient = trace.Client{Next: next}
+	}
+	return cfg, err
+}
+
+func (p *Provider) loadConfig(ctx context.Context, region string) (aws.Config, error) {
 	if p.LoadConfig != nil {
 		return p.LoadConfig(ctx, region)
 	}
