@@ -100,6 +100,7 @@ stdout is not a terminal) and prints NDJSON events with -o json.`,
 		newProjectCmd(g),
 		newTokensCmd(g),
 		newAWSCmd(g),
+		newGatewayCmd(g),
 		newVersionCmd(g, info),
 		newCompletionCmd(root),
 	)
