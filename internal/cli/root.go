@@ -39,6 +39,8 @@ type globals struct {
 	discoveryTOSet bool
 	keyringBackend string
 	aws            awsFlags
+	// version is kiln's (BuildInfo): it names the default gateway image.
+	version string
 
 	stdin          io.Reader
 	stdout, stderr io.Writer
@@ -46,7 +48,7 @@ type globals struct {
 
 // NewRoot builds the kiln command tree.
 func NewRoot(info BuildInfo) *cobra.Command {
-	g := &globals{stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr}
+	g := &globals{stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr, version: info.Version}
 	root := &cobra.Command{
 		Use:   "kiln",
 		Short: "Create, inspect and tear down kiln clusters and their projects",

@@ -45,7 +45,7 @@ func (b *wizardBackend) engine(sink engine.Sink, confirm engine.Confirmer) *engi
 	if b.keyringWarning != "" {
 		sink.Emit(engine.Event{Type: engine.TypeLog, Level: engine.LevelWarn, Message: b.keyringWarning})
 	}
-	return &engine.Engine{Sink: sink, Confirm: confirm, Keyring: b.keyring}
+	return &engine.Engine{Sink: sink, Confirm: confirm, Keyring: b.keyring, Version: b.g.version}
 }
 
 // providerAt builds the provider for a cluster at location, as the

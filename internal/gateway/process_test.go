@@ -23,14 +23,21 @@ import (
 	"github.com/kilnctl/kiln/creds"
 )
 
-// buildKiln builds cmd/kiln once per test binary run.
+// testVersion is the version stamped into the kiln the tests build.
+const testVersion = "1.2.3-test"
+
+// buildKiln builds cmd/kiln once per test binary run, as the release does
+// (static, trimmed, version stamped), so the image test can put the same
+// binary in an image with nothing else.
 var buildKiln = sync.OnceValues(func() (string, error) {
 	dir, err := os.MkdirTemp("", "kiln-gateway-bin-")
 	if err != nil {
 		return "", err
 	}
 	bin := filepath.Join(dir, "kiln")
-	out, err := exec.Command("go", "build", "-o", bin, "../../cmd/kiln").CombinedOutput()
+	cmd := exec.Command("go", "build", "-trimpath", "-ldflags", "-s -w -X main.version="+testVersion, "-o", bin, "../../cmd/kiln")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	out, err := cmd.CombinedOutput()
 	if err != nil {
 		return "", fmt.Errorf("go build ./cmd/kiln: %v\n%s", err, out)
 	}
@@ -153,6 +160,7 @@ type gatewayProc struct {
 	mu     sync.Mutex
 	stderr strings.Builder
 	done   chan error
+	addrs  chan string
 }
 
 func startGateway(t *testing.T, args ...string) *gatewayProc {
@@ -161,7 +169,14 @@ func startGateway(t *testing.T, args ...string) *gatewayProc {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(bin, append([]string{"gateway", "--listen", "127.0.0.1:0"}, args...)...)
+	return startProc(t, bin, append([]string{"gateway", "--listen", "127.0.0.1:0"}, args...)...)
+}
+
+// startProc starts bin with args and waits until it logs the first
+// address it listens on (more arrive in p.addrs).
+func startProc(t *testing.T, bin string, args ...string) *gatewayProc {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
 	pipe, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -169,8 +184,8 @@ func startGateway(t *testing.T, args ...string) *gatewayProc {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	p := &gatewayProc{cmd: cmd, done: make(chan error, 1)}
-	addrc := make(chan string, 1)
+	p := &gatewayProc{cmd: cmd, done: make(chan error, 1), addrs: make(chan string, 4)}
+	addrc := p.addrs
 	go func() {
 		sc := bufio.NewScanner(pipe)
 		for sc.Scan() {
@@ -180,10 +195,7 @@ func startGateway(t *testing.T, args ...string) *gatewayProc {
 			p.mu.Unlock()
 			var rec struct{ Msg, Addr string }
 			if json.Unmarshal([]byte(line), &rec) == nil && rec.Msg == "listening" {
-				select {
-				case addrc <- rec.Addr:
-				default:
-				}
+				addrc <- rec.Addr
 			}
 		}
 		p.done <- cmd.Wait()
