@@ -38,6 +38,9 @@ type Request struct {
 	// Repair is status --repair: heal what is missing of projects whose
 	// desired state is running.
 	Repair bool
+	// Probe is wait --probe: after the API readiness, one authenticated
+	// request per tenant through the gateway.
+	Probe bool
 }
 
 // run is the state of one create.

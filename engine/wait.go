@@ -29,6 +29,7 @@ func (e *Engine) wait(ctx context.Context, req Request) (*creds.TokenDir, error)
 		return nil, err
 	}
 	var td *creds.TokenDir
+	var tenants []string
 	err = e.phase(ctx, PhaseReadiness, func(ctx context.Context) error {
 		wctx, cancel := withTimeout(ctx, req.Timeout)
 		defer cancel()
@@ -59,8 +60,14 @@ func (e *Engine) wait(ctx context.Context, req Request) (*creds.TokenDir, error)
 			return fmt.Errorf("no token dir with a key the cluster trusts (trusted: %s); looked in %s%s",
 				strings.Join(st.KeyIDs(), ", "), describeCandidates(cands), foundSuffix(have))
 		}
-		return verifyTokens(td, st.Keys, st.Config.Spec.Tenants)
+		tenants = st.Config.Spec.Tenants
+		return verifyTokens(td, st.Keys, tenants)
 	})
+	if err == nil && req.Probe {
+		err = e.phase(ctx, PhaseProbe, func(ctx context.Context) error {
+			return e.probe(ctx, loc, req.Name, td, tenants)
+		})
+	}
 	return td, err
 }
 

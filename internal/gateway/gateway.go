@@ -137,6 +137,10 @@ func (g *Gateway) Ready() bool {
 	return s != nil && len(s.keys) > 0 && !g.closing.Load()
 }
 
+// Reload reads keys.json now. Run does it at start and on every change;
+// a caller serving Handler without Run (a test) calls it itself.
+func (g *Gateway) Reload() { g.keys.load() }
+
 // Run loads the keys, serves until ctx ends, then drains requests in
 // flight for up to ShutdownTimeout. Listening failures are returned.
 func (g *Gateway) Run(ctx context.Context) error {
