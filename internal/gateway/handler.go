@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -197,9 +198,15 @@ func newProxy(cfg Config) http.Handler {
 		},
 		Transport:    tr,
 		ErrorHandler: proxyError,
-		ErrorLog:     nil,
+		// Without a pool the proxy allocates a 32 KiB copy buffer per request.
+		BufferPool: &bufferPool{p: sync.Pool{New: func() any { return make([]byte, 32<<10) }}},
 	}
 }
+
+type bufferPool struct{ p sync.Pool }
+
+func (b *bufferPool) Get() []byte  { return b.p.Get().([]byte) }
+func (b *bufferPool) Put(x []byte) { b.p.Put(x) }
 
 // proxyError answers a failed backend request: the project's Service name
 // does not resolve → 404; nothing accepts connections (a Service without
