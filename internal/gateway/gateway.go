@@ -138,7 +138,8 @@ func (g *Gateway) Ready() bool {
 }
 
 // Reload reads keys.json now. Run does it at start and on every change;
-// a caller serving Handler without Run (a test) calls it itself.
+// a caller serving Handler without Run (a test) calls it itself, and never
+// while Run runs (the loader's bookkeeping is not shared).
 func (g *Gateway) Reload() { g.keys.load() }
 
 // Run loads the keys, serves until ctx ends, then drains requests in
