@@ -79,7 +79,7 @@ func (r *run) platform(ctx context.Context) error {
 		return err
 	}
 	checkpoint(ctx, "after-tenants")
-	for _, obj := range platform.GatewayObjects(name, r.cfg) {
+	for _, obj := range platform.GatewayObjects(name, r.cfg, r.e.Version) {
 		if err := r.ensure(ctx, cs, w, obj); err != nil {
 			return err
 		}

@@ -59,6 +59,9 @@ type Engine struct {
 	Keyring Keyring
 	// Now is the clock (default time.Now).
 	Now func() time.Time
+	// Version is kiln's version: the platform's default gateway image is
+	// kiln's own image at this version (platform.GatewayImage).
+	Version string
 	// Namer words the inputs that error messages tell the user to give
 	// (default FlagName: the CLI's flags). See InputError.
 	Namer Namer

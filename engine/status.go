@@ -58,7 +58,7 @@ func platformRefs(name string, cfg *config.ClusterConfig) []readiness.Ref {
 	for _, o := range platform.TenantObjects(name, cfg.Spec.Tenants) {
 		refs = append(refs, o.Ref)
 	}
-	for _, o := range platform.GatewayObjects(name, cfg) {
+	for _, o := range platform.GatewayObjects(name, cfg, "") {
 		refs = append(refs, o.Ref)
 	}
 	return refs

@@ -19,7 +19,7 @@ func TestDefault(t *testing.T) {
 		Spec: Spec{
 			Tenants: []string{"default"},
 			Domain:  "dev1.kiln.test",
-			Gateway: Gateway{Image: "nginxinc/nginx-unprivileged:1.27-alpine", Replicas: 1},
+			Gateway: Gateway{Replicas: 1},
 			Stacks:  []Stack{{Name: "default", Image: "nginx:1.27-alpine", Port: 80, CPU: "50m", Memory: "64Mi"}},
 		},
 	}
@@ -125,7 +125,6 @@ metadata:
 spec:
   domain: dev1.kiln.test
   gateway:
-    image: nginxinc/nginx-unprivileged:1.27-alpine
     replicas: 1
   stacks:
   - cpu: 50m
@@ -285,7 +284,7 @@ func TestDiff(t *testing.T) {
 			want: []string{
 				"metadata.name: dev1 (cluster) vs dev2 (file)",
 				"spec.domain: dev1.kiln.test (cluster) vs example.test (file)",
-				"spec.gateway.image: nginxinc/nginx-unprivileged:1.27-alpine (cluster) vs nginx:1.28 (file)",
+				"spec.gateway.image: unset (kiln's own gateway) (cluster) vs nginx:1.28 (file)",
 				"spec.gateway.replicas: 1 (cluster) vs 3 (file)",
 				"spec.stacks[0].cpu: 50m (cluster) vs 1 (file)",
 				"spec.stacks[0].image: nginx:1.27-alpine (cluster) vs httpd (file)",
@@ -390,5 +389,26 @@ func TestImageReferences(t *testing.T) {
 		if (err == nil) != ok {
 			t.Errorf("%q: valid=%v, want %v (%v)", image, err == nil, ok, err)
 		}
+	}
+}
+
+// A kiln-config written when nginx was the default gateway names that
+// image; it reads as unset, so such a cluster gets kiln's own gateway and
+// no config difference from a file that leaves the image out.
+func TestLegacyGatewayImageReadsAsUnset(t *testing.T) {
+	legacy := strings.Replace(wantCanonical, "  gateway:\n", "  gateway:\n    image: "+LegacyGatewayImage+"\n", 1)
+	c, err := ParseCanonical([]byte(legacy))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !c.Spec.Gateway.IsDefaultImage() {
+		t.Errorf("spec.gateway.image %q is not the default", c.Spec.Gateway.Image)
+	}
+	if d := Diff(c, Default("dev1")); len(d) != 0 {
+		t.Errorf("Diff(legacy, Default) = %q", d)
+	}
+	c.Spec.Gateway.Image = "registry.example.test/kiln:1.2.3"
+	if err := c.Validate("dev1"); err != nil {
+		t.Errorf("an explicit gateway image is invalid: %v", err)
 	}
 }

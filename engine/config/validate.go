@@ -89,7 +89,10 @@ func validate(c *ClusterConfig, name string, present func(string) bool) []Proble
 		bad("spec.domain", "%s: %s", quoteShort(s.Domain), r)
 	}
 
-	imageProblem(bad, "spec.gateway.image", s.Gateway.Image, present)
+	if s.Gateway.Image != DefaultGatewayImage || present("spec.gateway.image") {
+		// Unset means kiln's own gateway image; spelled out, it must be one.
+		imageProblem(bad, "spec.gateway.image", s.Gateway.Image, present)
+	}
 	if r := s.Gateway.Replicas; r < 1 || r > MaxGatewayReplicas {
 		if r == 0 && !present("spec.gateway.replicas") {
 			bad("spec.gateway.replicas", "required")

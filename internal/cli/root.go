@@ -40,6 +40,8 @@ type globals struct {
 	keyringBackend string
 	aws            awsFlags
 	rec            record
+	// version is kiln's (BuildInfo): it names the default gateway image.
+	version string
 
 	stdin          io.Reader
 	stdout, stderr io.Writer
@@ -47,7 +49,7 @@ type globals struct {
 
 // NewRoot builds the kiln command tree.
 func NewRoot(info BuildInfo) *cobra.Command {
-	g := &globals{stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr}
+	g := &globals{stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr, version: info.Version}
 	root := &cobra.Command{
 		Use:   "kiln",
 		Short: "Create, inspect and tear down kiln clusters and their projects",
@@ -111,6 +113,7 @@ stdout is not a terminal) and prints NDJSON events with -o json.`,
 		newProjectCmd(g),
 		newTokensCmd(g),
 		newAWSCmd(g),
+		newGatewayCmd(g),
 		newVersionCmd(g, info),
 		newCompletionCmd(root),
 		newSupportCmd(g, info),
