@@ -21,6 +21,9 @@ const (
 	// for frontends, not part of the NDJSON schema: the CLI's JSON sink
 	// skips it.
 	TypeSnapshot = "snapshot"
+	// TypePlan is one change kiln upgrade plans (DESIGN.md §12): Action,
+	// Kind, Namespace, Name, Fields and Message are set.
+	TypePlan = "plan"
 )
 
 // Phase names: the Phase of a phase event. create runs discover, plan,
@@ -35,6 +38,10 @@ const (
 	PhasePlatform       = "platform"
 	PhaseReadiness      = "readiness"
 	PhaseRepair         = "repair"
+	// PhaseProjects (upgrade) re-applies project Ingresses and restacks.
+	PhaseProjects = "projects"
+	// PhaseConfig (upgrade) writes kiln-config, last.
+	PhaseConfig = "config"
 )
 
 // Phase states: the State of a phase event.
@@ -100,6 +107,10 @@ type Event struct {
 
 	// snapshot
 	Snapshot *ClusterStatus
+
+	// plan (Kind, Namespace, Name and Message as for resource)
+	Action string
+	Fields []string
 
 	// result
 	OK       bool
@@ -223,6 +234,21 @@ func (e Event) MarshalJSON() ([]byte, error) {
 			Type   string         `json:"type"`
 			Status *ClusterStatus `json:"status"`
 		}{ts, e.Type, e.Snapshot})
+	case TypePlan:
+		fields := e.Fields
+		if fields == nil {
+			fields = []string{}
+		}
+		return json.Marshal(struct {
+			Time      string   `json:"time"`
+			Type      string   `json:"type"`
+			Action    string   `json:"action"`
+			Kind      string   `json:"kind"`
+			Namespace string   `json:"namespace"`
+			Name      string   `json:"name"`
+			Fields    []string `json:"fields"`
+			Message   string   `json:"message"`
+		}{ts, e.Type, e.Action, e.Kind, e.Namespace, e.Name, fields, e.Message})
 	case TypeResult:
 		return json.Marshal(struct {
 			Time     string  `json:"time"`

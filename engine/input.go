@@ -24,6 +24,10 @@ const (
 	InputTokenDir Input = "token-dir" // the token dir
 	InputConfig   Input = "config"    // the cluster config file
 	InputAll      Input = "all"       // every project of a cluster
+	// InputDeleteProjects lets upgrade remove a tenant that has projects.
+	InputDeleteProjects Input = "delete-projects"
+	// InputRestack lets upgrade restack projects whose stack changed.
+	InputRestack Input = "restack"
 )
 
 // Namer is how a frontend words an Input in messages.

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"reflect"
 	"sort"
+	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -176,6 +177,11 @@ type State struct {
 	ConfigRaw string
 	// Keys are kiln-auth's trusted keys (key id -> PEM); nil when absent.
 	Keys map[string]string
+	// Version and Schema are the kiln version and platform schema version
+	// recorded on kiln-config by the kiln that last installed or upgraded
+	// it ("" and 0 when not recorded).
+	Version string
+	Schema  int
 }
 
 // KeyIDs are the trusted key ids, sorted.
@@ -222,6 +228,8 @@ func Read(ctx context.Context, cs kubernetes.Interface) (*State, error) {
 	default:
 		st.Installed = true
 		st.ConfigRaw = cm.Data[ConfigKey]
+		st.Version = cm.Annotations[AnnotationVersion]
+		st.Schema, _ = strconv.Atoi(cm.Annotations[AnnotationSchema])
 		cfg, err := config.ParseCanonical([]byte(st.ConfigRaw))
 		if err != nil {
 			return nil, fmt.Errorf("configmap %s/%s: %w", Namespace, ConfigMapName, err)

@@ -108,7 +108,7 @@ func (g *globals) newEngine(quiet, cont bool) (*engine.Engine, error) {
 	if !g.headless && g.stdinIsTerminal() && g.output == "text" {
 		confirm = promptConfirmer{in: bufio.NewReader(g.stdin), out: g.stderr}
 	}
-	e := &engine.Engine{Sink: sink, Confirm: confirm, Namer: engine.FlagName}
+	e := &engine.Engine{Sink: sink, Confirm: confirm, Namer: engine.FlagName, Version: g.info.Version}
 	if kr != nil {
 		e.Keyring = kr
 	}

@@ -39,6 +39,7 @@ type globals struct {
 	discoveryTOSet bool
 	keyringBackend string
 	aws            awsFlags
+	info           BuildInfo
 
 	stdin          io.Reader
 	stdout, stderr io.Writer
@@ -46,7 +47,7 @@ type globals struct {
 
 // NewRoot builds the kiln command tree.
 func NewRoot(info BuildInfo) *cobra.Command {
-	g := &globals{stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr}
+	g := &globals{stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr, info: info}
 	root := &cobra.Command{
 		Use:   "kiln",
 		Short: "Create, inspect and tear down kiln clusters and their projects",
@@ -79,7 +80,7 @@ stdout is not a terminal) and prints NDJSON events with -o json.`,
 	pf := root.PersistentFlags()
 	pf.BoolVar(&g.headless, "headless", false, "never open the wizard; print events (automatic when stdin or stdout is not a terminal)")
 	pf.StringVarP(&g.output, "output", "o", "text", "output format: text or json (NDJSON events on stdout)")
-	pf.BoolVar(&g.yes, "yes", false, "answer yes to confirmations (destroy)")
+	pf.BoolVar(&g.yes, "yes", false, "answer yes to confirmations (destroy, upgrade)")
 	pf.DurationVar(&g.timeout, "timeout", 10*time.Minute, "give up waiting for readiness after this long (exit 5)")
 	pf.StringVarP(&g.config, "config", "c", "", "cluster config file (kind ClusterConfig)")
 	pf.StringVar(&g.tokenDir, "token-dir", "", "token directory (default: keyring entry, then $XDG_STATE_HOME/kiln/PROVIDER/NAME/tokens)")
@@ -97,6 +98,7 @@ stdout is not a terminal) and prints NDJSON events with -o json.`,
 		newWaitCmd(g),
 		newStatusCmd(g),
 		newDestroyCmd(g),
+		newUpgradeCmd(g),
 		newProjectCmd(g),
 		newTokensCmd(g),
 		newAWSCmd(g),
