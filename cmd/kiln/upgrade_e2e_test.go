@@ -276,8 +276,11 @@ func TestUpgradePlanConfirmApply(t *testing.T) {
 		if after := world(t, cs); !reflect.DeepEqual(before, after) {
 			t.Errorf("refused operations changed the cluster")
 		}
-		r := e.kiln("status", "kube", name, "--context", kctx, "-o", "json")
+		r := e.kiln("status", "kube", name, "--context", kctx)
 		expect(t, r, 0)
+		if !strings.Contains(r.stdout, "Versions  platform kiln v9.0.0 (schema 7), this kiln dev (schema 1), Kubernetes v1.") || !strings.Contains(r.stdout, "newer than this kiln") {
+			t.Errorf("status does not show the versions:\n%s", r.stdout)
+		}
 	})
 }
 
