@@ -42,6 +42,8 @@ const (
 	PhaseProjects = "projects"
 	// PhaseConfig (upgrade) writes kiln-config, last.
 	PhaseConfig = "config"
+	// PhaseRetire (rotate-key) removes the rotated-out key from kiln-auth.
+	PhaseRetire = "retire"
 )
 
 // Phase states: the State of a phase event.

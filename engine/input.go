@@ -28,6 +28,10 @@ const (
 	InputDeleteProjects Input = "delete-projects"
 	// InputRestack lets upgrade restack projects whose stack changed.
 	InputRestack Input = "restack"
+	// InputKeepOld keeps a rotated-out key trusted for a while.
+	InputKeepOld Input = "keep-old"
+	// InputFinish ends a key rotation kept open with InputKeepOld.
+	InputFinish Input = "finish"
 )
 
 // Namer is how a frontend words an Input in messages.

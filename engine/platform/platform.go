@@ -10,6 +10,7 @@ import (
 	"reflect"
 	"sort"
 	"strconv"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -182,6 +183,11 @@ type State struct {
 	// it ("" and 0 when not recorded).
 	Version string
 	Schema  int
+	// RotationOldKey is the key a rotation under way replaces, and
+	// OldKeyExpires until when it stays trusted (rotate-key --keep-old);
+	// from kiln-auth's annotations ("" and zero when none).
+	RotationOldKey string
+	OldKeyExpires  time.Time
 }
 
 // KeyIDs are the trusted key ids, sorted.
@@ -219,6 +225,12 @@ func Read(ctx context.Context, cs kubernetes.Interface) (*State, error) {
 			}
 		}
 		st.Keys = keys
+		st.RotationOldKey = auth.Annotations[AnnotationRotationOldKey]
+		if v := auth.Annotations[AnnotationOldKeyExpires]; v != "" {
+			if st.OldKeyExpires, err = time.Parse(time.RFC3339, v); err != nil {
+				return nil, fmt.Errorf("configmap %s/%s annotation %s: %w", Namespace, AuthName, AnnotationOldKeyExpires, err)
+			}
+		}
 	}
 	cm, err := cs.CoreV1().ConfigMaps(Namespace).Get(ctx, ConfigMapName, metav1.GetOptions{})
 	switch {

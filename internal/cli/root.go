@@ -80,7 +80,7 @@ stdout is not a terminal) and prints NDJSON events with -o json.`,
 	pf := root.PersistentFlags()
 	pf.BoolVar(&g.headless, "headless", false, "never open the wizard; print events (automatic when stdin or stdout is not a terminal)")
 	pf.StringVarP(&g.output, "output", "o", "text", "output format: text or json (NDJSON events on stdout)")
-	pf.BoolVar(&g.yes, "yes", false, "answer yes to confirmations (destroy, upgrade)")
+	pf.BoolVar(&g.yes, "yes", false, "answer yes to confirmations (destroy, upgrade, rotate-key)")
 	pf.DurationVar(&g.timeout, "timeout", 10*time.Minute, "give up waiting for readiness after this long (exit 5)")
 	pf.StringVarP(&g.config, "config", "c", "", "cluster config file (kind ClusterConfig)")
 	pf.StringVar(&g.tokenDir, "token-dir", "", "token directory (default: keyring entry, then $XDG_STATE_HOME/kiln/PROVIDER/NAME/tokens)")
@@ -99,6 +99,7 @@ stdout is not a terminal) and prints NDJSON events with -o json.`,
 		newStatusCmd(g),
 		newDestroyCmd(g),
 		newUpgradeCmd(g),
+		newRotateKeyCmd(g),
 		newProjectCmd(g),
 		newTokensCmd(g),
 		newAWSCmd(g),
