@@ -16,7 +16,7 @@ const (
 	// PreviousKeyFile holds the key a rotation replaced, until the end of
 	// the rotation (kiln rotate-key).
 	PreviousKeyFile = "previous-signing-key.pem"
-	TokensDir      = "tokens"
+	TokensDir       = "tokens"
 )
 
 // TokenDir is the in-memory form of a token directory: the manifest, the
