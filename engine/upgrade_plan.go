@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/kilnctl/kiln/engine/config"
@@ -35,8 +36,10 @@ type upgradePlan struct {
 	blocked []string
 	gateway []platform.Object
 	ingress []platform.Object
-	restack []project.Recorded // restacked (Restack)
-	cfgObj  *platform.Object   // kiln-config, when it changes
+	// ingressHosts are the hosts the Ingresses serve (same order).
+	ingressHosts []string
+	restack      []project.Recorded // restacked (Restack)
+	cfgObj       *platform.Object   // kiln-config, when it changes
 	// needRestack are the projects on a changed stack that stay on it.
 	needRestack []string
 }
@@ -182,6 +185,13 @@ func (u *upgrade) plan(ctx context.Context) (*upgradePlan, error) {
 func (u *upgrade) planProjects(ctx context.Context, p *upgradePlan, installed *config.ClusterConfig, specs []project.Recorded) error {
 	cs := u.loc.Client
 	domainChanged := installed.Spec.Domain != p.cfg.Spec.Domain
+	var live map[string]*networkingv1.Ingress
+	if domainChanged {
+		var err error
+		if live, err = p.ops.Ingresses(ctx); err != nil {
+			return err
+		}
+	}
 	for _, s := range specs {
 		if !slices.Contains(p.cfg.Spec.Tenants, s.Ref.Tenant) {
 			continue // goes with its tenant
@@ -189,12 +199,13 @@ func (u *upgrade) planProjects(ctx context.Context, p *upgradePlan, installed *c
 		running := s.Spec.State == project.DesiredRunning
 		if domainChanged && running {
 			obj := p.ops.IngressObject(s.Ref)
-			ch, err := platform.Plan(ctx, cs, obj)
+			ch, err := platform.PlanLive(ctx, cs, obj, live[obj.Ref.Namespace+"/"+obj.Ref.Name])
 			if err != nil {
 				return err
 			}
 			if ch.Action != "" {
 				p.ingress = append(p.ingress, obj)
+				p.ingressHosts = append(p.ingressHosts, p.ops.Host(s.Ref))
 				p.changes = append(p.changes, PlanChange{Action: ch.Action, Kind: obj.Ref.Kind, Namespace: obj.Ref.Namespace, Name: obj.Ref.Name, Fields: ch.Fields,
 					Message: fmt.Sprintf("project %s served at %s", s.Ref, p.ops.Host(s.Ref))})
 			}

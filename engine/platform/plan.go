@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"sort"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
 )
@@ -37,6 +38,19 @@ func Plan(ctx context.Context, cs kubernetes.Interface, obj Object) (Change, err
 	live, err := getLive(ctx, cs, obj.Ref)
 	if err != nil {
 		return Change{}, err
+	}
+	return PlanLive(ctx, cs, obj, live)
+}
+
+// PlanLive is Plan with the live object already read (nil: absent), by a
+// LIST say: planning many objects of a kind then costs one LIST and a
+// dry-run apply each.
+func PlanLive(ctx context.Context, cs kubernetes.Interface, obj Object, live runtime.Object) (Change, error) {
+	if live != nil && reflect.ValueOf(live).IsNil() {
+		live = nil // a typed nil from a lookup
+	}
+	if m, ok := live.(metav1.Object); ok && m.GetDeletionTimestamp() != nil {
+		live = nil // being deleted: applied again once gone
 	}
 	if live == nil {
 		return Change{Action: ActionCreate}, nil
@@ -115,4 +129,11 @@ func diffValue(path string, a, b any, out *[]string) {
 		return
 	}
 	*out = append(*out, path)
+}
+
+// Apply applies obj with server-side apply (field manager kiln, forced),
+// without comparing first: for an object a plan has just compared.
+func Apply(ctx context.Context, cs kubernetes.Interface, obj Object) error {
+	_, err := apply(ctx, cs, obj, false)
+	return err
 }

@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strings"
 
+	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kilnctl/kiln/engine/platform"
@@ -44,3 +45,19 @@ func (o *Ops) Specs(ctx context.Context) ([]Recorded, error) {
 // IngressObject is the project's Ingress as o.Config wants it (the host
 // is P.T.DOMAIN of o.Config's domain).
 func (o *Ops) IngressObject(r Ref) platform.Object { return o.ingressObject(r) }
+
+// Ingresses reads every project Ingress of the cluster with one LIST,
+// keyed by namespace/name.
+func (o *Ops) Ingresses(ctx context.Context) (map[string]*networkingv1.Ingress, error) {
+	sel := o.selector("")
+	list, err := o.Client.NetworkingV1().Ingresses("").List(ctx, metav1.ListOptions{LabelSelector: sel})
+	if err != nil {
+		return nil, fmt.Errorf("list ingresses (%s): %w", sel, err)
+	}
+	out := make(map[string]*networkingv1.Ingress, len(list.Items))
+	for i := range list.Items {
+		x := &list.Items[i]
+		out[key(x.Namespace, x.Name)] = x
+	}
+	return out, nil
+}
