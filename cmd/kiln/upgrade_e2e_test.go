@@ -3,9 +3,13 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -350,5 +354,54 @@ func TestKilledUpgradeConverges(t *testing.T) {
 			crash(t, point, base)
 			check(t, "up.example.test", 1)
 		})
+	}
+}
+
+// TestUpgradeTerminalPrompt: at a terminal, upgrade prints the plan and
+// asks; "n" exits 3 having changed nothing (the Lease included), "y"
+// applies it.
+func TestUpgradeTerminalPrompt(t *testing.T) {
+	skipShort(t)
+	if _, err := exec.LookPath("tmux"); err != nil {
+		t.Skip("tmux is not installed: the terminal prompt test needs it")
+	}
+	const name, kctx = "upprompt", "kiln-a"
+	e := newEnv(t)
+	cleanup(t, e, name, kctx)
+	cs := clusterA.Client
+	expect(t, e.kiln("create", "kube", name, "--context", kctx, "-c", writeConfig(t, upgradeBase)), 0)
+	next := writeConfig(t, upgradeNext)
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	const prompt = "Apply it? [y/N]"
+	ask := func(answer string) string {
+		x := &tmux{t: t, socket: filepath.Join(t.TempDir(), "tmux.sock"), session: "kiln"}
+		defer func() { _, _ = x.run("kill-server") }()
+		kiln := fmt.Sprintf("env KILN_E2E_AS_KILN=1 TERM=xterm-256color XDG_STATE_HOME=%q XDG_DATA_HOME=%q KILN_KEYRING_PASSPHRASE=e2e-passphrase %q upgrade kube %s -c %q --context %s --kubeconfig %q --keyring-backend file",
+			e.state, e.data, exe, name, next, kctx, kubeconfigPath)
+		x.must("new-session", "-d", "-s", x.session, "-x", "250", "-y", "50", "sh", "-c", kiln+`; echo "kiln exited with $?"; sleep 600`)
+		x.waitFor(time.Minute, prompt)
+		x.text(answer)
+		x.keys("Enter")
+		x.waitFor(2*time.Minute, "kiln exited with")
+		out, _ := x.run("capture-pane", "-p", "-J", "-S", "-5000", "-t", x.session)
+		return out
+	}
+	before := world(t, cs)
+	screen := ask("n")
+	if !strings.Contains(screen, "kiln exited with 3") || !strings.Contains(screen, "~ update deployment kiln-system/kiln-gateway") {
+		t.Fatalf("answer n: want the plan and exit 3:\n%s", screen)
+	}
+	if after := world(t, cs); !reflect.DeepEqual(before, after) {
+		t.Errorf("upgrade answered no changed the cluster:\nbefore %v\nafter  %v", before, after)
+	}
+	screen = ask("y")
+	if !strings.Contains(screen, "kiln exited with 0") {
+		t.Fatalf("answer y: want exit 0:\n%s", screen)
+	}
+	if _, err := cs.CoreV1().Namespaces().Get(context.Background(), "kiln-tenant-staging", metav1.GetOptions{}); err != nil {
+		t.Errorf("upgrade answered yes did not add the tenant: %v", err)
 	}
 }
