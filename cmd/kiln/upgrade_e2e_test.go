@@ -12,6 +12,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/kilnctl/kiln/creds"
@@ -385,8 +386,15 @@ func TestUpgradeTerminalPrompt(t *testing.T) {
 		x.waitFor(time.Minute, prompt)
 		x.text(answer)
 		x.keys("Enter")
-		x.waitFor(2*time.Minute, "kiln exited with")
-		out, _ := x.run("capture-pane", "-p", "-J", "-S", "-5000", "-t", x.session)
+		// Not waitFor: it treats the ✗ line of a refusal as a failure.
+		var out string
+		err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 2*time.Minute, true, func(context.Context) (bool, error) {
+			out, _ = x.run("capture-pane", "-p", "-J", "-S", "-5000", "-t", x.session)
+			return strings.Contains(out, "kiln exited with"), nil
+		})
+		if err != nil {
+			t.Fatalf("kiln did not exit after the answer %q:\n%s", answer, out)
+		}
 		return out
 	}
 	before := world(t, cs)
