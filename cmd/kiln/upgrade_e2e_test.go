@@ -257,6 +257,45 @@ func TestUpgradePlanConfirmApply(t *testing.T) {
 		}
 	})
 
+	t.Run("without -c: this kiln's manifests and version re-applied", func(t *testing.T) {
+		// A platform an earlier kiln installed (no version record), whose
+		// gateway image was changed by hand.
+		cm, err := cs.CoreV1().ConfigMaps("kiln-system").Get(ctx, "kiln-config", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		delete(cm.Annotations, "kiln.dev/version")
+		delete(cm.Annotations, "kiln.dev/schema-version")
+		if _, err := cs.CoreV1().ConfigMaps("kiln-system").Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		d, err := cs.AppsV1().Deployments("kiln-system").Get(ctx, "kiln-gateway", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		d.Spec.Template.Spec.Containers[0].Image = "example.test/old-gateway:1"
+		if _, err := cs.AppsV1().Deployments("kiln-system").Update(ctx, d, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		r := up("--dry-run", "-o", "json")
+		expect(t, r, 0)
+		p := plans(t, r)
+		if ev := p["update Deployment kiln-system/kiln-gateway"]; ev == nil || !hasField(ev, "spec.template.spec.containers[0].image") {
+			t.Errorf("plan should put the gateway image back: %v", p)
+		}
+		if ev := p["update ConfigMap kiln-system/kiln-config"]; ev == nil || hasField(ev, "spec.domain") {
+			t.Errorf("plan should record the version and nothing else on kiln-config: %v", ev)
+		}
+		expect(t, up("--yes"), 0)
+		d, err = cs.AppsV1().Deployments("kiln-system").Get(ctx, "kiln-gateway", metav1.GetOptions{})
+		if err != nil || d.Spec.Template.Spec.Containers[0].Image != "nginxinc/nginx-unprivileged:1.27-alpine" {
+			t.Errorf("gateway image not put back: %v", err)
+		}
+		if ann, data := configAnnotations(t, cs); ann["kiln.dev/version"] != "dev" || !strings.Contains(data, "next.example.test") {
+			t.Errorf("kiln-config after upgrade without -c: %v\n%s", ann, data)
+		}
+	})
+
 	t.Run("an older kiln refuses a newer platform", func(t *testing.T) {
 		cm, err := cs.CoreV1().ConfigMaps("kiln-system").Get(ctx, "kiln-config", metav1.GetOptions{})
 		if err != nil {
