@@ -164,25 +164,27 @@ func TestRotateKey(t *testing.T) {
 	})
 
 	t.Run("a later operation after the deadline removes the old key", func(t *testing.T) {
-		expect(t, e.kiln("rotate-key", "kube", name, "--context", kctx, "--yes", "--keep-old", "1h"), 0)
-		cm, err := cs.CoreV1().ConfigMaps("kiln-system").Get(ctx, "kiln-auth", metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		// The deadline has passed (as if an hour went by).
-		cm.Annotations["kiln.dev/rotation-old-key-expires"] = time.Now().Add(-time.Minute).UTC().Format(time.RFC3339)
-		if _, err := cs.CoreV1().ConfigMaps("kiln-system").Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		expect(t, e.kiln("upgrade", "kube", name, "--context", kctx, "--yes"), 0)
-		td := trustedDir(t, cs, dir)
-		if keys := authKeys(t, cs); len(keys) != 1 {
-			t.Errorf("kiln-auth after the deadline and an upgrade: %v", keyIDs(keys))
-		}
-		// The next rotate-key tidies the token dir, starting nothing new.
-		expect(t, e.kiln("rotate-key", "kube", name, "--context", kctx, "--yes"), 0)
-		if after := trustedDir(t, cs, dir); after.Previous != nil || after.Manifest.KeyID != td.Manifest.KeyID {
-			t.Errorf("tidy: key %s (was %s), previous kept %v", after.Manifest.KeyID, td.Manifest.KeyID, after.Previous != nil)
+		for _, op := range [][]string{{"create", "--continue"}, {"upgrade", "--yes"}} {
+			expect(t, e.kiln("rotate-key", "kube", name, "--context", kctx, "--yes", "--keep-old", "1h"), 0)
+			cm, err := cs.CoreV1().ConfigMaps("kiln-system").Get(ctx, "kiln-auth", metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			// The deadline has passed (as if an hour went by).
+			cm.Annotations["kiln.dev/rotation-old-key-expires"] = time.Now().Add(-time.Minute).UTC().Format(time.RFC3339)
+			if _, err := cs.CoreV1().ConfigMaps("kiln-system").Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			expect(t, e.kiln(op[0], "kube", name, "--context", kctx, op[1]), 0)
+			td := trustedDir(t, cs, dir)
+			if keys := authKeys(t, cs); len(keys) != 1 {
+				t.Errorf("kiln-auth after the deadline and %s: %v", op[0], keyIDs(keys))
+			}
+			// The next rotate-key tidies the token dir, starting nothing new.
+			expect(t, e.kiln("rotate-key", "kube", name, "--context", kctx, "--yes"), 0)
+			if after := trustedDir(t, cs, dir); after.Previous != nil || after.Manifest.KeyID != td.Manifest.KeyID {
+				t.Errorf("tidy: key %s (was %s), previous kept %v", after.Manifest.KeyID, td.Manifest.KeyID, after.Previous != nil)
+			}
 		}
 	})
 }

@@ -226,7 +226,8 @@ func Read(ctx context.Context, cs kubernetes.Interface) (*State, error) {
 		}
 		st.Keys = keys
 		st.RotationOldKey = auth.Annotations[AnnotationRotationOldKey]
-		if v := auth.Annotations[AnnotationOldKeyExpires]; v != "" {
+		// A deadline counts only with the rotation it belongs to.
+		if v := auth.Annotations[AnnotationOldKeyExpires]; v != "" && st.RotationOldKey != "" {
 			if st.OldKeyExpires, err = time.Parse(time.RFC3339, v); err != nil {
 				return nil, fmt.Errorf("configmap %s/%s annotation %s: %w", Namespace, AuthName, AnnotationOldKeyExpires, err)
 			}

@@ -22,7 +22,10 @@ func MarkRotation(obj Object, oldKeyID string, expires time.Time) Object {
 	if !ok {
 		return obj
 	}
-	a := map[string]string{AnnotationRotationOldKey: oldKeyID}
+	// Both annotations, always: the apply is forced, so kiln owns both
+	// from here (a deadline someone else wrote by hand is replaced, not
+	// left behind) and both go when the rotation ends. "" is no deadline.
+	a := map[string]string{AnnotationRotationOldKey: oldKeyID, AnnotationOldKeyExpires: ""}
 	if !expires.IsZero() {
 		a[AnnotationOldKeyExpires] = expires.UTC().Format(time.RFC3339)
 	}
