@@ -24,8 +24,9 @@ func newRotateKeyCmd(g *globals) *cobra.Command {
      as one unit (the old key kept inside it until the end);
   2. the old key is removed from kiln-auth (read back), and from the token
      dir. With --keep-old DURATION both stay trusted that long (for
-     consumers that cache tokens); rotate-key --finish ends it earlier, and
-     any kiln upgrade or rotate-key after that time removes it.
+     consumers that cache tokens); rotate-key --finish ends it earlier,
+     and any kiln upgrade, create --continue or rotate-key after that time
+     removes it.
 
 It asks first (headless: --yes, otherwise exit 3). Killed at any instant,
 rotate-key run again finishes the rotation under way and never starts a
