@@ -51,6 +51,7 @@ func (r *run) platform(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
+		cfgObj = platform.Stamp(cfgObj, r.e.version())
 		if err := r.ensure(ctx, cs, w, cfgObj); err != nil {
 			return err
 		}

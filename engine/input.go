@@ -23,6 +23,14 @@ const (
 	InputConfig   = input.Config
 	InputAll      = input.All
 	InputStack    = input.Stack
+	// InputDeleteProjects lets upgrade remove a tenant that has projects.
+	InputDeleteProjects = input.DeleteProjects
+	// InputRestack lets upgrade restack projects whose stack changed.
+	InputRestack = input.Restack
+	// InputKeepOld keeps a rotated-out key trusted for a while.
+	InputKeepOld = input.KeepOld
+	// InputFinish ends a key rotation kept open with InputKeepOld.
+	InputFinish = input.Finish
 )
 
 // Namer is how a frontend words an Input in messages.

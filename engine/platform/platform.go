@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -258,6 +259,16 @@ type State struct {
 	ConfigRaw string
 	// Keys are kiln-auth's trusted keys (key id -> PEM); nil when absent.
 	Keys map[string]string
+	// Version and Schema are the kiln version and platform schema version
+	// recorded on kiln-config by the kiln that last installed or upgraded
+	// it ("" and 0 when not recorded).
+	Version string
+	Schema  int
+	// RotationOldKey is the key a rotation under way replaces, and
+	// OldKeyExpires until when it stays trusted (rotate-key --keep-old);
+	// from kiln-auth's annotations ("" and zero when none).
+	RotationOldKey string
+	OldKeyExpires  time.Time
 }
 
 // KeyIDs are the trusted key ids, sorted.
@@ -296,6 +307,13 @@ func Read(ctx context.Context, cs kubernetes.Interface) (*State, error) {
 			}
 		}
 		st.Keys = keys
+		st.RotationOldKey = auth.Annotations[AnnotationRotationOldKey]
+		// A deadline counts only with the rotation it belongs to.
+		if v := auth.Annotations[AnnotationOldKeyExpires]; v != "" && st.RotationOldKey != "" {
+			if st.OldKeyExpires, err = time.Parse(time.RFC3339, v); err != nil {
+				return nil, fmt.Errorf("configmap %s/%s annotation %s: %w", Namespace, AuthName, AnnotationOldKeyExpires, err)
+			}
+		}
 	}
 	cm, err := cs.CoreV1().ConfigMaps(Namespace).Get(ctx, ConfigMapName, metav1.GetOptions{})
 	switch {
@@ -305,6 +323,8 @@ func Read(ctx context.Context, cs kubernetes.Interface) (*State, error) {
 	default:
 		st.Installed = true
 		st.ConfigRaw = cm.Data[ConfigKey]
+		st.Version = cm.Annotations[AnnotationVersion]
+		st.Schema, _ = strconv.Atoi(cm.Annotations[AnnotationSchema])
 		cfg, err := config.ParseCanonical([]byte(st.ConfigRaw))
 		if err != nil {
 			return nil, fmt.Errorf("configmap %s/%s: %w", Namespace, ConfigMapName, err)

@@ -84,6 +84,10 @@ type Ops struct {
 	R       Reporter
 	// Now is the clock (default time.Now).
 	Now func() time.Time
+	// PlatformHeld says the caller holds the cluster's exclusive lease
+	// (kiln upgrade restacking projects): the project leases it takes do
+	// not count that lease as another operation.
+	PlatformHeld bool
 }
 
 func (o *Ops) now() time.Time {

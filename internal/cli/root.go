@@ -42,6 +42,7 @@ type globals struct {
 	rec            record
 	// version is kiln's (BuildInfo): it names the default gateway image.
 	version string
+	info    BuildInfo
 
 	stdin          io.Reader
 	stdout, stderr io.Writer
@@ -49,7 +50,7 @@ type globals struct {
 
 // NewRoot builds the kiln command tree.
 func NewRoot(info BuildInfo) *cobra.Command {
-	g := &globals{stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr, version: info.Version}
+	g := &globals{stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr, version: info.Version, info: info}
 	root := &cobra.Command{
 		Use:   "kiln",
 		Short: "Create, inspect and tear down kiln clusters and their projects",
@@ -89,7 +90,7 @@ stdout is not a terminal) and prints NDJSON events with -o json.`,
 	pf := root.PersistentFlags()
 	pf.BoolVar(&g.headless, "headless", false, "never open the wizard; print events (automatic when stdin or stdout is not a terminal)")
 	pf.StringVarP(&g.output, "output", "o", "text", "output format: text or json (NDJSON events on stdout)")
-	pf.BoolVar(&g.yes, "yes", false, "answer yes to confirmations (destroy)")
+	pf.BoolVar(&g.yes, "yes", false, "answer yes to confirmations (destroy, upgrade, rotate-key)")
 	pf.DurationVar(&g.timeout, "timeout", 10*time.Minute, "give up waiting for readiness after this long (exit 5)")
 	pf.StringVarP(&g.config, "config", "c", "", "cluster config file (kind ClusterConfig)")
 	pf.StringVar(&g.tokenDir, "token-dir", "", "token directory (default: keyring entry, then $XDG_STATE_HOME/kiln/PROVIDER/NAME/tokens)")
@@ -110,6 +111,8 @@ stdout is not a terminal) and prints NDJSON events with -o json.`,
 		newStatusCmd(g),
 		newListCmd(g),
 		newDestroyCmd(g),
+		newUpgradeCmd(g),
+		newRotateKeyCmd(g),
 		newProjectCmd(g),
 		newTokensCmd(g),
 		newAWSCmd(g),

@@ -75,6 +75,7 @@ func printStatus(w io.Writer, st *engine.ClusterStatus) {
 	}
 	fmt.Fprintf(w, "Cluster   %s (%s, %s %s)\n", st.Name, st.Provider, st.Nouns.Location, st.Location)
 	fmt.Fprintf(w, "Platform  %s\n", state)
+	fmt.Fprintf(w, "Versions  %s\n", st.Versions())
 	fmt.Fprintf(w, "Tenants   %s\n", strings.Join(st.Tenants, ", "))
 	fmt.Fprintf(w, "Keys      %s\n", strings.Join(st.KeyIDs, ", "))
 	switch {
