@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"github.com/kilnctl/kiln/engine/platform"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -288,8 +289,8 @@ func TestUpgradePlanConfirmApply(t *testing.T) {
 		}
 		expect(t, up("--yes"), 0)
 		d, err = cs.AppsV1().Deployments("kiln-system").Get(ctx, "kiln-gateway", metav1.GetOptions{})
-		if err != nil || d.Spec.Template.Spec.Containers[0].Image != "nginxinc/nginx-unprivileged:1.27-alpine" {
-			t.Errorf("gateway image not put back: %v", err)
+		if want := platform.GatewayImage("dev"); err != nil || d.Spec.Template.Spec.Containers[0].Image != want {
+			t.Errorf("gateway image not put back to %s: %v", want, err)
 		}
 		if ann, data := configAnnotations(t, cs); ann["kiln.dev/version"] != "dev" || !strings.Contains(data, "next.example.test") {
 			t.Errorf("kiln-config after upgrade without -c: %v\n%s", ann, data)

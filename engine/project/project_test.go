@@ -302,7 +302,7 @@ func TestPlantedSpecsAreSkippedNotTrusted(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	list, err := o.List(ctx, "")
+	list, err := o.List(ctx, "planted")
 	if err != nil {
 		t.Fatalf("one planted spec broke the whole list: %v", err)
 	}
