@@ -57,6 +57,9 @@ func platformRefs(name string, cfg *config.ClusterConfig) []readiness.Ref {
 	for _, o := range platform.TenantObjects(name, cfg.Spec.Tenants) {
 		refs = append(refs, o.Ref)
 	}
+	for _, o := range platform.PolicyObjects(name, cfg) {
+		refs = append(refs, o.Ref)
+	}
 	for _, o := range platform.GatewayObjects(name, cfg) {
 		refs = append(refs, o.Ref)
 	}
@@ -138,12 +141,26 @@ func (e *Engine) status(ctx context.Context, req StatusRequest) (*ClusterStatus,
 		out.Stacks = append(out.Stacks, s.Name)
 	}
 	refs := platformRefs(req.Name, cfg)
+	policies := map[readiness.Ref]platform.Object{}
+	for _, o := range platform.PolicyObjects(req.Name, cfg) {
+		policies[o.Ref] = o
+	}
 	err = e.phase(ctx, PhaseReadiness, func(ctx context.Context) error {
 		ready := true
 		for _, ref := range refs {
 			res, err := readiness.Compute(ctx, loc.Client, ref)
 			if err != nil {
 				return err
+			}
+			if p, ok := policies[ref]; ok && res.Status == readiness.Current {
+				// A policy is ready when it holds what kiln applied.
+				drift, err := platform.Drift(ctx, loc.Client, p)
+				if err != nil {
+					return err
+				}
+				if drift != "" {
+					res = readiness.Result{Status: readiness.Failed, Message: drift}
+				}
 			}
 			out.Objects = append(out.Objects, ObjectStatus{ref.Kind, ref.Namespace, ref.Name, res.Status, res.Message})
 			e.resource(ref.Kind, ref.Namespace, ref.Name, res.Status, res.Message)

@@ -52,6 +52,23 @@ func labels(cluster string) map[string]string {
 	return map[string]string{LabelManagedBy: "kiln", LabelCluster: cluster}
 }
 
+// Pod Security admission labels: every namespace kiln creates enforces the
+// restricted profile, and warns and audits at the same level.
+const (
+	PodSecurityLevel = "restricted"
+	labelPodSecurity = "pod-security.kubernetes.io/"
+)
+
+// namespaceLabels are kiln's labels plus the Pod Security ones.
+func namespaceLabels(cluster string) map[string]string {
+	l := labels(cluster)
+	for _, mode := range []string{"enforce", "warn", "audit"} {
+		l[labelPodSecurity+mode] = PodSecurityLevel
+		l[labelPodSecurity+mode+"-version"] = "latest"
+	}
+	return l
+}
+
 // Object is one desired platform object: a server-side apply configuration
 // and the reference readiness uses to follow it.
 type Object struct {
@@ -63,7 +80,7 @@ type Object struct {
 func NamespaceObject(cluster string) Object {
 	return Object{
 		Ref:   readiness.Ref{Kind: readiness.KindNamespace, Name: Namespace},
-		Apply: corev1ac.Namespace(Namespace).WithLabels(labels(cluster)),
+		Apply: corev1ac.Namespace(Namespace).WithLabels(namespaceLabels(cluster)),
 	}
 }
 
@@ -97,7 +114,7 @@ func ConfigObject(cluster string, cfg *config.ClusterConfig) (Object, error) {
 func TenantObjects(cluster string, tenants []string) []Object {
 	var out []Object
 	for _, t := range tenants {
-		l := labels(cluster)
+		l := namespaceLabels(cluster)
 		l[LabelTenant] = t
 		out = append(out, Object{
 			Ref:   readiness.Ref{Kind: readiness.KindNamespace, Name: TenantNamespace(t)},
@@ -133,7 +150,7 @@ func GatewayObjects(cluster string, cfg *config.ClusterConfig) []Object {
 		WithResources(corev1ac.ResourceRequirements().WithRequests(corev1.ResourceList{
 			corev1.ResourceCPU:    mustQuantity("10m"),
 			corev1.ResourceMemory: mustQuantity("32Mi"),
-		})).
+		}).WithLimits(corev1.ResourceList{corev1.ResourceCPU: mustQuantity("500m"), corev1.ResourceMemory: mustQuantity("128Mi")})).
 		WithSecurityContext(corev1ac.SecurityContext().
 			WithAllowPrivilegeEscalation(false).
 			WithReadOnlyRootFilesystem(true).
@@ -148,7 +165,8 @@ func GatewayObjects(cluster string, cfg *config.ClusterConfig) []Object {
 				WithSpec(corev1ac.PodSpec().
 					WithServiceAccountName(GatewayName).
 					WithAutomountServiceAccountToken(false).
-					WithSecurityContext(corev1ac.PodSecurityContext().WithRunAsNonRoot(true).WithRunAsUser(101)).
+					WithSecurityContext(corev1ac.PodSecurityContext().WithRunAsNonRoot(true).WithRunAsUser(101).
+						WithSeccompProfile(corev1ac.SeccompProfile().WithType(corev1.SeccompProfileTypeRuntimeDefault))).
 					WithContainers(container).
 					WithVolumes(
 						corev1ac.Volume().WithName("auth").WithConfigMap(corev1ac.ConfigMapVolumeSource().WithName(AuthName)),
@@ -281,6 +299,8 @@ func apply(ctx context.Context, cs kubernetes.Interface, obj Object, dryRun bool
 		out, err = cs.AppsV1().Deployments(*a.Namespace).Apply(ctx, a, opts)
 	case *networkingac.IngressApplyConfiguration:
 		out, err = cs.NetworkingV1().Ingresses(*a.Namespace).Apply(ctx, a, opts)
+	case *networkingac.NetworkPolicyApplyConfiguration:
+		out, err = cs.NetworkingV1().NetworkPolicies(*a.Namespace).Apply(ctx, a, opts)
 	default:
 		return nil, fmt.Errorf("platform: cannot apply %T", obj.Apply)
 	}
@@ -315,6 +335,8 @@ func getLive(ctx context.Context, cs kubernetes.Interface, ref readiness.Ref) (r
 		obj, err = cs.AppsV1().Deployments(ref.Namespace).Get(ctx, ref.Name, g)
 	case readiness.KindIngress:
 		obj, err = cs.NetworkingV1().Ingresses(ref.Namespace).Get(ctx, ref.Name, g)
+	case readiness.KindNetworkPolicy:
+		obj, err = cs.NetworkingV1().NetworkPolicies(ref.Namespace).Get(ctx, ref.Name, g)
 	default:
 		return nil, fmt.Errorf("platform: cannot read %s", ref)
 	}
