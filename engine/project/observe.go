@@ -47,8 +47,11 @@ type Status struct {
 	Objects   []ObjectStatus `json:"objects"`
 	Revision  int64          `json:"revision"`
 	// TokenSync says whether the Deployment runs the token in force (one of
-	// the TokenSync* constants), judged from the live Deployment and Secret.
+	// the TokenSync* constants), judged from the live Deployment and what
+	// kiln recorded on the spec ConfigMap: no Secret is read.
 	TokenSync string `json:"token_sync"`
+	// TokenSyncReason says why TokenSync is unknown or out of sync.
+	TokenSyncReason string `json:"token_sync_reason,omitempty"`
 	// Created is when the project's spec ConfigMap was created.
 	Created time.Time `json:"-"`
 }
@@ -61,21 +64,25 @@ const (
 	// TokenOutOfSync: the Deployment runs another token than the one in
 	// force, or the Secret holds no token in force.
 	TokenOutOfSync = "out-of-sync"
-	// TokenUnknown: there is no Deployment, so nothing runs a token.
+	// TokenUnknown: there is no Deployment, so nothing runs a token; or
+	// the spec ConfigMap does not record the token in force yet (a project
+	// an older kiln made; its next operation records it).
 	TokenUnknown = "unknown"
 )
 
 // snapshot is every project object of one scope, read with one LIST per
-// kind: answering for 1 or 1,000 projects costs the same 8 requests.
+// kind: answering for 1 or 1,000 projects costs the same 7 requests.
+// Secrets are not among them: health needs no Secret data (the token in
+// force is recorded on the spec ConfigMap), so a role without access to
+// Secrets sees everything.
 type snapshot struct {
-	specs   []corev1.ConfigMap
-	secrets map[string]*corev1.Secret
-	deps    map[string]*appsv1.Deployment
-	svcs    map[string]*corev1.Service
-	ings    map[string]*networkingv1.Ingress
-	leases  map[string]*coordinationv1.Lease
-	slices  map[string][]discoveryv1.EndpointSlice // by namespace/service
-	pods    map[string][]corev1.Pod                // by namespace/project
+	specs  []corev1.ConfigMap
+	deps   map[string]*appsv1.Deployment
+	svcs   map[string]*corev1.Service
+	ings   map[string]*networkingv1.Ingress
+	leases map[string]*coordinationv1.Lease
+	slices map[string][]discoveryv1.EndpointSlice // by namespace/service
+	pods   map[string][]corev1.Pod                // by namespace/project
 }
 
 func key(ns, name string) string { return ns + "/" + name }
@@ -86,7 +93,7 @@ func (o *Ops) read(ctx context.Context, namespace, selector string) (*snapshot, 
 	opts := metav1.ListOptions{LabelSelector: selector}
 	cs := o.Client
 	s := &snapshot{
-		secrets: map[string]*corev1.Secret{}, deps: map[string]*appsv1.Deployment{},
+		deps: map[string]*appsv1.Deployment{},
 		svcs: map[string]*corev1.Service{}, ings: map[string]*networkingv1.Ingress{},
 		leases: map[string]*coordinationv1.Lease{}, slices: map[string][]discoveryv1.EndpointSlice{},
 		pods: map[string][]corev1.Pod{},
@@ -100,14 +107,6 @@ func (o *Ops) read(ctx context.Context, namespace, selector string) (*snapshot, 
 		if strings.HasPrefix(cm.Name, specPrefix) {
 			s.specs = append(s.specs, cm)
 		}
-	}
-	secrets, err := cs.CoreV1().Secrets(namespace).List(ctx, opts)
-	if err != nil {
-		return nil, wrap("secrets", err)
-	}
-	for i := range secrets.Items {
-		x := &secrets.Items[i]
-		s.secrets[key(x.Namespace, x.Name)] = x
 	}
 	deps, err := cs.AppsV1().Deployments(namespace).List(ctx, opts)
 	if err != nil {
@@ -251,27 +250,18 @@ func (o *Ops) observe(snap *snapshot, cm *corev1.ConfigMap) (*Status, error) {
 	}
 	add(readiness.KindConfigMap, cm.Name, cm, readiness.Result{Status: readiness.Current, Message: "desired " + spec.State + ", stack " + spec.Stack.Name})
 
-	secret := snap.secrets[key(ns, SecretName(r.Project))]
 	dep := snap.deps[key(ns, r.Project)]
 	svc := snap.svcs[key(ns, r.Project)]
 	ing := snap.ings[key(ns, r.Project)]
 
-	var secRes readiness.Result
-	curKey := ""
-	if secret != nil {
-		k, err := currentKey(secret)
-		switch {
-		case err != nil:
-			secRes = readiness.Result{Status: readiness.Failed, Message: "no token in force"}
-		case len(secret.Data) > 1:
-			curKey = k
-			secRes = readiness.Result{Status: readiness.InProgress, Message: fmt.Sprintf("%d tokens (rotation under way)", len(secret.Data))}
-		default:
-			curKey = k
-			secRes = readiness.Result{Status: readiness.Current, Message: "token " + k}
-		}
+	// The Secret itself is not read: its row says what kiln recorded.
+	curKey, curHash := cm.Annotations[AnnotationSpecKey], cm.Annotations[AnnotationToken]
+	recorded := curKey != "" && curHash != ""
+	secRes := readiness.Result{Status: StatusUnrecorded, Message: "token in force not recorded (a project made by an older kiln); its next operation records it"}
+	if recorded {
+		secRes = readiness.Result{Status: readiness.Current, Message: "token " + curKey}
 	}
-	add(readiness.KindSecret, SecretName(r.Project), objOrNil(secret), secRes)
+	st.Objects = append(st.Objects, ObjectStatus{readiness.KindSecret, ns, SecretName(r.Project), secRes.Status, secRes.Message})
 
 	var depRes readiness.Result
 	if dep != nil {
@@ -311,7 +301,7 @@ func (o *Ops) observe(snap *snapshot, cm *corev1.ConfigMap) (*Status, error) {
 	}
 	add(readiness.KindIngress, r.Project, objOrNil(ing), ingRes)
 
-	st.TokenSync = tokenSync(secret, curKey, dep)
+	st.TokenSync, st.TokenSyncReason = tokenSync(recorded, curKey, curHash, dep)
 
 	if l := snap.leases[key(ns, LeaseName(r.Project))]; l != nil && leaseHeld(l, o.now()) {
 		st.Operation = lock.Who(*l.Spec.HolderIdentity)
@@ -343,11 +333,6 @@ func (o *Ops) observe(snap *snapshot, cm *corev1.ConfigMap) (*Status, error) {
 
 	// Desired running.
 	rolling := false
-	if secret == nil {
-		reason("secret missing")
-	} else if curKey == "" {
-		reason("token lost")
-	}
 	switch {
 	case dep == nil:
 		reason("deployment missing")
@@ -358,12 +343,8 @@ func (o *Ops) observe(snap *snapshot, cm *corev1.ConfigMap) (*Status, error) {
 		case readiness.InProgress, readiness.Terminating:
 			rolling = true
 		}
-		if st.TokenSync == TokenOutOfSync {
-			if secret != nil && curKey != "" {
-				reason("token out of sync")
-			}
-		} else if len(secret.Data) > 1 && !busy {
-			reason("token rotation unfinished")
+		if st.TokenSync == TokenOutOfSync && !busy {
+			reason("token out of sync")
 		}
 		for _, p := range podProblems(snap.pods[key(ns, r.Project)]) {
 			reason("%s", p)
@@ -396,17 +377,27 @@ func (o *Ops) observe(snap *snapshot, cm *corev1.ConfigMap) (*Status, error) {
 	return st, nil
 }
 
-// tokenSync judges whether dep runs the token in force (curKey of secret).
-// Without a Deployment nothing runs a token: unknown, never claimed in sync.
-func tokenSync(secret *corev1.Secret, curKey string, dep *appsv1.Deployment) string {
+// StatusUnrecorded is the status of a project's Secret row when the spec
+// ConfigMap records no token in force.
+const StatusUnrecorded = "Unknown"
+
+// tokenSync judges whether dep runs the token in force: the Secret key and
+// token hash kiln recorded on the spec ConfigMap when it last made a key
+// the one in force. Without a Deployment nothing runs a token, and without
+// a record nothing says which token is in force: unknown, never claimed in
+// sync.
+func tokenSync(recorded bool, curKey, curHash string, dep *appsv1.Deployment) (string, string) {
 	switch {
 	case dep == nil:
-		return TokenUnknown
-	case secret == nil || curKey == "" || deploymentTokenKey(dep) != curKey ||
-		dep.Spec.Template.Annotations[AnnotationToken] != TokenHash(secret.Data[curKey]):
-		return TokenOutOfSync
+		return TokenUnknown, "no deployment runs a token"
+	case !recorded:
+		return TokenUnknown, "the token in force is not recorded on the spec (a project made by an older kiln): the next operation on it records it"
+	case deploymentTokenKey(dep) != curKey:
+		return TokenOutOfSync, fmt.Sprintf("the deployment mounts key %q, the key in force is %q", deploymentTokenKey(dep), curKey)
+	case dep.Spec.Template.Annotations[AnnotationToken] != curHash:
+		return TokenOutOfSync, "the deployment's token hash differs from the token in force"
 	}
-	return TokenInSync
+	return TokenInSync, ""
 }
 
 // objOrNil keeps a typed nil pointer from becoming a non-nil interface.
