@@ -199,8 +199,11 @@ func TestCreateWaitStatusDestroy(t *testing.T) {
 			current++
 		}
 	}
-	if current != 7 {
-		t.Errorf("status reported %d Current objects, want 7", current)
+	// kiln-system, kiln-auth, kiln-config, one tenant namespace, two
+	// NetworkPolicies in kiln-system and two in the tenant's, the
+	// gateway's ServiceAccount, Deployment and Service.
+	if current != 11 {
+		t.Errorf("status reported %d Current objects, want 11", current)
 	}
 	r = e.kiln("status", "kube", "alpha")
 	expect(t, r, 0)
