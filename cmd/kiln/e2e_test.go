@@ -22,6 +22,8 @@ import (
 	"k8s.io/client-go/util/retry"
 
 	"github.com/kilnctl/kiln/creds"
+	"github.com/kilnctl/kiln/engine/config"
+	"github.com/kilnctl/kiln/engine/platform"
 )
 
 func skipShort(t *testing.T) {
@@ -559,6 +561,14 @@ func TestWaitTimeoutAndUnverifiableTenant(t *testing.T) {
 	}
 	if _, err := cs.CoreV1().Namespaces().Create(ctx, nsObj("kiln-tenant-late"), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
+	}
+	// With its NetworkPolicies, so that only the token is missing.
+	late := config.Default("theta")
+	late.Spec.Tenants = []string{"late"}
+	for _, obj := range platform.TenantPolicyObjects("theta", late) {
+		if _, err := platform.Ensure(ctx, cs, obj); err != nil {
+			t.Fatal(err)
+		}
 	}
 	r = e.kiln("wait", "kube", "theta", "--timeout", "1m")
 	expect(t, r, 1)
