@@ -68,6 +68,9 @@ func platformRefs(name string, cfg *config.ClusterConfig) []readiness.Ref {
 	for _, o := range platform.TenantObjects(name, cfg.Spec.Tenants) {
 		refs = append(refs, o.Ref)
 	}
+	for _, o := range platform.PolicyObjects(name, cfg) {
+		refs = append(refs, o.Ref)
+	}
 	for _, o := range platform.GatewayObjects(name, cfg, "") {
 		refs = append(refs, o.Ref)
 	}
@@ -158,6 +161,10 @@ func (e *Engine) status(ctx context.Context, req StatusRequest) (*ClusterStatus,
 		out.Stacks = append(out.Stacks, s.Name)
 	}
 	refs := platformRefs(req.Name, cfg)
+	policies := map[readiness.Ref]platform.Object{}
+	for _, o := range platform.PolicyObjects(req.Name, cfg) {
+		policies[o.Ref] = o
+	}
 	err = e.phase(ctx, PhaseReadiness, func(ctx context.Context) error {
 		// The objects are read in parallel (one round trip of latency, not
 		// one per object), then reported in apply order.
@@ -178,6 +185,16 @@ func (e *Engine) status(ctx context.Context, req StatusRequest) (*ClusterStatus,
 				return errs[i]
 			}
 			res := results[i]
+			if p, ok := policies[ref]; ok && res.Status == readiness.Current {
+				// A policy is ready when it holds what kiln applied.
+				drift, err := platform.Drift(ctx, loc.Client, p)
+				if err != nil {
+					return err
+				}
+				if drift != "" {
+					res = readiness.Result{Status: readiness.Failed, Message: drift}
+				}
+			}
 			out.Objects = append(out.Objects, ObjectStatus{ref.Kind, ref.Namespace, ref.Name, res.Status, res.Message})
 			e.resource(ref.Kind, ref.Namespace, ref.Name, res.Status, res.Message)
 			ready = ready && res.Status == readiness.Current

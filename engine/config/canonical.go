@@ -74,6 +74,7 @@ func Diff(a, b *ClusterConfig) []string {
 		list("spec.tenants", tx, ty)
 	}
 	str("spec.domain", x.Spec.Domain, y.Spec.Domain)
+	str("spec.tenantIsolation", isolation(x.Spec.TenantIsolation), isolation(y.Spec.TenantIsolation))
 	if u, v := x.Spec.Gateway.Image, y.Spec.Gateway.Image; u != v && !(x.Spec.Gateway.IsDefaultImage() && y.Spec.Gateway.IsDefaultImage()) {
 		out = append(out, fmt.Sprintf("spec.gateway.image: %s (cluster) vs %s (file)", showGatewayImage(u), showGatewayImage(v)))
 	}
@@ -93,9 +94,21 @@ func Diff(a, b *ClusterConfig) []string {
 		num(p+".port", u.Port, v.Port)
 		qty(p+".cpu", u.CPU, v.CPU)
 		qty(p+".memory", u.Memory, v.Memory)
+		if !slices.Equal(u.WritablePaths, v.WritablePaths) {
+			list(p+".writablePaths", u.WritablePaths, v.WritablePaths)
+		}
 	}
 	slices.Sort(out)
 	return out
+}
+
+// isolation is spec.tenantIsolation with its default spelled out: unset
+// and "gateway" mean the same.
+func isolation(s string) string {
+	if s == "" {
+		return IsolationGateway
+	}
+	return s
 }
 
 func setOf(s []string) []string {

@@ -78,7 +78,22 @@ type Spec struct {
 	Gateway Gateway  `json:"gateway" yaml:"gateway"`
 	// Stacks is ordered.
 	Stacks []Stack `json:"stacks,omitempty" yaml:"stacks,omitempty"`
+	// TenantIsolation says which pods may reach a tenant's pods (kiln
+	// installs it as NetworkPolicies in every tenant namespace):
+	// IsolationGateway ("gateway", also when unset) admits only the
+	// gateway; IsolationNamespace ("namespace") also admits the pods of
+	// the tenant's own namespace.
+	TenantIsolation string `json:"tenantIsolation,omitempty" yaml:"tenantIsolation,omitempty"`
 }
+
+// Tenant isolation levels (spec.tenantIsolation).
+const (
+	IsolationGateway   = "gateway"
+	IsolationNamespace = "namespace"
+)
+
+// AllowsSameNamespace says whether a tenant's pods may reach each other.
+func (s Spec) AllowsSameNamespace() bool { return s.TenantIsolation == IsolationNamespace }
 
 // Gateway is the kiln-system/kiln-gateway Deployment.
 type Gateway struct {
@@ -93,6 +108,9 @@ type Stack struct {
 	Port   int32  `json:"port" yaml:"port"`
 	CPU    string `json:"cpu,omitempty" yaml:"cpu,omitempty"`
 	Memory string `json:"memory,omitempty" yaml:"memory,omitempty"`
+	// WritablePaths are the directories the stack writes to: each gets an
+	// emptyDir volume, as the container's root filesystem is read-only.
+	WritablePaths []string `json:"writablePaths,omitempty" yaml:"writablePaths,omitempty"`
 }
 
 // IsDefaultImage reports whether the gateway's image is kiln's own: unset,
@@ -100,6 +118,9 @@ type Stack struct {
 func (g Gateway) IsDefaultImage() bool {
 	return g.Image == DefaultGatewayImage || g.Image == LegacyGatewayImage
 }
+
+// MaxWritablePaths bounds a stack's writablePaths.
+const MaxWritablePaths = 16
 
 // DefaultDomain is the domain used for cluster NAME when none is configured.
 func DefaultDomain(name string) string { return name + DefaultDomainSuffix }
@@ -204,5 +225,8 @@ func (c *ClusterConfig) clone() *ClusterConfig {
 	out := *c
 	out.Spec.Tenants = slices.Clone(c.Spec.Tenants)
 	out.Spec.Stacks = slices.Clone(c.Spec.Stacks)
+	for i := range out.Spec.Stacks {
+		out.Spec.Stacks[i].WritablePaths = slices.Clone(c.Spec.Stacks[i].WritablePaths)
+	}
 	return &out
 }

@@ -54,7 +54,7 @@ func TestApplyDefaults(t *testing.T) {
 	}
 	c.ApplyDefaults()
 	if c.Spec.Domain != "x.test" || c.Spec.Gateway != (Gateway{Image: DefaultGatewayImage, Replicas: 3}) ||
-		c.Spec.Stacks[0] != (Stack{Name: "a", Image: "i", Port: 1, CPU: DefaultCPU, Memory: "1Gi"}) ||
+		!reflect.DeepEqual(c.Spec.Stacks[0], Stack{Name: "a", Image: "i", Port: 1, CPU: DefaultCPU, Memory: "1Gi"}) ||
 		!reflect.DeepEqual(c.Spec.Tenants, []string{DefaultTenant}) {
 		t.Errorf("ApplyDefaults kept or filled the wrong fields: %+v", c)
 	}
@@ -110,7 +110,7 @@ func TestStackAndTenantNamespace(t *testing.T) {
 	if !ok || s.Image != "ghcr.io/example/api:v1.4.2" || s.Port != 8080 {
 		t.Errorf("Stack(api) = %+v, %v", s, ok)
 	}
-	if s, ok := c.Stack("nope"); ok || s != (Stack{}) {
+	if s, ok := c.Stack("nope"); ok || !reflect.DeepEqual(s, Stack{}) {
 		t.Errorf("Stack(nope) = %+v, %v", s, ok)
 	}
 	if got := TenantNamespace("staging"); got != "kiln-tenant-staging" {
@@ -170,6 +170,7 @@ func TestCanonicalRoundTrip(t *testing.T) {
 	inputs := map[string]string{
 		"example": exampleFile,
 		"minimal": hdr,
+		"secure":  hdr + "spec:\n  tenantIsolation: namespace\n  stacks: [{name: s, image: x, port: 8080, writablePaths: [/tmp, /var/cache/app]}]\n",
 		"odd":     hdr + "spec:\n  tenants: [z, \"1\", a]\n  stacks: [{name: s, image: \"reg:5000/x@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef\", port: 8443, cpu: \"1\", memory: 1e9}]\n",
 	}
 	for name, in := range inputs {
@@ -311,6 +312,23 @@ func TestDiff(t *testing.T) {
 			want: []string{
 				"spec.stacks: [web api] (cluster) vs [web api db] (file)",
 				"spec.stacks[1].memory: 256Mi (cluster) vs 512Mi (file)",
+			},
+		},
+		{
+			name: "tenant isolation unset is gateway",
+			a:    Default("dev1"),
+			b:    mod(func(c *ClusterConfig) { c.Spec.TenantIsolation = IsolationGateway }),
+		},
+		{
+			name: "tenant isolation and writable paths",
+			a:    Default("dev1"),
+			b: mod(func(c *ClusterConfig) {
+				c.Spec.TenantIsolation = IsolationNamespace
+				c.Spec.Stacks[0].WritablePaths = []string{"/tmp"}
+			}),
+			want: []string{
+				"spec.stacks[0].writablePaths: [] (cluster) vs [/tmp] (file)",
+				"spec.tenantIsolation: gateway (cluster) vs namespace (file)",
 			},
 		},
 		{

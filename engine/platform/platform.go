@@ -55,6 +55,23 @@ func labels(cluster string) map[string]string {
 	return map[string]string{LabelManagedBy: "kiln", LabelCluster: cluster}
 }
 
+// Pod Security admission labels: every namespace kiln creates enforces the
+// restricted profile, and warns and audits at the same level.
+const (
+	PodSecurityLevel = "restricted"
+	labelPodSecurity = "pod-security.kubernetes.io/"
+)
+
+// namespaceLabels are kiln's labels plus the Pod Security ones.
+func namespaceLabels(cluster string) map[string]string {
+	l := labels(cluster)
+	for _, mode := range []string{"enforce", "warn", "audit"} {
+		l[labelPodSecurity+mode] = PodSecurityLevel
+		l[labelPodSecurity+mode+"-version"] = "latest"
+	}
+	return l
+}
+
 // Object is one desired platform object: a server-side apply configuration
 // and the reference readiness uses to follow it.
 type Object struct {
@@ -66,7 +83,7 @@ type Object struct {
 func NamespaceObject(cluster string) Object {
 	return Object{
 		Ref:   readiness.Ref{Kind: readiness.KindNamespace, Name: Namespace},
-		Apply: corev1ac.Namespace(Namespace).WithLabels(labels(cluster)),
+		Apply: corev1ac.Namespace(Namespace).WithLabels(namespaceLabels(cluster)),
 	}
 }
 
@@ -100,7 +117,7 @@ func ConfigObject(cluster string, cfg *config.ClusterConfig) (Object, error) {
 func TenantObjects(cluster string, tenants []string) []Object {
 	var out []Object
 	for _, t := range tenants {
-		l := labels(cluster)
+		l := namespaceLabels(cluster)
 		l[LabelTenant] = t
 		out = append(out, Object{
 			Ref:   readiness.Ref{Kind: readiness.KindNamespace, Name: TenantNamespace(t)},
@@ -384,6 +401,8 @@ func apply(ctx context.Context, cs kubernetes.Interface, obj Object, dryRun bool
 		out, err = cs.AppsV1().Deployments(*a.Namespace).Apply(ctx, a, opts)
 	case *networkingac.IngressApplyConfiguration:
 		out, err = cs.NetworkingV1().Ingresses(*a.Namespace).Apply(ctx, a, opts)
+	case *networkingac.NetworkPolicyApplyConfiguration:
+		out, err = cs.NetworkingV1().NetworkPolicies(*a.Namespace).Apply(ctx, a, opts)
 	default:
 		return nil, fmt.Errorf("platform: cannot apply %T", obj.Apply)
 	}
@@ -418,6 +437,8 @@ func getLive(ctx context.Context, cs kubernetes.Interface, ref readiness.Ref) (r
 		obj, err = cs.AppsV1().Deployments(ref.Namespace).Get(ctx, ref.Name, g)
 	case readiness.KindIngress:
 		obj, err = cs.NetworkingV1().Ingresses(ref.Namespace).Get(ctx, ref.Name, g)
+	case readiness.KindNetworkPolicy:
+		obj, err = cs.NetworkingV1().NetworkPolicies(ref.Namespace).Get(ctx, ref.Name, g)
 	default:
 		return nil, fmt.Errorf("platform: cannot read %s", ref)
 	}

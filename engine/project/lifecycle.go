@@ -273,7 +273,10 @@ func (o *Ops) provision(ctx context.Context, r Ref, spec *Spec) error {
 		}
 		// The Deployment runs with key: any other key is a rotation that
 		// never committed; drop it.
-		return o.pruneTo(ctx, r, key)
+		if err := o.pruneTo(ctx, r, key); err != nil {
+			return err
+		}
+		return o.recordToken(ctx, r, key, hash)
 	})
 	if err != nil {
 		return err

@@ -139,6 +139,11 @@ func printProject(w io.Writer, st *engine.ProjectStatus) {
 	}
 	fmt.Fprintf(w, "Stack     %s\n", st.Stack)
 	fmt.Fprintf(w, "Host      %s\n", st.Host)
+	if st.TokenSyncReason != "" {
+		fmt.Fprintf(w, "Token     %s (%s)\n", st.TokenSync, st.TokenSyncReason)
+	} else {
+		fmt.Fprintf(w, "Token     %s\n", st.TokenSync)
+	}
 	if st.Operation != "" {
 		fmt.Fprintf(w, "Running   %s\n", st.Operation)
 	}

@@ -152,6 +152,9 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 		"--service-account-key-file="+c.path("sa.key"),
 		"--service-account-signing-key-file="+c.path("sa.key"),
 		"--allow-privileged=true",
+		// Pod Security admission (on by default; named so a test relies on it
+		// knowingly): kiln labels its namespaces restricted.
+		"--enable-admission-plugins=PodSecurity",
 		"--enable-priority-and-fairness=false",
 		"--profiling=false",
 		"--v=0",
