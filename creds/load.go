@@ -78,7 +78,21 @@ func Load(dir string) (*TokenDir, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &TokenDir{Path: dir, Manifest: *m, Key: key, Tokens: tokens}, nil
+	td := &TokenDir{Path: dir, Manifest: *m, Key: key, Tokens: tokens}
+	// A rotation under way keeps the key it replaces (optional file).
+	prevPath := filepath.Join(dir, PreviousKeyFile)
+	if _, err := os.Lstat(prevPath); err == nil {
+		data, err := readPrivateFile(prevPath)
+		if err != nil {
+			return nil, err
+		}
+		if td.Previous, err = ParsePrivateKeyPEM(data); err != nil {
+			return nil, badContent(prevPath, "%w", err)
+		}
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("load token directory: %w", err)
+	}
+	return td, nil
 }
 
 // loadTokens reads and verifies tokens/TENANT for every tenant of m.

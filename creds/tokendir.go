@@ -13,7 +13,10 @@ import (
 const (
 	ManifestFile   = "manifest.json"
 	SigningKeyFile = "signing-key.pem"
-	TokensDir      = "tokens"
+	// PreviousKeyFile holds the key a rotation replaced, until the end of
+	// the rotation (kiln rotate-key).
+	PreviousKeyFile = "previous-signing-key.pem"
+	TokensDir       = "tokens"
 )
 
 // TokenDir is the in-memory form of a token directory: the manifest, the
@@ -25,6 +28,10 @@ type TokenDir struct {
 	Key      *rsa.PrivateKey
 	// Tokens maps tenant to its compact JWS.
 	Tokens map[string]string
+	// Previous is the signing key a key rotation replaced, kept in
+	// previous-signing-key.pem until the cluster no longer trusts it (nil
+	// otherwise). Tokens are never signed with it.
+	Previous *rsa.PrivateKey
 }
 
 // NewTokenDir creates the token directory contents for a fresh cluster:

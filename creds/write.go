@@ -133,6 +133,15 @@ func stage(dir string, td *TokenDir) (tmp string, err error) {
 	if err := writeFileSync(filepath.Join(tmp, SigningKeyFile), keyPEM, filePerm); err != nil {
 		return "", fmt.Errorf("write %s: %w", SigningKeyFile, err)
 	}
+	if td.Previous != nil {
+		prevPEM, err := PrivateKeyPEM(td.Previous)
+		if err != nil {
+			return "", err
+		}
+		if err := writeFileSync(filepath.Join(tmp, PreviousKeyFile), prevPEM, filePerm); err != nil {
+			return "", fmt.Errorf("write %s: %w", PreviousKeyFile, err)
+		}
+	}
 	tokensDir := filepath.Join(tmp, TokensDir)
 	if err := mkdirSync(tokensDir, dirPerm); err != nil {
 		return "", err

@@ -59,6 +59,7 @@ func (e *Engine) DiscoverClusters(ctx context.Context, p Provider, tokenDir stri
 		c := ClusterSummary{Provider: p.Name(), Name: l.Cluster, Location: l.Name, Platform: PlatformAbsent, KeyIDs: l.State.KeyIDs()}
 		if l.State.Installed {
 			c.Platform = PlatformInstalled
+			c.Version = l.State.Version
 			if l.Client != nil {
 				c.Projects = countProjects(ctx, l.Client, l.Cluster, l.State)
 			}

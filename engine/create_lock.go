@@ -64,6 +64,11 @@ func (r *run) acquire(ctx context.Context, cs kubernetes.Interface) error {
 	r.lock, r.lockCtx = l, lctx
 	r.e.logf(LevelInfo, "holding lock %s/%s as %s", platform.Namespace, platform.LockName, l.Holder())
 	checkpoint(ctx, "after-lease")
+	// A key kept trusted by rotate-key --keep-old goes once its time is up,
+	// with the next operation that holds the lock.
+	if err := r.e.retireExpiredKey(lctx, cs, r.req.Name, r.req.Timeout); err != nil {
+		return err
+	}
 	st, err := platform.Read(lctx, cs)
 	if err != nil {
 		return err

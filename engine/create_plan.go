@@ -8,6 +8,13 @@ import (
 
 // plan applies the decision table to what discovery found.
 func (r *run) plan(ctx context.Context) error {
+	if st := r.loc.State; st != nil && st.Installed {
+		// An installed platform a newer kiln wrote is not this kiln's to
+		// change (continue re-applies the gateway with its manifests).
+		if err := r.e.checkVersion(st, r.req.Name); err != nil {
+			return err
+		}
+	}
 	out, err := r.decide(ctx, r.loc.State)
 	if err != nil {
 		return err

@@ -51,6 +51,7 @@ func (r *run) platform(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
+		cfgObj = platform.Stamp(cfgObj, r.e.version())
 		if err := r.ensure(ctx, cs, w, cfgObj); err != nil {
 			return err
 		}
@@ -79,7 +80,16 @@ func (r *run) platform(ctx context.Context) error {
 		return err
 	}
 	checkpoint(ctx, "after-tenants")
-	for _, obj := range platform.GatewayObjects(name, r.cfg) {
+	// NetworkPolicies before the gateway: its pods never run unfenced.
+	if err := r.ensureAll(ctx, cs, w, platform.PolicyObjects(name, r.cfg)); err != nil {
+		return err
+	}
+	for _, ref := range platform.StaleTenantPolicies(r.cfg) {
+		if err := platform.Delete(ctx, cs, ref); err != nil {
+			return err
+		}
+	}
+	for _, obj := range platform.GatewayObjects(name, r.cfg, r.e.Version) {
 		if err := r.ensure(ctx, cs, w, obj); err != nil {
 			return err
 		}

@@ -130,8 +130,8 @@ func decideInstalled(f Facts, a Asked) Outcome {
 	}
 	if a.Config != nil {
 		if diff := config.Diff(st.Config, a.Config); len(diff) > 0 {
-			return Outcome{Err: inputErr(exit.BadInput, InputConfig, a.ConfigPath, "{input} %s differs from the installed kiln-config of %s; kiln never ignores a config silently. Differences:\n  %s",
-				a.ConfigPath, a.Name, strings.Join(diff, "\n  "))}
+			return Outcome{Err: inputErr(exit.BadInput, InputConfig, a.ConfigPath, "{input} %s differs from the installed kiln-config of %s; kiln never ignores a config silently, and create does not change an installed platform: to apply it, run `kiln upgrade %s %s -c %s` (it shows the plan first). Differences:\n  %s",
+				a.ConfigPath, a.Name, f.Provider, a.Name, a.ConfigPath, strings.Join(diff, "\n  "))}
 		}
 	}
 	if err != nil {

@@ -62,6 +62,18 @@ type Engine struct {
 	// Namer words the inputs that error messages tell the user to give
 	// (default FlagName: the CLI's flags). See InputError.
 	Namer Namer
+	// Version is this kiln's version: recorded on kiln-config by create
+	// and upgrade ("dev" when empty), and the tag of the default gateway
+	// image (kiln's own image at this version, platform.GatewayImage).
+	Version string
+}
+
+// version is this kiln's version as recorded on kiln-config.
+func (e *Engine) version() string {
+	if e.Version == "" {
+		return "dev"
+	}
+	return e.Version
 }
 
 func (e *Engine) now() time.Time {

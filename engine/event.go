@@ -24,6 +24,9 @@ const (
 	// TypeCluster is one kiln cluster kiln list found (Cluster is set), or
 	// a location it could not inspect (Cluster.Err is set).
 	TypeCluster = "cluster"
+	// TypePlan is one change kiln upgrade plans (DESIGN.md §12): Action,
+	// Kind, Namespace, Name, Fields and Message are set.
+	TypePlan = "plan"
 )
 
 // Phase names: the Phase of a phase event. create runs discover, plan,
@@ -39,6 +42,12 @@ const (
 	PhasePlatform       = "platform"
 	PhaseReadiness      = "readiness"
 	PhaseRepair         = "repair"
+	// PhaseProjects (upgrade) re-applies project Ingresses and restacks.
+	PhaseProjects = "projects"
+	// PhaseConfig (upgrade) writes kiln-config, last.
+	PhaseConfig = "config"
+	// PhaseRetire (rotate-key) removes the rotated-out key from kiln-auth.
+	PhaseRetire = "retire"
 )
 
 // Phase states: the State of a phase event.
@@ -63,6 +72,9 @@ const (
 	LevelInfo  = "info"
 	LevelWarn  = "warn"
 	LevelError = "error"
+	// LevelDebug events (API requests, retries) are emitted only with
+	// kiln -v or --log-file; frontends show them only with -v.
+	LevelDebug = "debug"
 )
 
 // Event is one observable fact of an operation. Frontends render events;
@@ -107,6 +119,9 @@ type Event struct {
 
 	// cluster
 	Cluster *ClusterSummary
+	// plan (Kind, Namespace, Name and Message as for resource)
+	Action string
+	Fields []string
 
 	// result
 	OK       bool
@@ -256,6 +271,21 @@ func (e Event) MarshalJSON() ([]byte, error) {
 			TokenDir *string  `json:"token_dir"`
 			Error    string   `json:"error,omitempty"`
 		}{ts, e.Type, c.Provider, c.Name, c.Location, c.Platform, nullable(c.Version), projects, keys, nullable(c.TokenDir), c.Err})
+	case TypePlan:
+		fields := e.Fields
+		if fields == nil {
+			fields = []string{}
+		}
+		return json.Marshal(struct {
+			Time      string   `json:"time"`
+			Type      string   `json:"type"`
+			Action    string   `json:"action"`
+			Kind      string   `json:"kind"`
+			Namespace string   `json:"namespace"`
+			Name      string   `json:"name"`
+			Fields    []string `json:"fields"`
+			Message   string   `json:"message"`
+		}{ts, e.Type, e.Action, e.Kind, e.Namespace, e.Name, fields, e.Message})
 	case TypeResult:
 		return json.Marshal(struct {
 			Time     string  `json:"time"`

@@ -22,6 +22,7 @@ func TestEventJSONKeys(t *testing.T) {
 		{Event{Time: ts, Type: TypeResource, Kind: "Deployment", Namespace: "ns", Name: "n", Status: StatusCurrent}, []string{"kind", "message", "name", "namespace", "status", "time", "type"}},
 		{Event{Time: ts, Type: TypeLog, Level: LevelWarn, Message: "m"}, []string{"level", "message", "time", "type"}},
 		{Event{Time: ts, Type: TypeResult, OK: false, ExitCode: 3}, []string{"exit_code", "message", "ok", "time", "token_dir", "type"}},
+		{Event{Time: ts, Type: TypePlan, Action: "update", Kind: "Deployment", Namespace: "kiln-system", Name: "kiln-gateway"}, []string{"action", "fields", "kind", "message", "name", "namespace", "time", "type"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.ev.Type, func(t *testing.T) {
@@ -87,5 +88,20 @@ func TestDiscoveryClusterShape(t *testing.T) {
 	}
 	if _, ok := c["error"]; ok {
 		t.Errorf("error must be omitted for a reachable location: %s", b)
+	}
+}
+
+// A plan event's fields is always a JSON array, never null.
+func TestPlanEventFieldsIsAnArray(t *testing.T) {
+	b, err := json.Marshal(Event{Type: TypePlan, Action: "create", Kind: "Namespace", Name: "kiln-tenant-x"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatal(err)
+	}
+	if f, ok := m["fields"].([]any); !ok || len(f) != 0 {
+		t.Errorf("fields = %#v in %s, want []", m["fields"], b)
 	}
 }

@@ -27,6 +27,14 @@ const (
 	InputProfile      = input.Profile
 	InputInstanceType = input.InstanceType
 	InputNodes        = input.Nodes
+	// InputDeleteProjects lets upgrade remove a tenant that has projects.
+	InputDeleteProjects = input.DeleteProjects
+	// InputRestack lets upgrade restack projects whose stack changed.
+	InputRestack = input.Restack
+	// InputKeepOld keeps a rotated-out key trusted for a while.
+	InputKeepOld = input.KeepOld
+	// InputFinish ends a key rotation kept open with InputKeepOld.
+	InputFinish = input.Finish
 )
 
 // Namer is how a frontend words an Input in messages.

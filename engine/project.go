@@ -235,3 +235,10 @@ func (e *Engine) repairProjects(ctx context.Context, ops *project.Ops) error {
 		return err
 	})
 }
+
+// EventInfo is one Kubernetes Event of a project's object or pod
+// (ProjectStatus.Events); PodInfo one pod's status (ProjectStatus.Pods).
+type (
+	EventInfo = project.EventInfo
+	PodInfo   = project.PodInfo
+)

@@ -46,6 +46,16 @@ type ClusterStatus struct {
 	Stacks []string `json:"-"`
 	// Nouns word the location for a frontend (not part of the JSON).
 	Nouns Nouns `json:"-"`
+	// PlatformVersion and PlatformSchema are the kiln version and
+	// platform schema recorded on kiln-config by the kiln that last
+	// installed or upgraded it ("" and 0 before versions were recorded).
+	PlatformVersion string `json:"platform_version"`
+	PlatformSchema  int    `json:"platform_schema"`
+	// KilnVersion and KilnSchema are this kiln's.
+	KilnVersion string `json:"kiln_version"`
+	KilnSchema  int    `json:"kiln_schema"`
+	// KubernetesVersion is the API server's version (git version).
+	KubernetesVersion string `json:"kubernetes_version"`
 }
 
 // platformRefs lists every platform object in apply order.
@@ -58,7 +68,10 @@ func platformRefs(name string, cfg *config.ClusterConfig) []readiness.Ref {
 	for _, o := range platform.TenantObjects(name, cfg.Spec.Tenants) {
 		refs = append(refs, o.Ref)
 	}
-	for _, o := range platform.GatewayObjects(name, cfg) {
+	for _, o := range platform.PolicyObjects(name, cfg) {
+		refs = append(refs, o.Ref)
+	}
+	for _, o := range platform.GatewayObjects(name, cfg, "") {
 		refs = append(refs, o.Ref)
 	}
 	return refs
@@ -140,11 +153,24 @@ func (e *Engine) statusAt(ctx context.Context, req StatusRequest, loc Location, 
 	if cfg == nil {
 		cfg = config.Default(req.Name) // partial install: show what should be there
 	}
+	out.PlatformVersion, out.PlatformSchema = ps.Version, ps.Schema
+	out.KilnVersion, out.KilnSchema = e.version(), platform.SchemaVersion
+	if v, err := loc.Client.Discovery().ServerVersion(); err == nil {
+		out.KubernetesVersion = v.GitVersion
+	} else {
+		out.KubernetesVersion = "unknown"
+		e.logf(LevelWarn, "read the API server's version: %v", err)
+	}
+	e.logf(LevelInfo, "versions: %s", out.Versions())
 	out.Tenants = cfg.Spec.Tenants
 	for _, s := range cfg.Spec.Stacks {
 		out.Stacks = append(out.Stacks, s.Name)
 	}
 	refs := platformRefs(req.Name, cfg)
+	policies := map[readiness.Ref]platform.Object{}
+	for _, o := range platform.PolicyObjects(req.Name, cfg) {
+		policies[o.Ref] = o
+	}
 	err := e.phase(ctx, PhaseReadiness, func(ctx context.Context) error {
 		// The objects are read in parallel (one round trip of latency, not
 		// one per object), then reported in apply order.
@@ -165,6 +191,16 @@ func (e *Engine) statusAt(ctx context.Context, req StatusRequest, loc Location, 
 				return errs[i]
 			}
 			res := results[i]
+			if p, ok := policies[ref]; ok && res.Status == readiness.Current {
+				// A policy is ready when it holds what kiln applied.
+				drift, err := platform.Drift(ctx, loc.Client, p)
+				if err != nil {
+					return err
+				}
+				if drift != "" {
+					res = readiness.Result{Status: readiness.Failed, Message: drift}
+				}
+			}
 			out.Objects = append(out.Objects, ObjectStatus{ref.Kind, ref.Namespace, ref.Name, res.Status, res.Message})
 			e.resource(ref.Kind, ref.Namespace, ref.Name, res.Status, res.Message)
 			ready = ready && res.Status == readiness.Current
@@ -226,4 +262,18 @@ func (e *Engine) statusAt(ctx context.Context, req StatusRequest, loc Location, 
 
 func listByCluster(name string) metav1.ListOptions {
 	return metav1.ListOptions{LabelSelector: platform.LabelCluster + "=" + name + "," + platform.LabelManagedBy + "=kiln"}
+}
+
+// Versions words the platform's, this kiln's and the API server's
+// versions in one line.
+func (s *ClusterStatus) Versions() string {
+	plat := "not recorded (installed before kiln recorded versions)"
+	if s.PlatformVersion != "" {
+		plat = fmt.Sprintf("kiln %s (schema %d)", s.PlatformVersion, s.PlatformSchema)
+	}
+	note := ""
+	if platform.Newer(s.PlatformVersion, s.PlatformSchema, s.KilnVersion) {
+		note = "; the platform is newer than this kiln, which will not change it"
+	}
+	return fmt.Sprintf("platform %s, this kiln %s (schema %d), Kubernetes %s%s", plat, s.KilnVersion, s.KilnSchema, s.KubernetesVersion, note)
 }

@@ -16,6 +16,9 @@ type WaitRequest struct {
 	Target
 	// Timeout bounds the wait (exit 5 when it passes).
 	Timeout time.Duration
+	// Probe adds, after the API readiness, one authenticated request per
+	// tenant through the gateway (wait --probe).
+	Probe bool
 }
 
 // Wait waits until every platform object is ready and every tenant token
@@ -36,6 +39,7 @@ func (e *Engine) wait(ctx context.Context, req WaitRequest) (*creds.TokenDir, er
 		return nil, err
 	}
 	var td *creds.TokenDir
+	var tenants []string
 	err = e.phase(ctx, PhaseReadiness, func(ctx context.Context) error {
 		wctx, cancel := withTimeout(ctx, req.Timeout)
 		defer cancel()
@@ -66,8 +70,14 @@ func (e *Engine) wait(ctx context.Context, req WaitRequest) (*creds.TokenDir, er
 			return fmt.Errorf("no token dir with a key the cluster trusts (trusted: %s); looked in %s%s",
 				strings.Join(st.KeyIDs(), ", "), describeCandidates(cands), foundSuffix(have))
 		}
-		return verifyTokens(td, st.Keys, st.Config.Spec.Tenants)
+		tenants = st.Config.Spec.Tenants
+		return verifyTokens(td, st.Keys, tenants)
 	})
+	if err == nil && req.Probe {
+		err = e.phase(ctx, PhaseProbe, func(ctx context.Context) error {
+			return e.probe(ctx, loc, req.Name, td, tenants)
+		})
+	}
 	return td, err
 }
 

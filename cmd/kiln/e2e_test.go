@@ -22,6 +22,8 @@ import (
 	"k8s.io/client-go/util/retry"
 
 	"github.com/kilnctl/kiln/creds"
+	"github.com/kilnctl/kiln/engine/config"
+	"github.com/kilnctl/kiln/engine/platform"
 )
 
 func skipShort(t *testing.T) {
@@ -199,8 +201,11 @@ func TestCreateWaitStatusDestroy(t *testing.T) {
 			current++
 		}
 	}
-	if current != 7 {
-		t.Errorf("status reported %d Current objects, want 7", current)
+	// kiln-system, kiln-auth, kiln-config, one tenant namespace, two
+	// NetworkPolicies in kiln-system and two in the tenant's, the
+	// gateway's ServiceAccount, Deployment and Service.
+	if current != 11 {
+		t.Errorf("status reported %d Current objects, want 11", current)
 	}
 	r = e.kiln("status", "kube", "alpha")
 	expect(t, r, 0)
@@ -556,6 +561,14 @@ func TestWaitTimeoutAndUnverifiableTenant(t *testing.T) {
 	}
 	if _, err := cs.CoreV1().Namespaces().Create(ctx, nsObj("kiln-tenant-late"), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
+	}
+	// With its NetworkPolicies, so that only the token is missing.
+	late := config.Default("theta")
+	late.Spec.Tenants = []string{"late"}
+	for _, obj := range platform.TenantPolicyObjects("theta", late) {
+		if _, err := platform.Ensure(ctx, cs, obj); err != nil {
+			t.Fatal(err)
+		}
 	}
 	r = e.kiln("wait", "kube", "theta", "--timeout", "1m")
 	expect(t, r, 1)

@@ -203,9 +203,14 @@ func readToken(t *testing.T, cs kubernetes.Interface, ns, p string) tokenState {
 	d, err := cs.AppsV1().Deployments(ns).Get(ctx, p, metav1.GetOptions{})
 	if err == nil {
 		st.depHash = d.Spec.Template.Annotations["kiln.dev/token-sha256"]
-		for _, env := range d.Spec.Template.Spec.Containers[0].Env {
-			if env.Name == "KILN_PROJECT_TOKEN" {
-				st.depKey = env.ValueFrom.SecretKeyRef.Key
+		// The token is a file (a secret volume selecting the key in
+		// force), never an environment variable.
+		if len(d.Spec.Template.Spec.Containers[0].Env) != 0 {
+			t.Errorf("deployment %s/%s has environment variables %v: the token must be a file only", ns, p, d.Spec.Template.Spec.Containers[0].Env)
+		}
+		for _, v := range d.Spec.Template.Spec.Volumes {
+			if v.Name == "project-token" && v.Secret != nil && len(v.Secret.Items) == 1 {
+				st.depKey = v.Secret.Items[0].Key
 			}
 		}
 	}

@@ -74,7 +74,10 @@ func Diff(a, b *ClusterConfig) []string {
 		list("spec.tenants", tx, ty)
 	}
 	str("spec.domain", x.Spec.Domain, y.Spec.Domain)
-	str("spec.gateway.image", x.Spec.Gateway.Image, y.Spec.Gateway.Image)
+	str("spec.tenantIsolation", isolation(x.Spec.TenantIsolation), isolation(y.Spec.TenantIsolation))
+	if u, v := x.Spec.Gateway.Image, y.Spec.Gateway.Image; u != v && !(x.Spec.Gateway.IsDefaultImage() && y.Spec.Gateway.IsDefaultImage()) {
+		out = append(out, fmt.Sprintf("spec.gateway.image: %s (cluster) vs %s (file)", showGatewayImage(u), showGatewayImage(v)))
+	}
 	num("spec.gateway.replicas", x.Spec.Gateway.Replicas, y.Spec.Gateway.Replicas)
 
 	nx, ny := stackNames(x.Spec.Stacks), stackNames(y.Spec.Stacks)
@@ -91,9 +94,21 @@ func Diff(a, b *ClusterConfig) []string {
 		num(p+".port", u.Port, v.Port)
 		qty(p+".cpu", u.CPU, v.CPU)
 		qty(p+".memory", u.Memory, v.Memory)
+		if !slices.Equal(u.WritablePaths, v.WritablePaths) {
+			list(p+".writablePaths", u.WritablePaths, v.WritablePaths)
+		}
 	}
 	slices.Sort(out)
 	return out
+}
+
+// isolation is spec.tenantIsolation with its default spelled out: unset
+// and "gateway" mean the same.
+func isolation(s string) string {
+	if s == "" {
+		return IsolationGateway
+	}
+	return s
 }
 
 func setOf(s []string) []string {
@@ -117,6 +132,14 @@ func sameQuantity(u, v string) bool {
 	qu, err1 := resource.ParseQuantity(u)
 	qv, err2 := resource.ParseQuantity(v)
 	return err1 == nil && err2 == nil && qu.Cmp(qv) == 0
+}
+
+// showGatewayImage names the default (empty) gateway image.
+func showGatewayImage(s string) string {
+	if (Gateway{Image: s}).IsDefaultImage() {
+		return "unset (kiln's own gateway)"
+	}
+	return showString(s)
 }
 
 func showString(s string) string {

@@ -25,10 +25,18 @@ const (
 	DefaultDomainSuffix = ".kiln.test"
 	// DefaultImage is the default stack's image: a small public web server.
 	DefaultImage = "nginx:1.27-alpine"
-	// DefaultGatewayImage is the gateway's image. The gateway runs as a
-	// non-root user with every capability dropped, so it needs the
-	// unprivileged nginx build, which listens on 8080.
-	DefaultGatewayImage = "nginxinc/nginx-unprivileged:1.27-alpine"
+	// DefaultGatewayImage is spec.gateway.image when unset: empty, which
+	// means kiln's own image at the version of the kiln that applies the
+	// platform (engine/platform.GatewayImage). It is kept empty in
+	// kiln-config rather than resolved, so a newer kiln rolls the gateway
+	// to its own version and two kiln versions do not see a config
+	// difference where the user chose nothing.
+	DefaultGatewayImage = ""
+	// LegacyGatewayImage was the default before kiln had a gateway of its
+	// own (nginx, which checked no token). Kiln-configs written then spell
+	// it out; it counts as unset (Gateway.IsDefaultImage), so those
+	// clusters get kiln's gateway.
+	LegacyGatewayImage = "nginxinc/nginx-unprivileged:1.27-alpine"
 	// DefaultGatewayReplicas is the gateway replica count when unset.
 	DefaultGatewayReplicas int32 = 1
 	// DefaultStackName is the name of the stack used when the config lists none.
@@ -70,7 +78,22 @@ type Spec struct {
 	Gateway Gateway  `json:"gateway" yaml:"gateway"`
 	// Stacks is ordered.
 	Stacks []Stack `json:"stacks,omitempty" yaml:"stacks,omitempty"`
+	// TenantIsolation says which pods may reach a tenant's pods (kiln
+	// installs it as NetworkPolicies in every tenant namespace):
+	// IsolationGateway ("gateway", also when unset) admits only the
+	// gateway; IsolationNamespace ("namespace") also admits the pods of
+	// the tenant's own namespace.
+	TenantIsolation string `json:"tenantIsolation,omitempty" yaml:"tenantIsolation,omitempty"`
 }
+
+// Tenant isolation levels (spec.tenantIsolation).
+const (
+	IsolationGateway   = "gateway"
+	IsolationNamespace = "namespace"
+)
+
+// AllowsSameNamespace says whether a tenant's pods may reach each other.
+func (s Spec) AllowsSameNamespace() bool { return s.TenantIsolation == IsolationNamespace }
 
 // Gateway is the kiln-system/kiln-gateway Deployment.
 type Gateway struct {
@@ -85,7 +108,19 @@ type Stack struct {
 	Port   int32  `json:"port" yaml:"port"`
 	CPU    string `json:"cpu,omitempty" yaml:"cpu,omitempty"`
 	Memory string `json:"memory,omitempty" yaml:"memory,omitempty"`
+	// WritablePaths are the directories the stack writes to: each gets an
+	// emptyDir volume, as the container's root filesystem is read-only.
+	WritablePaths []string `json:"writablePaths,omitempty" yaml:"writablePaths,omitempty"`
 }
+
+// IsDefaultImage reports whether the gateway's image is kiln's own: unset,
+// or the legacy default a kiln-config of an older kiln spells out.
+func (g Gateway) IsDefaultImage() bool {
+	return g.Image == DefaultGatewayImage || g.Image == LegacyGatewayImage
+}
+
+// MaxWritablePaths bounds a stack's writablePaths.
+const MaxWritablePaths = 16
 
 // DefaultDomain is the domain used for cluster NAME when none is configured.
 func DefaultDomain(name string) string { return name + DefaultDomainSuffix }
@@ -151,9 +186,6 @@ func (c *ClusterConfig) applyDefaults(set map[string]bool) {
 	if unset("spec.domain", s.Domain == "") && labelProblem(c.Metadata.Name, MaxNameLength) == "" {
 		s.Domain = DefaultDomain(c.Metadata.Name)
 	}
-	if unset("spec.gateway.image", s.Gateway.Image == "") {
-		s.Gateway.Image = DefaultGatewayImage
-	}
 	if unset("spec.gateway.replicas", s.Gateway.Replicas == 0) {
 		s.Gateway.Replicas = DefaultGatewayReplicas
 	}
@@ -193,5 +225,8 @@ func (c *ClusterConfig) clone() *ClusterConfig {
 	out := *c
 	out.Spec.Tenants = slices.Clone(c.Spec.Tenants)
 	out.Spec.Stacks = slices.Clone(c.Spec.Stacks)
+	for i := range out.Spec.Stacks {
+		out.Spec.Stacks[i].WritablePaths = slices.Clone(c.Spec.Stacks[i].WritablePaths)
+	}
 	return &out
 }

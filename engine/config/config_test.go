@@ -19,7 +19,7 @@ func TestDefault(t *testing.T) {
 		Spec: Spec{
 			Tenants: []string{"default"},
 			Domain:  "dev1.kiln.test",
-			Gateway: Gateway{Image: "nginxinc/nginx-unprivileged:1.27-alpine", Replicas: 1},
+			Gateway: Gateway{Replicas: 1},
 			Stacks:  []Stack{{Name: "default", Image: "nginx:1.27-alpine", Port: 80, CPU: "50m", Memory: "64Mi"}},
 		},
 	}
@@ -54,7 +54,7 @@ func TestApplyDefaults(t *testing.T) {
 	}
 	c.ApplyDefaults()
 	if c.Spec.Domain != "x.test" || c.Spec.Gateway != (Gateway{Image: DefaultGatewayImage, Replicas: 3}) ||
-		c.Spec.Stacks[0] != (Stack{Name: "a", Image: "i", Port: 1, CPU: DefaultCPU, Memory: "1Gi"}) ||
+		!reflect.DeepEqual(c.Spec.Stacks[0], Stack{Name: "a", Image: "i", Port: 1, CPU: DefaultCPU, Memory: "1Gi"}) ||
 		!reflect.DeepEqual(c.Spec.Tenants, []string{DefaultTenant}) {
 		t.Errorf("ApplyDefaults kept or filled the wrong fields: %+v", c)
 	}
@@ -110,7 +110,7 @@ func TestStackAndTenantNamespace(t *testing.T) {
 	if !ok || s.Image != "ghcr.io/example/api:v1.4.2" || s.Port != 8080 {
 		t.Errorf("Stack(api) = %+v, %v", s, ok)
 	}
-	if s, ok := c.Stack("nope"); ok || s != (Stack{}) {
+	if s, ok := c.Stack("nope"); ok || !reflect.DeepEqual(s, Stack{}) {
 		t.Errorf("Stack(nope) = %+v, %v", s, ok)
 	}
 	if got := TenantNamespace("staging"); got != "kiln-tenant-staging" {
@@ -125,7 +125,6 @@ metadata:
 spec:
   domain: dev1.kiln.test
   gateway:
-    image: nginxinc/nginx-unprivileged:1.27-alpine
     replicas: 1
   stacks:
   - cpu: 50m
@@ -171,6 +170,7 @@ func TestCanonicalRoundTrip(t *testing.T) {
 	inputs := map[string]string{
 		"example": exampleFile,
 		"minimal": hdr,
+		"secure":  hdr + "spec:\n  tenantIsolation: namespace\n  stacks: [{name: s, image: x, port: 8080, writablePaths: [/tmp, /var/cache/app]}]\n",
 		"odd":     hdr + "spec:\n  tenants: [z, \"1\", a]\n  stacks: [{name: s, image: \"reg:5000/x@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef\", port: 8443, cpu: \"1\", memory: 1e9}]\n",
 	}
 	for name, in := range inputs {
@@ -285,7 +285,7 @@ func TestDiff(t *testing.T) {
 			want: []string{
 				"metadata.name: dev1 (cluster) vs dev2 (file)",
 				"spec.domain: dev1.kiln.test (cluster) vs example.test (file)",
-				"spec.gateway.image: nginxinc/nginx-unprivileged:1.27-alpine (cluster) vs nginx:1.28 (file)",
+				"spec.gateway.image: unset (kiln's own gateway) (cluster) vs nginx:1.28 (file)",
 				"spec.gateway.replicas: 1 (cluster) vs 3 (file)",
 				"spec.stacks[0].cpu: 50m (cluster) vs 1 (file)",
 				"spec.stacks[0].image: nginx:1.27-alpine (cluster) vs httpd (file)",
@@ -312,6 +312,23 @@ func TestDiff(t *testing.T) {
 			want: []string{
 				"spec.stacks: [web api] (cluster) vs [web api db] (file)",
 				"spec.stacks[1].memory: 256Mi (cluster) vs 512Mi (file)",
+			},
+		},
+		{
+			name: "tenant isolation unset is gateway",
+			a:    Default("dev1"),
+			b:    mod(func(c *ClusterConfig) { c.Spec.TenantIsolation = IsolationGateway }),
+		},
+		{
+			name: "tenant isolation and writable paths",
+			a:    Default("dev1"),
+			b: mod(func(c *ClusterConfig) {
+				c.Spec.TenantIsolation = IsolationNamespace
+				c.Spec.Stacks[0].WritablePaths = []string{"/tmp"}
+			}),
+			want: []string{
+				"spec.stacks[0].writablePaths: [] (cluster) vs [/tmp] (file)",
+				"spec.tenantIsolation: gateway (cluster) vs namespace (file)",
 			},
 		},
 		{
@@ -390,5 +407,26 @@ func TestImageReferences(t *testing.T) {
 		if (err == nil) != ok {
 			t.Errorf("%q: valid=%v, want %v (%v)", image, err == nil, ok, err)
 		}
+	}
+}
+
+// A kiln-config written when nginx was the default gateway names that
+// image; it reads as unset, so such a cluster gets kiln's own gateway and
+// no config difference from a file that leaves the image out.
+func TestLegacyGatewayImageReadsAsUnset(t *testing.T) {
+	legacy := strings.Replace(wantCanonical, "  gateway:\n", "  gateway:\n    image: "+LegacyGatewayImage+"\n", 1)
+	c, err := ParseCanonical([]byte(legacy))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !c.Spec.Gateway.IsDefaultImage() {
+		t.Errorf("spec.gateway.image %q is not the default", c.Spec.Gateway.Image)
+	}
+	if d := Diff(c, Default("dev1")); len(d) != 0 {
+		t.Errorf("Diff(legacy, Default) = %q", d)
+	}
+	c.Spec.Gateway.Image = "registry.example.test/kiln:1.2.3"
+	if err := c.Validate("dev1"); err != nil {
+		t.Errorf("an explicit gateway image is invalid: %v", err)
 	}
 }

@@ -144,7 +144,7 @@ func TestParseErrors(t *testing.T) {
 		{
 			name: "unknown stack field",
 			in:   hdr + "spec:\n  stacks:\n  - name: web\n    image: x\n    port: 80\n    cpus: 1\n",
-			want: []string{"kiln.yaml:8:5: spec.stacks[0].cpus: unknown field (known: name, image, port, cpu, memory)"},
+			want: []string{"kiln.yaml:8:5: spec.stacks[0].cpus: unknown field (known: name, image, port, cpu, memory, writablePaths)"},
 		},
 		{
 			name: "unknown field in flow mapping",
@@ -384,6 +384,33 @@ func TestParseErrors(t *testing.T) {
 			want: []string{`kiln.yaml:5:33: spec.stacks[0].port: expected an integer, got "eighty"`},
 		},
 		{
+			name: "writable paths must be clean absolute directories",
+			in:   hdr + "spec:\n  stacks:\n  - name: web\n    image: x\n    port: 80\n    writablePaths: [tmp, /, /var/../tmp, /a b, /run, /run, \"\"]\n",
+			want: []string{
+				`kiln.yaml:8:21: spec.stacks[0].writablePaths[0]: "tmp" must be an absolute path (like /tmp)`,
+				"kiln.yaml:8:26: spec.stacks[0].writablePaths[1]: the root directory cannot be writable: name the directories the stack writes to",
+				`kiln.yaml:8:29: spec.stacks[0].writablePaths[2]: "/var/../tmp" is not a clean path (use "/tmp")`,
+				`kiln.yaml:8:42: spec.stacks[0].writablePaths[3]: "/a b" must not contain spaces, colons or control characters`,
+				`kiln.yaml:8:54: spec.stacks[0].writablePaths[5]: duplicate path "/run" (also spec.stacks[0].writablePaths[4])`,
+				"kiln.yaml:8:60: spec.stacks[0].writablePaths[6]: must not be empty",
+			},
+		},
+		{
+			name: "writable paths spelled out empty",
+			in:   hdr + "spec:\n  stacks:\n  - {name: web, image: x, port: 80, writablePaths: []}\n",
+			want: []string{"kiln.yaml:5:52: spec.stacks[0].writablePaths: must list at least one directory (leave it out for none)"},
+		},
+		{
+			name: "unknown tenant isolation",
+			in:   hdr + "spec:\n  tenantIsolation: none\n",
+			want: []string{`kiln.yaml:4:20: spec.tenantIsolation: "none": must be gateway (only the gateway reaches tenant pods) or namespace (also the tenant's own pods)`},
+		},
+		{
+			name: "empty tenant isolation",
+			in:   hdr + "spec:\n  tenantIsolation: \"\"\n",
+			want: []string{"kiln.yaml:4:20: spec.tenantIsolation: must be gateway or namespace (leave it out for gateway)"},
+		},
+		{
 			name: "all problems at once",
 			in:   "apiVersion: kiln.dev/v1\nkind: ClusterConfig\nmetadata: {name: prod}\nspec:\n  tenants: [a, a]\n  gateway: {replicas: many}\n  extra: 1\n",
 			want: []string{
@@ -391,7 +418,7 @@ func TestParseErrors(t *testing.T) {
 				`kiln.yaml:3:18: metadata.name: "prod" does not match NAME "dev1" given on the command line`,
 				`kiln.yaml:5:16: spec.tenants[1]: duplicate tenant "a" (also spec.tenants[0])`,
 				`kiln.yaml:6:23: spec.gateway.replicas: expected an integer, got "many"`,
-				"kiln.yaml:7:3: spec.extra: unknown field (known: tenants, domain, gateway, stacks)",
+				"kiln.yaml:7:3: spec.extra: unknown field (known: tenants, domain, gateway, stacks, tenantIsolation)",
 			},
 		},
 	}

@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	pathpkg "path"
 	"regexp"
 	"strings"
 	"unicode"
@@ -89,7 +90,10 @@ func validate(c *ClusterConfig, name string, present func(string) bool) []Proble
 		bad("spec.domain", "%s: %s", quoteShort(s.Domain), r)
 	}
 
-	imageProblem(bad, "spec.gateway.image", s.Gateway.Image, present)
+	if s.Gateway.Image != DefaultGatewayImage || present("spec.gateway.image") {
+		// Unset means kiln's own gateway image; spelled out, it must be one.
+		imageProblem(bad, "spec.gateway.image", s.Gateway.Image, present)
+	}
 	if r := s.Gateway.Replicas; r < 1 || r > MaxGatewayReplicas {
 		if r == 0 && !present("spec.gateway.replicas") {
 			bad("spec.gateway.replicas", "required")
@@ -127,8 +131,55 @@ func validate(c *ClusterConfig, name string, present func(string) bool) []Proble
 		}
 		quantityProblem(bad, sp+".cpu", st.CPU, present, "100m")
 		quantityProblem(bad, sp+".memory", st.Memory, present, "128Mi")
+		writablePathsProblem(bad, sp+".writablePaths", st.WritablePaths, present)
+	}
+	switch s.TenantIsolation {
+	case IsolationGateway, IsolationNamespace:
+	case "":
+		if present("spec.tenantIsolation") {
+			bad("spec.tenantIsolation", "must be %s or %s (leave it out for %s)", IsolationGateway, IsolationNamespace, IsolationGateway)
+		}
+	default:
+		bad("spec.tenantIsolation", "%s: must be %s (only the gateway reaches tenant pods) or %s (also the tenant's own pods)", quoteShort(s.TenantIsolation), IsolationGateway, IsolationNamespace)
 	}
 	return ps
+}
+
+// writablePathsProblem checks a stack's writablePaths: absolute, clean
+// directories (each becomes an emptyDir mount), not the root, no
+// duplicates, at most MaxWritablePaths.
+func writablePathsProblem(bad func(string, string, ...any), path string, paths []string, present func(string) bool) {
+	if paths != nil && len(paths) == 0 && present(path) {
+		bad(path, "must list at least one directory (leave it out for none)")
+	}
+	if len(paths) > MaxWritablePaths {
+		bad(path, "at most %d directories, got %d", MaxWritablePaths, len(paths))
+		return
+	}
+	first := map[string]int{}
+	for i, p := range paths {
+		ep := indexPath(path, i)
+		switch {
+		case p == "":
+			bad(ep, "must not be empty")
+		case len(p) > 1024:
+			bad(ep, "longer than 1024 characters")
+		case strings.IndexFunc(p, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) || r == ':' }) >= 0:
+			bad(ep, "%s must not contain spaces, colons or control characters", quoteShort(p))
+		case !strings.HasPrefix(p, "/"):
+			bad(ep, "%s must be an absolute path (like /tmp)", quoteShort(p))
+		case p == "/":
+			bad(ep, "the root directory cannot be writable: name the directories the stack writes to")
+		case pathpkg.Clean(p) != p:
+			bad(ep, "%s is not a clean path (use %s)", quoteShort(p), quoteShort(pathpkg.Clean(p)))
+		default:
+			if j, dup := first[p]; dup {
+				bad(ep, "duplicate path %q (also %s)", p, indexPath(path, j))
+			} else {
+				first[p] = i
+			}
+		}
+	}
 }
 
 func imageProblem(bad func(string, string, ...any), path, image string, present func(string) bool) {
@@ -211,6 +262,7 @@ func ValidateStack(path string, st Stack) error {
 	}
 	quantityProblem(bad, path+".cpu", st.CPU, present, "100m")
 	quantityProblem(bad, path+".memory", st.Memory, present, "128Mi")
+	writablePathsProblem(bad, path+".writablePaths", st.WritablePaths, present)
 	if len(ps) > 0 {
 		return ps
 	}

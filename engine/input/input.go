@@ -35,6 +35,10 @@ const (
 	All                 Input = "all"                   // every project of a cluster
 	Stack               Input = "stack"                 // a project's stack
 	Tenant              Input = "tenant"                // a tenant
+	DeleteProjects      Input = "delete-projects"       // upgrade may remove a tenant with projects
+	Restack             Input = "restack"               // upgrade restacks projects whose stack changed
+	KeepOld             Input = "keep-old"              // rotate-key keeps the old key trusted for a while
+	Finish              Input = "finish"                // rotate-key ends a rotation kept open
 )
 
 // Namer is how a frontend words an Input in messages.

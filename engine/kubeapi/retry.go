@@ -27,6 +27,8 @@ import (
 	"time"
 
 	"k8s.io/client-go/rest"
+
+	"github.com/kilnctl/kiln/engine/trace"
 )
 
 // Policy bounds the retries of one request.
@@ -52,10 +54,18 @@ const refusedAttempts = 3
 
 // Wrap installs the retrying transport with DefaultPolicy on rc, outside any
 // transport wrapper rc already has (so each retry gets fresh credentials).
+// Each try is traced (kiln -v) inside the retries, each retry outside.
 func Wrap(rc *rest.Config) {
 	rc.Wrap(func(next http.RoundTripper) http.RoundTripper {
-		return &Transport{Next: next, Policy: DefaultPolicy}
+		return &trace.Transport{Next: next, System: "k8s", Query: true}
 	})
+	rc.Wrap(func(next http.RoundTripper) http.RoundTripper {
+		return &Transport{Next: next, Policy: DefaultPolicy, Observe: traceRetry}
+	})
+}
+
+func traceRetry(req *http.Request, attempt int, cause string, wait time.Duration) {
+	trace.Logf(req.Context(), "k8s retry %s %s: try %d failed (%s); next in %s", req.Method, req.URL.Path, attempt, cause, wait.Round(time.Millisecond))
 }
 
 // Transport retries transient failures of the requests it carries.

@@ -37,6 +37,8 @@ func Delete(ctx context.Context, cs kubernetes.Interface, ref readiness.Ref) err
 		err = cs.NetworkingV1().Ingresses(ref.Namespace).Delete(ctx, ref.Name, opts)
 	case readiness.KindLease:
 		err = cs.CoordinationV1().Leases(ref.Namespace).Delete(ctx, ref.Name, opts)
+	case readiness.KindNetworkPolicy:
+		err = cs.NetworkingV1().NetworkPolicies(ref.Namespace).Delete(ctx, ref.Name, opts)
 	default:
 		return fmt.Errorf("platform: cannot delete %s", ref)
 	}

@@ -9,6 +9,9 @@ import (
 	"fmt"
 	"reflect"
 	"sort"
+	"strconv"
+	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -52,6 +55,23 @@ func labels(cluster string) map[string]string {
 	return map[string]string{LabelManagedBy: "kiln", LabelCluster: cluster}
 }
 
+// Pod Security admission labels: every namespace kiln creates enforces the
+// restricted profile, and warns and audits at the same level.
+const (
+	PodSecurityLevel = "restricted"
+	labelPodSecurity = "pod-security.kubernetes.io/"
+)
+
+// namespaceLabels are kiln's labels plus the Pod Security ones.
+func namespaceLabels(cluster string) map[string]string {
+	l := labels(cluster)
+	for _, mode := range []string{"enforce", "warn", "audit"} {
+		l[labelPodSecurity+mode] = PodSecurityLevel
+		l[labelPodSecurity+mode+"-version"] = "latest"
+	}
+	return l
+}
+
 // Object is one desired platform object: a server-side apply configuration
 // and the reference readiness uses to follow it.
 type Object struct {
@@ -63,7 +83,7 @@ type Object struct {
 func NamespaceObject(cluster string) Object {
 	return Object{
 		Ref:   readiness.Ref{Kind: readiness.KindNamespace, Name: Namespace},
-		Apply: corev1ac.Namespace(Namespace).WithLabels(labels(cluster)),
+		Apply: corev1ac.Namespace(Namespace).WithLabels(namespaceLabels(cluster)),
 	}
 }
 
@@ -97,7 +117,7 @@ func ConfigObject(cluster string, cfg *config.ClusterConfig) (Object, error) {
 func TenantObjects(cluster string, tenants []string) []Object {
 	var out []Object
 	for _, t := range tenants {
-		l := labels(cluster)
+		l := namespaceLabels(cluster)
 		l[LabelTenant] = t
 		out = append(out, Object{
 			Ref:   readiness.Ref{Kind: readiness.KindNamespace, Name: TenantNamespace(t)},
@@ -107,52 +127,129 @@ func TenantObjects(cluster string, tenants []string) []Object {
 	return out
 }
 
+// GatewayImageRepository is where kiln's gateway image is released
+// (goreleaser's kos section): the kiln binary, entrypoint /ko-app/kiln.
+const GatewayImageRepository = "ghcr.io/kilnctl/kiln"
+
+// Ports of the gateway container: tenants on http (behind the Service),
+// probes and Prometheus on metrics (not behind the Service, so tenants
+// cannot read other tenants' request counts).
+const (
+	gatewayMetricsPort = 9090
+	// gatewayUID is the nonroot user of kiln's image (ko's default base).
+	gatewayUID = 65532
+)
+
+// GatewayImage is kiln's own gateway image at version: the tag is the
+// version without a leading "v", as goreleaser tags it; a version that is
+// not a valid tag (a dev build's "dev", "(devel)") is made one.
+func GatewayImage(version string) string {
+	tag := strings.TrimPrefix(version, "v")
+	tag = strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-' {
+			return r
+		}
+		return '-'
+	}, tag)
+	tag = strings.TrimLeft(tag, ".-")
+	if len(tag) > 128 {
+		tag = tag[:128]
+	}
+	if tag == "" {
+		tag = "dev"
+	}
+	return GatewayImageRepository + ":" + tag
+}
+
+// GatewayArgs are the container args of the gateway: with the image's
+// entrypoint (the kiln binary) they run `kiln gateway`. A custom
+// spec.gateway.image receives the same args, so it must be kiln's image
+// (a mirror, another version, a digest) or accept them the same way.
+func GatewayArgs(cluster, domain string) []string {
+	return []string{
+		"gateway",
+		fmt.Sprintf("--listen=:%d", gatewayPort),
+		fmt.Sprintf("--metrics-listen=:%d", gatewayMetricsPort),
+		"--auth-dir=" + authMountPath,
+		"--cluster=" + cluster,
+		"--domain=" + domain,
+	}
+}
+
 // GatewayObjects are the gateway's ServiceAccount, Deployment and Service.
+// The image is spec.gateway.image, or kiln's own at version when unset:
+// a kiln of another version applying the platform rolls the gateway to
+// its own.
 //
 // Least privilege: the gateway reads the trusted keys from the mounted
-// kiln-auth ConfigMap, so it needs no Kubernetes API access at all; its
-// ServiceAccount has no bindings and no token is mounted. It runs as
-// non-root with every capability dropped and a read-only root filesystem.
-func GatewayObjects(cluster string, cfg *config.ClusterConfig) []Object {
+// kiln-auth ConfigMap and finds projects by cluster DNS, so it needs no
+// Kubernetes API access at all; its ServiceAccount has no bindings and no
+// token is mounted. It passes Pod Security restricted: non-root, no
+// privilege escalation, every capability dropped, RuntimeDefault seccomp,
+// a read-only root filesystem, and it has limits.
+func GatewayObjects(cluster string, cfg *config.ClusterConfig, version string) []Object {
 	l := labels(cluster)
 	sel := map[string]string{LabelName: GatewayName, LabelCluster: cluster}
 	podLabels := labels(cluster)
 	podLabels[LabelName] = GatewayName
+	image := cfg.Spec.Gateway.Image
+	if cfg.Spec.Gateway.IsDefaultImage() {
+		image = GatewayImage(version)
+	}
 	sa := corev1ac.ServiceAccount(GatewayName, Namespace).WithLabels(l).WithAutomountServiceAccountToken(false)
+	probe := func(path string) *corev1ac.ProbeApplyConfiguration {
+		return corev1ac.Probe().WithHTTPGet(corev1ac.HTTPGetAction().WithPath(path).WithPort(intstr.FromString("metrics"))).
+			WithPeriodSeconds(5)
+	}
 	container := corev1ac.Container().
 		WithName("gateway").
-		WithImage(cfg.Spec.Gateway.Image).
-		WithPorts(corev1ac.ContainerPort().WithName("http").WithContainerPort(gatewayPort)).
-		WithEnv(corev1ac.EnvVar().WithName("KILN_CLUSTER").WithValue(cluster),
-			corev1ac.EnvVar().WithName("KILN_AUTH_KEYS").WithValue(authMountPath+"/"+AuthKey)).
+		WithImage(image).
+		WithArgs(GatewayArgs(cluster, cfg.Spec.Domain)...).
+		WithPorts(
+			corev1ac.ContainerPort().WithName("http").WithContainerPort(gatewayPort),
+			corev1ac.ContainerPort().WithName("metrics").WithContainerPort(gatewayMetricsPort),
+		).
 		WithVolumeMounts(
 			corev1ac.VolumeMount().WithName("auth").WithMountPath(authMountPath).WithReadOnly(true),
-			corev1ac.VolumeMount().WithName("tmp").WithMountPath("/tmp"),
 		).
-		WithReadinessProbe(corev1ac.Probe().WithHTTPGet(corev1ac.HTTPGetAction().WithPath("/").WithPort(intstr.FromString("http")))).
-		WithResources(corev1ac.ResourceRequirements().WithRequests(corev1.ResourceList{
-			corev1.ResourceCPU:    mustQuantity("10m"),
-			corev1.ResourceMemory: mustQuantity("32Mi"),
-		})).
+		WithReadinessProbe(probe("/readyz")).
+		WithLivenessProbe(probe("/healthz").WithFailureThreshold(6)).
+		WithResources(corev1ac.ResourceRequirements().
+			WithRequests(corev1.ResourceList{
+				corev1.ResourceCPU:    mustQuantity("10m"),
+				corev1.ResourceMemory: mustQuantity("32Mi"),
+			}).
+			WithLimits(corev1.ResourceList{
+				corev1.ResourceCPU:    mustQuantity("1"),
+				corev1.ResourceMemory: mustQuantity("128Mi"),
+			})).
 		WithSecurityContext(corev1ac.SecurityContext().
 			WithAllowPrivilegeEscalation(false).
 			WithReadOnlyRootFilesystem(true).
 			WithRunAsNonRoot(true).
-			WithCapabilities(corev1ac.Capabilities().WithDrop("ALL")))
+			WithCapabilities(corev1ac.Capabilities().WithDrop("ALL")).
+			WithSeccompProfile(corev1ac.SeccompProfile().WithType(corev1.SeccompProfileTypeRuntimeDefault)))
 	dep := appsac.Deployment(GatewayName, Namespace).WithLabels(l).
 		WithSpec(appsac.DeploymentSpec().
 			WithReplicas(cfg.Spec.Gateway.Replicas).
 			WithSelector(metav1ac.LabelSelector().WithMatchLabels(sel)).
 			WithTemplate(corev1ac.PodTemplateSpec().
 				WithLabels(podLabels).
+				WithAnnotations(map[string]string{
+					"prometheus.io/scrape": "true",
+					"prometheus.io/port":   strconv.Itoa(gatewayMetricsPort),
+				}).
 				WithSpec(corev1ac.PodSpec().
 					WithServiceAccountName(GatewayName).
 					WithAutomountServiceAccountToken(false).
-					WithSecurityContext(corev1ac.PodSecurityContext().WithRunAsNonRoot(true).WithRunAsUser(101)).
+					WithSecurityContext(corev1ac.PodSecurityContext().
+						WithRunAsNonRoot(true).
+						WithRunAsUser(gatewayUID).
+						WithRunAsGroup(gatewayUID).
+						WithSeccompProfile(corev1ac.SeccompProfile().WithType(corev1.SeccompProfileTypeRuntimeDefault))).
 					WithContainers(container).
 					WithVolumes(
 						corev1ac.Volume().WithName("auth").WithConfigMap(corev1ac.ConfigMapVolumeSource().WithName(AuthName)),
-						corev1ac.Volume().WithName("tmp").WithEmptyDir(corev1ac.EmptyDirVolumeSource()),
 					))))
 	svc := corev1ac.Service(GatewayName, Namespace).WithLabels(l).
 		WithSpec(corev1ac.ServiceSpec().
@@ -179,6 +276,16 @@ type State struct {
 	ConfigRaw string
 	// Keys are kiln-auth's trusted keys (key id -> PEM); nil when absent.
 	Keys map[string]string
+	// Version and Schema are the kiln version and platform schema version
+	// recorded on kiln-config by the kiln that last installed or upgraded
+	// it ("" and 0 when not recorded).
+	Version string
+	Schema  int
+	// RotationOldKey is the key a rotation under way replaces, and
+	// OldKeyExpires until when it stays trusted (rotate-key --keep-old);
+	// from kiln-auth's annotations ("" and zero when none).
+	RotationOldKey string
+	OldKeyExpires  time.Time
 }
 
 // KeyIDs are the trusted key ids, sorted.
@@ -217,6 +324,13 @@ func Read(ctx context.Context, cs kubernetes.Interface) (*State, error) {
 			}
 		}
 		st.Keys = keys
+		st.RotationOldKey = auth.Annotations[AnnotationRotationOldKey]
+		// A deadline counts only with the rotation it belongs to.
+		if v := auth.Annotations[AnnotationOldKeyExpires]; v != "" && st.RotationOldKey != "" {
+			if st.OldKeyExpires, err = time.Parse(time.RFC3339, v); err != nil {
+				return nil, fmt.Errorf("configmap %s/%s annotation %s: %w", Namespace, AuthName, AnnotationOldKeyExpires, err)
+			}
+		}
 	}
 	cm, err := cs.CoreV1().ConfigMaps(Namespace).Get(ctx, ConfigMapName, metav1.GetOptions{})
 	switch {
@@ -226,6 +340,8 @@ func Read(ctx context.Context, cs kubernetes.Interface) (*State, error) {
 	default:
 		st.Installed = true
 		st.ConfigRaw = cm.Data[ConfigKey]
+		st.Version = cm.Annotations[AnnotationVersion]
+		st.Schema, _ = strconv.Atoi(cm.Annotations[AnnotationSchema])
 		cfg, err := config.ParseCanonical([]byte(st.ConfigRaw))
 		if err != nil {
 			return nil, fmt.Errorf("configmap %s/%s: %w", Namespace, ConfigMapName, err)
@@ -285,6 +401,8 @@ func apply(ctx context.Context, cs kubernetes.Interface, obj Object, dryRun bool
 		out, err = cs.AppsV1().Deployments(*a.Namespace).Apply(ctx, a, opts)
 	case *networkingac.IngressApplyConfiguration:
 		out, err = cs.NetworkingV1().Ingresses(*a.Namespace).Apply(ctx, a, opts)
+	case *networkingac.NetworkPolicyApplyConfiguration:
+		out, err = cs.NetworkingV1().NetworkPolicies(*a.Namespace).Apply(ctx, a, opts)
 	default:
 		return nil, fmt.Errorf("platform: cannot apply %T", obj.Apply)
 	}
@@ -319,6 +437,8 @@ func getLive(ctx context.Context, cs kubernetes.Interface, ref readiness.Ref) (r
 		obj, err = cs.AppsV1().Deployments(ref.Namespace).Get(ctx, ref.Name, g)
 	case readiness.KindIngress:
 		obj, err = cs.NetworkingV1().Ingresses(ref.Namespace).Get(ctx, ref.Name, g)
+	case readiness.KindNetworkPolicy:
+		obj, err = cs.NetworkingV1().NetworkPolicies(ref.Namespace).Get(ctx, ref.Name, g)
 	default:
 		return nil, fmt.Errorf("platform: cannot read %s", ref)
 	}

@@ -31,16 +31,21 @@ func (o *Ops) locked(ctx context.Context, r Ref, op string, fn func(context.Cont
 	var lctx context.Context
 	err := o.R.Phase(ctx, "lock", func(ctx context.Context) error {
 		var err error
+		// A platform-changing cluster operation (destroy) excludes
+		// project operations; its side checks ours likewise. One that runs
+		// project operations itself (upgrade) holds that lease already.
+		excludes := []lock.Exclusion{{
+			Namespace: platform.Namespace, Name: platform.LockName, ExclusiveOnly: true,
+			Advice: "project operations are refused while an operation that changes the cluster's platform holds it; nothing was changed. Wait for it to finish, then run again",
+		}}
+		if o.PlatformHeld {
+			excludes = nil
+		}
 		l, lctx, err = lock.Acquire(ctx, o.Client, lock.Options{
 			Namespace: r.Namespace(), Name: LeaseName(r.Project),
 			Operation: "project " + op + " " + r.String(), Labels: o.labels(r),
-			// A platform-changing cluster operation (destroy) excludes
-			// project operations; its side checks ours likewise.
-			Excludes: []lock.Exclusion{{
-				Namespace: platform.Namespace, Name: platform.LockName, ExclusiveOnly: true,
-				Advice: "project operations are refused while an operation that changes the cluster's platform holds it; nothing was changed. Wait for it to finish, then run again",
-			}},
-			Logf: func(f string, a ...any) { o.R.Logf("info", f, a...) },
+			Excludes: excludes,
+			Logf:     func(f string, a ...any) { o.R.Logf("info", f, a...) },
 		})
 		if err == nil {
 			o.R.Logf("info", "holding lease %s/%s as %s", r.Namespace(), LeaseName(r.Project), l.Holder())
@@ -268,7 +273,10 @@ func (o *Ops) provision(ctx context.Context, r Ref, spec *Spec) error {
 		}
 		// The Deployment runs with key: any other key is a rotation that
 		// never committed; drop it.
-		return o.pruneTo(ctx, r, key)
+		if err := o.pruneTo(ctx, r, key); err != nil {
+			return err
+		}
+		return o.recordToken(ctx, r, key, hash)
 	})
 	if err != nil {
 		return err

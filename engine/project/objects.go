@@ -1,6 +1,9 @@
 package project
 
 import (
+	"fmt"
+	"path"
+
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -14,9 +17,24 @@ import (
 	"github.com/kilnctl/kiln/engine/platform"
 )
 
-// deploymentObject runs the stack with the token from Secret key tokenKey;
-// the pod template's kiln.dev/token-sha256 annotation is the token's hash,
-// so a token change rolls the pods and token sync is checkable.
+// Names in the project's pod template.
+const (
+	tokenVolume   = "project-token"
+	writableName  = "writable-"
+	podFSGroup    = 65532 // owns the token file, readable by the pod's non-root user
+	tokenFileMode = 0o400
+)
+
+// deploymentObject runs the stack with the token from Secret key tokenKey,
+// mounted read-only as the file TokenPath; the pod template's
+// kiln.dev/token-sha256 annotation is the token's hash, so a token change
+// rolls the pods and token sync is checkable.
+//
+// The pods pass Pod Security "restricted": non-root, seccomp
+// RuntimeDefault, no privilege escalation, every capability dropped, and a
+// read-only root filesystem with an emptyDir for each of the stack's
+// writablePaths. Limits equal requests, so a project cannot take more than
+// its stack asks for.
 func (o *Ops) deploymentObject(r Ref, st config.Stack, tokenKey, tokenHash string) platform.Object {
 	_, ref, _, _, _ := refs(r)
 	res := corev1.ResourceList{}
@@ -26,13 +44,33 @@ func (o *Ops) deploymentObject(r Ref, st config.Stack, tokenKey, tokenHash strin
 	if q, err := resource.ParseQuantity(st.Memory); err == nil {
 		res[corev1.ResourceMemory] = q
 	}
+	tokenDir, tokenFile := path.Split(TokenPath)
+	mounts := []*corev1ac.VolumeMountApplyConfiguration{
+		corev1ac.VolumeMount().WithName(tokenVolume).WithMountPath(path.Clean(tokenDir)).WithReadOnly(true),
+	}
+	volumes := []*corev1ac.VolumeApplyConfiguration{
+		corev1ac.Volume().WithName(tokenVolume).WithSecret(corev1ac.SecretVolumeSource().
+			WithSecretName(SecretName(r.Project)).
+			WithDefaultMode(tokenFileMode).
+			WithItems(corev1ac.KeyToPath().WithKey(tokenKey).WithPath(tokenFile).WithMode(tokenFileMode))),
+	}
+	for i, p := range st.WritablePaths {
+		name := fmt.Sprintf("%s%d", writableName, i)
+		mounts = append(mounts, corev1ac.VolumeMount().WithName(name).WithMountPath(p))
+		volumes = append(volumes, corev1ac.Volume().WithName(name).WithEmptyDir(corev1ac.EmptyDirVolumeSource()))
+	}
 	container := corev1ac.Container().
 		WithName(containerName).
 		WithImage(st.Image).
 		WithPorts(corev1ac.ContainerPort().WithName("http").WithContainerPort(st.Port)).
-		WithEnv(corev1ac.EnvVar().WithName(TokenEnv).WithValueFrom(corev1ac.EnvVarSource().
-			WithSecretKeyRef(corev1ac.SecretKeySelector().WithName(SecretName(r.Project)).WithKey(tokenKey)))).
-		WithResources(corev1ac.ResourceRequirements().WithRequests(res))
+		WithVolumeMounts(mounts...).
+		WithResources(corev1ac.ResourceRequirements().WithRequests(res).WithLimits(res)).
+		WithSecurityContext(corev1ac.SecurityContext().
+			WithRunAsNonRoot(true).
+			WithAllowPrivilegeEscalation(false).
+			WithReadOnlyRootFilesystem(true).
+			WithCapabilities(corev1ac.Capabilities().WithDrop("ALL")).
+			WithSeccompProfile(corev1ac.SeccompProfile().WithType(corev1.SeccompProfileTypeRuntimeDefault)))
 	dep := appsac.Deployment(r.Project, r.Namespace()).WithLabels(o.labels(r)).
 		WithSpec(appsac.DeploymentSpec().
 			WithReplicas(1).
@@ -42,7 +80,12 @@ func (o *Ops) deploymentObject(r Ref, st config.Stack, tokenKey, tokenHash strin
 				WithAnnotations(map[string]string{AnnotationToken: tokenHash}).
 				WithSpec(corev1ac.PodSpec().
 					WithAutomountServiceAccountToken(false).
-					WithContainers(container))))
+					WithSecurityContext(corev1ac.PodSecurityContext().
+						WithRunAsNonRoot(true).
+						WithFSGroup(podFSGroup).
+						WithSeccompProfile(corev1ac.SeccompProfile().WithType(corev1.SeccompProfileTypeRuntimeDefault))).
+					WithContainers(container).
+					WithVolumes(volumes...))))
 	return platform.Object{Ref: ref, Apply: dep}
 }
 

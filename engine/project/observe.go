@@ -48,8 +48,17 @@ type Status struct {
 	Objects   []ObjectStatus `json:"objects"`
 	Revision  int64          `json:"revision"`
 	// TokenSync says whether the Deployment runs the token in force (one of
-	// the TokenSync* constants), judged from the live Deployment and Secret.
+	// the TokenSync* constants), judged from the live Deployment and what
+	// kiln recorded on the spec ConfigMap: no Secret is read.
 	TokenSync string `json:"token_sync"`
+	// Pods are the statuses of the project's pods (restarts, last
+	// termination), by name.
+	Pods []PodInfo `json:"pods"`
+	// Events are the Kubernetes Events of the project's objects and pods,
+	// newest first (at most MaxEvents); only inspect reads them.
+	Events []EventInfo `json:"events,omitempty"`
+	// TokenSyncReason says why TokenSync is unknown or out of sync.
+	TokenSyncReason string `json:"token_sync_reason,omitempty"`
 	// Created is when the project's spec ConfigMap was created.
 	Created time.Time `json:"-"`
 }
@@ -62,21 +71,25 @@ const (
 	// TokenOutOfSync: the Deployment runs another token than the one in
 	// force, or the Secret holds no token in force.
 	TokenOutOfSync = "out-of-sync"
-	// TokenUnknown: there is no Deployment, so nothing runs a token.
+	// TokenUnknown: there is no Deployment, so nothing runs a token; or
+	// the spec ConfigMap does not record the token in force yet (a project
+	// an older kiln made; its next operation records it).
 	TokenUnknown = "unknown"
 )
 
 // snapshot is every project object of one scope, read with one LIST per
-// kind: answering for 1 or 1,000 projects costs the same 8 requests.
+// kind: answering for 1 or 1,000 projects costs the same 7 requests.
+// Secrets are not among them: health needs no Secret data (the token in
+// force is recorded on the spec ConfigMap), so a role without access to
+// Secrets sees everything.
 type snapshot struct {
-	specs   []corev1.ConfigMap
-	secrets map[string]*corev1.Secret
-	deps    map[string]*appsv1.Deployment
-	svcs    map[string]*corev1.Service
-	ings    map[string]*networkingv1.Ingress
-	leases  map[string]*coordinationv1.Lease
-	slices  map[string][]discoveryv1.EndpointSlice // by namespace/service
-	pods    map[string][]corev1.Pod                // by namespace/project
+	specs  []corev1.ConfigMap
+	deps   map[string]*appsv1.Deployment
+	svcs   map[string]*corev1.Service
+	ings   map[string]*networkingv1.Ingress
+	leases map[string]*coordinationv1.Lease
+	slices map[string][]discoveryv1.EndpointSlice // by namespace/service
+	pods   map[string][]corev1.Pod                // by namespace/project
 }
 
 func key(ns, name string) string { return ns + "/" + name }
@@ -87,24 +100,23 @@ func (o *Ops) read(ctx context.Context, namespace, selector string) (*snapshot, 
 	opts := metav1.ListOptions{LabelSelector: selector}
 	cs := o.Client
 	s := &snapshot{
-		secrets: map[string]*corev1.Secret{}, deps: map[string]*appsv1.Deployment{},
+		deps: map[string]*appsv1.Deployment{},
 		svcs: map[string]*corev1.Service{}, ings: map[string]*networkingv1.Ingress{},
 		leases: map[string]*coordinationv1.Lease{}, slices: map[string][]discoveryv1.EndpointSlice{},
 		pods: map[string][]corev1.Pod{},
 	}
 	// The lists are independent: they run in parallel (one round trip of
-	// latency, not eight), then are read in a fixed order.
+	// latency, not seven), then are read in a fixed order.
 	var (
-		cms     *corev1.ConfigMapList
-		secrets *corev1.SecretList
-		deps    *appsv1.DeploymentList
-		svcs    *corev1.ServiceList
-		ings    *networkingv1.IngressList
-		leases  *coordinationv1.LeaseList
-		slices  *discoveryv1.EndpointSliceList
-		pods    *corev1.PodList
-		errs    [8]error
-		wg      sync.WaitGroup
+		cms    *corev1.ConfigMapList
+		deps   *appsv1.DeploymentList
+		svcs   *corev1.ServiceList
+		ings   *networkingv1.IngressList
+		leases *coordinationv1.LeaseList
+		slices *discoveryv1.EndpointSliceList
+		pods   *corev1.PodList
+		errs   [7]error
+		wg     sync.WaitGroup
 	)
 	list := func(i int, f func() error) {
 		wg.Add(1)
@@ -114,16 +126,15 @@ func (o *Ops) read(ctx context.Context, namespace, selector string) (*snapshot, 
 		}()
 	}
 	list(0, func() (err error) { cms, err = cs.CoreV1().ConfigMaps(namespace).List(ctx, opts); return err })
-	list(1, func() (err error) { secrets, err = cs.CoreV1().Secrets(namespace).List(ctx, opts); return err })
-	list(2, func() (err error) { deps, err = cs.AppsV1().Deployments(namespace).List(ctx, opts); return err })
-	list(3, func() (err error) { svcs, err = cs.CoreV1().Services(namespace).List(ctx, opts); return err })
-	list(4, func() (err error) { ings, err = cs.NetworkingV1().Ingresses(namespace).List(ctx, opts); return err })
-	list(5, func() (err error) { leases, err = cs.CoordinationV1().Leases(namespace).List(ctx, opts); return err })
-	list(6, func() (err error) {
+	list(1, func() (err error) { deps, err = cs.AppsV1().Deployments(namespace).List(ctx, opts); return err })
+	list(2, func() (err error) { svcs, err = cs.CoreV1().Services(namespace).List(ctx, opts); return err })
+	list(3, func() (err error) { ings, err = cs.NetworkingV1().Ingresses(namespace).List(ctx, opts); return err })
+	list(4, func() (err error) { leases, err = cs.CoordinationV1().Leases(namespace).List(ctx, opts); return err })
+	list(5, func() (err error) {
 		slices, err = cs.DiscoveryV1().EndpointSlices(namespace).List(ctx, opts)
 		return err
 	})
-	list(7, func() (err error) { pods, err = cs.CoreV1().Pods(namespace).List(ctx, opts); return err })
+	list(6, func() (err error) { pods, err = cs.CoreV1().Pods(namespace).List(ctx, opts); return err })
 	wg.Wait()
 	wrap := func(what string, err error) error { return fmt.Errorf("list %s (%s): %w", what, selector, err) }
 	if err := errs[0]; err != nil {
@@ -135,34 +146,27 @@ func (o *Ops) read(ctx context.Context, namespace, selector string) (*snapshot, 
 		}
 	}
 	if err := errs[1]; err != nil {
-		return nil, wrap("secrets", err)
-	}
-	for i := range secrets.Items {
-		x := &secrets.Items[i]
-		s.secrets[key(x.Namespace, x.Name)] = x
-	}
-	if err := errs[2]; err != nil {
 		return nil, wrap("deployments", err)
 	}
 	for i := range deps.Items {
 		x := &deps.Items[i]
 		s.deps[key(x.Namespace, x.Name)] = x
 	}
-	if err := errs[3]; err != nil {
+	if err := errs[2]; err != nil {
 		return nil, wrap("services", err)
 	}
 	for i := range svcs.Items {
 		x := &svcs.Items[i]
 		s.svcs[key(x.Namespace, x.Name)] = x
 	}
-	if err := errs[4]; err != nil {
+	if err := errs[3]; err != nil {
 		return nil, wrap("ingresses", err)
 	}
 	for i := range ings.Items {
 		x := &ings.Items[i]
 		s.ings[key(x.Namespace, x.Name)] = x
 	}
-	if err := errs[5]; err != nil {
+	if err := errs[4]; err != nil {
 		return nil, wrap("leases", err)
 	}
 	for i := range leases.Items {
@@ -171,14 +175,14 @@ func (o *Ops) read(ctx context.Context, namespace, selector string) (*snapshot, 
 	}
 	// EndpointSlices carry their Service's labels (the controller copies
 	// them), so the same selector finds them.
-	if err := errs[6]; err != nil {
+	if err := errs[5]; err != nil {
 		return nil, wrap("endpointslices", err)
 	}
 	for _, x := range slices.Items {
 		k := key(x.Namespace, x.Labels[discoveryv1.LabelServiceName])
 		s.slices[k] = append(s.slices[k], x)
 	}
-	if err := errs[7]; err != nil {
+	if err := errs[6]; err != nil {
 		return nil, wrap("pods", err)
 	}
 	for _, x := range pods.Items {
@@ -208,7 +212,13 @@ func (o *Ops) Inspect(ctx context.Context, r Ref) (*Status, error) {
 	for _, cm := range snap.specs {
 		if cm.Name == SpecName(r.Project) {
 			st, err := o.observe(snap, &cm)
-			return st, err
+			if err != nil {
+				return nil, err
+			}
+			if st.Events, err = o.events(ctx, r); err != nil {
+				return nil, err
+			}
+			return st, nil
 		}
 	}
 	return nil, fmt.Errorf("project %s: spec ConfigMap vanished while reading", r)
@@ -259,7 +269,7 @@ func (o *Ops) observe(snap *snapshot, cm *corev1.ConfigMap) (*Status, error) {
 	st := &Status{
 		Tenant: r.Tenant, Project: r.Project, Namespace: ns, Stack: spec.Stack.Name,
 		Host: o.Host(r), Desired: spec.State, Revision: spec.Revision, Reasons: []string{},
-		Created: cm.CreationTimestamp.Time,
+		Created: cm.CreationTimestamp.Time, Pods: podInfos(snap.pods[key(ns, r.Project)]),
 	}
 	add := func(kind, name string, obj runtime.Object, res readiness.Result) {
 		if obj == nil {
@@ -277,27 +287,18 @@ func (o *Ops) observe(snap *snapshot, cm *corev1.ConfigMap) (*Status, error) {
 	}
 	add(readiness.KindConfigMap, cm.Name, cm, readiness.Result{Status: readiness.Current, Message: "desired " + spec.State + ", stack " + spec.Stack.Name})
 
-	secret := snap.secrets[key(ns, SecretName(r.Project))]
 	dep := snap.deps[key(ns, r.Project)]
 	svc := snap.svcs[key(ns, r.Project)]
 	ing := snap.ings[key(ns, r.Project)]
 
-	var secRes readiness.Result
-	curKey := ""
-	if secret != nil {
-		k, err := currentKey(secret)
-		switch {
-		case err != nil:
-			secRes = readiness.Result{Status: readiness.Failed, Message: "no token in force"}
-		case len(secret.Data) > 1:
-			curKey = k
-			secRes = readiness.Result{Status: readiness.InProgress, Message: fmt.Sprintf("%d tokens (rotation under way)", len(secret.Data))}
-		default:
-			curKey = k
-			secRes = readiness.Result{Status: readiness.Current, Message: "token " + k}
-		}
+	// The Secret itself is not read: its row says what kiln recorded.
+	curKey, curHash := cm.Annotations[AnnotationSpecKey], cm.Annotations[AnnotationToken]
+	recorded := curKey != "" && curHash != ""
+	secRes := readiness.Result{Status: StatusUnrecorded, Message: "token in force not recorded (a project made by an older kiln); its next operation records it"}
+	if recorded {
+		secRes = readiness.Result{Status: readiness.Current, Message: "token " + curKey}
 	}
-	add(readiness.KindSecret, SecretName(r.Project), objOrNil(secret), secRes)
+	st.Objects = append(st.Objects, ObjectStatus{readiness.KindSecret, ns, SecretName(r.Project), secRes.Status, secRes.Message})
 
 	var depRes readiness.Result
 	if dep != nil {
@@ -337,7 +338,7 @@ func (o *Ops) observe(snap *snapshot, cm *corev1.ConfigMap) (*Status, error) {
 	}
 	add(readiness.KindIngress, r.Project, objOrNil(ing), ingRes)
 
-	st.TokenSync = tokenSync(secret, curKey, dep)
+	st.TokenSync, st.TokenSyncReason = tokenSync(recorded, curKey, curHash, dep)
 
 	if l := snap.leases[key(ns, LeaseName(r.Project))]; l != nil && leaseHeld(l, o.now()) {
 		st.Operation = lock.Who(*l.Spec.HolderIdentity)
@@ -369,11 +370,6 @@ func (o *Ops) observe(snap *snapshot, cm *corev1.ConfigMap) (*Status, error) {
 
 	// Desired running.
 	rolling := false
-	if secret == nil {
-		reason("secret missing")
-	} else if curKey == "" {
-		reason("token lost")
-	}
 	switch {
 	case dep == nil:
 		reason("deployment missing")
@@ -384,12 +380,8 @@ func (o *Ops) observe(snap *snapshot, cm *corev1.ConfigMap) (*Status, error) {
 		case readiness.InProgress, readiness.Terminating:
 			rolling = true
 		}
-		if st.TokenSync == TokenOutOfSync {
-			if secret != nil && curKey != "" {
-				reason("token out of sync")
-			}
-		} else if len(secret.Data) > 1 && !busy {
-			reason("token rotation unfinished")
+		if st.TokenSync == TokenOutOfSync && !busy {
+			reason("token out of sync")
 		}
 		for _, p := range podProblems(snap.pods[key(ns, r.Project)]) {
 			reason("%s", p)
@@ -422,17 +414,27 @@ func (o *Ops) observe(snap *snapshot, cm *corev1.ConfigMap) (*Status, error) {
 	return st, nil
 }
 
-// tokenSync judges whether dep runs the token in force (curKey of secret).
-// Without a Deployment nothing runs a token: unknown, never claimed in sync.
-func tokenSync(secret *corev1.Secret, curKey string, dep *appsv1.Deployment) string {
+// StatusUnrecorded is the status of a project's Secret row when the spec
+// ConfigMap records no token in force.
+const StatusUnrecorded = "Unknown"
+
+// tokenSync judges whether dep runs the token in force: the Secret key and
+// token hash kiln recorded on the spec ConfigMap when it last made a key
+// the one in force. Without a Deployment nothing runs a token, and without
+// a record nothing says which token is in force: unknown, never claimed in
+// sync.
+func tokenSync(recorded bool, curKey, curHash string, dep *appsv1.Deployment) (string, string) {
 	switch {
 	case dep == nil:
-		return TokenUnknown
-	case secret == nil || curKey == "" || deploymentTokenKey(dep) != curKey ||
-		dep.Spec.Template.Annotations[AnnotationToken] != TokenHash(secret.Data[curKey]):
-		return TokenOutOfSync
+		return TokenUnknown, "no deployment runs a token"
+	case !recorded:
+		return TokenUnknown, "the token in force is not recorded on the spec (a project made by an older kiln): the next operation on it records it"
+	case deploymentTokenKey(dep) != curKey:
+		return TokenOutOfSync, fmt.Sprintf("the deployment mounts key %q, the key in force is %q", deploymentTokenKey(dep), curKey)
+	case dep.Spec.Template.Annotations[AnnotationToken] != curHash:
+		return TokenOutOfSync, "the deployment's token hash differs from the token in force"
 	}
-	return TokenInSync
+	return TokenInSync, ""
 }
 
 // objOrNil keeps a typed nil pointer from becoming a non-nil interface.

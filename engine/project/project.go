@@ -24,20 +24,27 @@ import (
 
 // Labels and annotations (contract: kiln.dev/project, kiln.dev/token-sha256).
 const (
-	LabelProject     = "kiln.dev/project"
-	LabelTenant      = "kiln.dev/tenant"
-	LabelCluster     = "kiln.dev/cluster"
-	LabelManagedBy   = "app.kubernetes.io/managed-by"
-	AnnotationToken  = "kiln.dev/token-sha256"
-	AnnotationKey    = "kiln.dev/current-key"
-	SpecKey          = "spec.json"
-	TokenEnv         = "KILN_PROJECT_TOKEN"
-	containerName    = "app"
-	servicePort      = 80
-	specPrefix       = "kiln-project-"
-	secretSuffix     = "-auth"
-	tokenKeyPrefix   = "token-"
-	defaultBulkLimit = 4
+	LabelProject    = "kiln.dev/project"
+	LabelTenant     = "kiln.dev/tenant"
+	LabelCluster    = "kiln.dev/cluster"
+	LabelManagedBy  = "app.kubernetes.io/managed-by"
+	AnnotationToken = "kiln.dev/token-sha256"
+	AnnotationKey   = "kiln.dev/current-key"
+	SpecKey         = "spec.json"
+	// TokenPath is where a project's pods read their token: a file
+	// mounted read-only from Secret P-auth, never an environment variable
+	// (which /proc/*/environ shows and every child process inherits).
+	TokenPath = "/var/run/kiln/project-token"
+	// AnnotationSpecKey and AnnotationToken on the spec ConfigMap record
+	// the Secret key in force and its token's hash, so token sync is
+	// judged without reading Secrets.
+	AnnotationSpecKey = "kiln.dev/token-key"
+	containerName     = "app"
+	servicePort       = 80
+	specPrefix        = "kiln-project-"
+	secretSuffix      = "-auth"
+	tokenKeyPrefix    = "token-"
+	defaultBulkLimit  = 4
 )
 
 // Desired states stored in the spec ConfigMap.
@@ -84,6 +91,10 @@ type Ops struct {
 	R       Reporter
 	// Now is the clock (default time.Now).
 	Now func() time.Time
+	// PlatformHeld says the caller holds the cluster's exclusive lease
+	// (kiln upgrade restacking projects): the project leases it takes do
+	// not count that lease as another operation.
+	PlatformHeld bool
 }
 
 func (o *Ops) now() time.Time {

@@ -7,6 +7,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"maps"
 	"strconv"
@@ -16,6 +17,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // A project token is an opaque bearer secret: 32 random bytes, base64url.
@@ -159,9 +161,39 @@ func (o *Ops) updateSecret(ctx context.Context, r Ref, change func(*corev1.Secre
 	return nil, fmt.Errorf("update secret %s/%s: too many concurrent changes", r.Namespace(), SecretName(r.Project))
 }
 
-// keepOnly makes key the token in force and removes every other key.
+// recordToken records the Secret key in force and its token's hash as
+// annotations of the spec ConfigMap, where a role that cannot read
+// Secrets can compare them with the Deployment. It patches annotations
+// only (never the spec data, whose revision counts operations) and only
+// when they change.
+func (o *Ops) recordToken(ctx context.Context, r Ref, key, hash string) error {
+	cms := o.Client.CoreV1().ConfigMaps(r.Namespace())
+	cm, err := cms.Get(ctx, SpecName(r.Project), metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil // deleted meanwhile: nothing to record on
+	}
+	if err != nil {
+		return fmt.Errorf("get configmap %s/%s: %w", r.Namespace(), SpecName(r.Project), err)
+	}
+	if cm.Annotations[AnnotationSpecKey] == key && cm.Annotations[AnnotationToken] == hash {
+		return nil
+	}
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{
+		AnnotationSpecKey: key, AnnotationToken: hash,
+	}}})
+	if err != nil {
+		return err
+	}
+	if _, err := cms.Patch(ctx, cm.Name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: "kiln"}); err != nil {
+		return fmt.Errorf("record token in force on configmap %s/%s: %w", r.Namespace(), SpecName(r.Project), err)
+	}
+	return nil
+}
+
+// keepOnly makes key the token in force, removes every other key and
+// records key on the spec ConfigMap.
 func (o *Ops) keepOnly(ctx context.Context, r Ref, key string) error {
-	_, err := o.updateSecret(ctx, r, func(s *corev1.Secret) error {
+	s, err := o.updateSecret(ctx, r, func(s *corev1.Secret) error {
 		if _, ok := s.Data[key]; !ok {
 			return fmt.Errorf("secret %s/%s: key %s missing", s.Namespace, s.Name, key)
 		}
@@ -176,17 +208,18 @@ func (o *Ops) keepOnly(ctx context.Context, r Ref, key string) error {
 		s.Annotations[AnnotationKey] = key
 		return nil
 	})
-	return err
+	if err != nil {
+		return err
+	}
+	return o.recordToken(ctx, r, key, TokenHash(s.Data[key]))
 }
 
 // deploymentTokenKey is the Secret key the Deployment's pods read the token
-// from ("" when the Deployment does not reference one).
+// from: the key its token volume mounts ("" when it mounts none).
 func deploymentTokenKey(d *appsv1.Deployment) string {
-	for _, c := range d.Spec.Template.Spec.Containers {
-		for _, env := range c.Env {
-			if env.Name == TokenEnv && env.ValueFrom != nil && env.ValueFrom.SecretKeyRef != nil {
-				return env.ValueFrom.SecretKeyRef.Key
-			}
+	for _, v := range d.Spec.Template.Spec.Volumes {
+		if v.Name == tokenVolume && v.Secret != nil && len(v.Secret.Items) == 1 {
+			return v.Secret.Items[0].Key
 		}
 	}
 	return ""

@@ -44,6 +44,9 @@ const (
 	KindIngress    = "Ingress"
 	KindLease      = "Lease"
 	KindServiceAcc = "ServiceAccount"
+	// KindNetworkPolicy is ready when it exists; that it holds what kiln
+	// applied is checked by whoever knows what that is (platform.Drift).
+	KindNetworkPolicy = "NetworkPolicy"
 )
 
 // Ref names one object.
@@ -110,6 +113,8 @@ func get(ctx context.Context, cs kubernetes.Interface, ref Ref) (runtime.Object,
 		return cs.CoordinationV1().Leases(ref.Namespace).Get(ctx, ref.Name, opts)
 	case KindServiceAcc:
 		return cs.CoreV1().ServiceAccounts(ref.Namespace).Get(ctx, ref.Name, opts)
+	case KindNetworkPolicy:
+		return cs.NetworkingV1().NetworkPolicies(ref.Namespace).Get(ctx, ref.Name, opts)
 	}
 	return nil, fmt.Errorf("readiness: unsupported kind %q", ref.Kind)
 }
@@ -123,6 +128,8 @@ var apiVersions = map[string]string{
 	KindIngress:    "networking.k8s.io/v1",
 	KindLease:      "coordination.k8s.io/v1",
 	KindServiceAcc: "v1",
+
+	KindNetworkPolicy: "networking.k8s.io/v1",
 }
 
 // generic runs kstatus on the object. Typed objects read from the API have
@@ -297,7 +304,7 @@ func currentMessage(kind, kstatusMessage string) string {
 	switch kind {
 	case KindNamespace:
 		return "active"
-	case KindConfigMap, KindSecret, KindServiceAcc, KindLease:
+	case KindConfigMap, KindSecret, KindServiceAcc, KindLease, KindNetworkPolicy:
 		return "exists"
 	}
 	return kstatusMessage

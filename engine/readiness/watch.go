@@ -305,6 +305,9 @@ func sources(cs kubernetes.Interface, ref Ref) []source {
 	case KindServiceAcc:
 		c := cs.CoreV1().ServiceAccounts(ns)
 		return []source{newSource(c.List, c.Watch, self)}
+	case KindNetworkPolicy:
+		c := cs.NetworkingV1().NetworkPolicies(ns)
+		return []source{newSource(c.List, c.Watch, self)}
 	case KindDeployment:
 		c := cs.AppsV1().Deployments(ns)
 		return []source{newSource(c.List, c.Watch, self)}

@@ -22,6 +22,7 @@ type awsFlags struct {
 	kubeContext     string
 	instanceType    string
 	nodes           int
+	k8sVersion      string
 	writeKubeconfig bool
 	// create is the create command's flag set (nil on other commands).
 	create *pflag.FlagSet
@@ -37,6 +38,7 @@ func (f *awsFlags) registerCreate(fs *pflag.FlagSet) {
 	f.create = fs
 	fs.StringVar(&f.instanceType, "instance-type", awsprovider.DefaultInstanceType, "EC2 instance type of the node group (aws provider)")
 	fs.IntVar(&f.nodes, "nodes", awsprovider.DefaultNodes, fmt.Sprintf("number of nodes in the node group, 1 to %d (aws provider)", awsprovider.MaxNodes))
+	fs.StringVar(&f.k8sVersion, "kubernetes-version", "", "Kubernetes version of the EKS control plane kiln creates, MAJOR.MINOR like 1.30 (aws provider; default: EKS's default)")
 	fs.BoolVar(&f.writeKubeconfig, "write-kubeconfig", false,
 		"add or update a kubeconfig entry for the EKS cluster whose credential is the kiln aws token command (aws provider; the file is the first of $KUBECONFIG, else ~/.kube/config)")
 }
@@ -54,6 +56,8 @@ func (f *awsFlags) onlyForAWS() error {
 		return exit.Usage("--instance-type: only for PROVIDER aws")
 	case f.create != nil && f.create.Changed("nodes"):
 		return exit.Usage("--nodes: only for PROVIDER aws")
+	case f.create != nil && f.create.Changed("kubernetes-version"):
+		return exit.Usage("--kubernetes-version: only for PROVIDER aws")
 	}
 	return nil
 }
@@ -62,7 +66,7 @@ func (g *globals) awsProvider() (engine.Provider, error) {
 	f := g.aws
 	p := &awsprovider.Provider{
 		Region: g.region, SearchRegions: g.regions, Profile: f.profile,
-		InstanceType: f.instanceType, Nodes: f.nodes,
+		InstanceType: f.instanceType, Nodes: f.nodes, KubernetesVersion: f.k8sVersion,
 	}
 	kubeContext := f.kubeContext
 	if kubeContext == "" {

@@ -35,22 +35,32 @@ platform is a plain create, so automation can always pass it.`,
 }
 
 func newWaitCmd(g *globals) *cobra.Command {
-	return &cobra.Command{
+	var probe bool
+	cmd := &cobra.Command{
 		Use:   "wait PROVIDER NAME",
 		Short: "Wait until the platform is ready and every tenant token verifies",
 		Long: `wait needs no config file: it finds the cluster, reads its tenants from
 kiln-config, streams the readiness of every platform object and verifies
 every token in the token dir against kiln-auth. Exit 0 when all is ready,
-5 when --timeout passes, 1 naming a tenant whose token does not verify.`,
+5 when --timeout passes, 1 naming a tenant whose token does not verify.
+
+--probe adds a data-plane check on top of that (never instead of it): one
+request per tenant with the tenant's token through the gateway, over a
+port-forward to a ready gateway pod, reported per tenant as accepted or
+why not (exit 1 if any was not). It is skipped, saying so, when the
+gateway pod runs on a kwok fake node, where no container runs.`,
 		Example: `  kiln wait kube dev1 --timeout 2m
-  kiln wait kube dev1 -o json`,
+  kiln wait kube dev1 -o json
+  kiln wait kube dev1 --probe`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return g.runOp(args, false, func(e *engine.Engine, t engine.Target) error {
-				return e.Wait(cmd.Context(), engine.WaitRequest{Target: t, Timeout: g.timeout})
+				return e.Wait(cmd.Context(), engine.WaitRequest{Target: t, Timeout: g.timeout, Probe: probe})
 			})
 		},
 	}
+	cmd.Flags().BoolVar(&probe, "probe", false, "also send one authenticated request per tenant through the gateway (port-forward) and report whether it was accepted")
+	return cmd
 }
 
 func newDestroyCmd(g *globals) *cobra.Command {

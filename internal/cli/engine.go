@@ -65,11 +65,12 @@ func (g *globals) kubeProvider(context string) *kube.Provider {
 
 // sink is the headless frontend: NDJSON on stdout with -o json, readable
 // lines on stderr otherwise.
+// Every event also goes to --log-file; debug events reach it only with -v.
 func (g *globals) sink(quiet bool) engine.Sink {
 	if g.output == "json" {
-		return newJSONSink(g.stdout)
+		return g.rec.tee(newJSONSink(g.stdout))
 	}
-	return &textSink{w: g.stderr, quiet: quiet}
+	return g.rec.tee(&textSink{w: g.stderr, quiet: quiet})
 }
 
 // keyring opens the keyring. A keyring that cannot be opened is not fatal:
@@ -108,7 +109,7 @@ func (g *globals) newEngine(quiet, cont bool) (*engine.Engine, error) {
 	if !g.headless && g.stdinIsTerminal() && g.output == "text" {
 		confirm = promptConfirmer{in: bufio.NewReader(g.stdin), out: g.stderr}
 	}
-	e := &engine.Engine{Sink: sink, Confirm: confirm, Namer: engine.FlagName}
+	e := &engine.Engine{Sink: sink, Confirm: confirm, Namer: engine.FlagName, Version: g.version}
 	if kr != nil {
 		e.Keyring = kr
 	}

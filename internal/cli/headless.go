@@ -143,6 +143,8 @@ func formatText(e engine.Event, quiet bool) string {
 			line += " — " + strings.Join(e.Project.Reasons, "; ")
 		}
 		return line
+	case engine.TypePlan:
+		return formatPlan(e)
 	case engine.TypeResult:
 		if e.OK {
 			if quiet {

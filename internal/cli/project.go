@@ -101,6 +101,7 @@ project (Lease kiln-project-P; exit 4 names the holder).`,
 		single(engine.ProjectRotateToken, "Rotate the project token in two phases; a failed rollout keeps the old token",
 			"  kiln project rotate-token kube dev1 default/blog --timeout 2m", false),
 		list,
+		newProjectLogsCmd(g),
 	)
 	return cmd
 }
@@ -138,6 +139,11 @@ func printProject(w io.Writer, st *engine.ProjectStatus) {
 	}
 	fmt.Fprintf(w, "Stack     %s\n", st.Stack)
 	fmt.Fprintf(w, "Host      %s\n", st.Host)
+	if st.TokenSyncReason != "" {
+		fmt.Fprintf(w, "Token     %s (%s)\n", st.TokenSync, st.TokenSyncReason)
+	} else {
+		fmt.Fprintf(w, "Token     %s\n", st.TokenSync)
+	}
 	if st.Operation != "" {
 		fmt.Fprintf(w, "Running   %s\n", st.Operation)
 	}
@@ -148,6 +154,59 @@ func printProject(w io.Writer, st *engine.ProjectStatus) {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", o.Kind, o.Name, o.Status, o.Message)
 	}
 	_ = tw.Flush()
+	printPods(w, st.Pods)
+	printEvents(w, st.Events)
+}
+
+func printPods(w io.Writer, pods []engine.PodInfo) {
+	fmt.Fprintln(w)
+	if len(pods) == 0 {
+		fmt.Fprintln(w, "Pods      none")
+		return
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "POD\tPHASE\tREADY\tRESTARTS\tWAITING\tLAST TERMINATION")
+	for _, p := range pods {
+		last := "-"
+		if p.LastTermination != "" {
+			last = fmt.Sprintf("%s (exit %d)", p.LastTermination, p.LastExitCode)
+		}
+		waiting := p.Waiting
+		if waiting == "" {
+			waiting = "-"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%t\t%d\t%s\t%s\n", p.Name, p.Phase, p.Ready, p.Restarts, waiting, last)
+	}
+	_ = tw.Flush()
+}
+
+func printEvents(w io.Writer, events []engine.EventInfo) {
+	fmt.Fprintln(w)
+	if len(events) == 0 {
+		fmt.Fprintln(w, "Events    none")
+		return
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "AGE\tTYPE\tREASON\tOBJECT\tCOUNT\tMESSAGE")
+	for _, ev := range events {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\n", age(ev.AgeS), ev.Type, ev.Reason, ev.Object, ev.Count, ev.Message)
+	}
+	_ = tw.Flush()
+}
+
+// age is kubectl's short age: 45s, 12m, 3h, 2d.
+func age(s int64) string {
+	switch {
+	case s < 0:
+		return "0s"
+	case s < 120:
+		return fmt.Sprintf("%ds", s)
+	case s < 2*3600:
+		return fmt.Sprintf("%dm", s/60)
+	case s < 48*3600:
+		return fmt.Sprintf("%dh", s/3600)
+	}
+	return fmt.Sprintf("%dd", s/86400)
 }
 
 func printProjects(w io.Writer, list []engine.ProjectStatus) {

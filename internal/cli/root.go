@@ -39,6 +39,10 @@ type globals struct {
 	discoveryTOSet bool
 	keyringBackend string
 	aws            awsFlags
+	rec            record
+	// version is kiln's (BuildInfo): it names the default gateway image.
+	version string
+	info    BuildInfo
 
 	stdin          io.Reader
 	stdout, stderr io.Writer
@@ -46,7 +50,7 @@ type globals struct {
 
 // NewRoot builds the kiln command tree.
 func NewRoot(info BuildInfo) *cobra.Command {
-	g := &globals{stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr}
+	g := &globals{stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr, version: info.Version, info: info}
 	root := &cobra.Command{
 		Use:   "kiln",
 		Short: "Create, inspect and tear down kiln clusters and their projects",
@@ -60,7 +64,14 @@ stdout is not a terminal) and prints NDJSON events with -o json.`,
 		SilenceErrors: true,
 		PersistentPreRunE: func(cmd *cobra.Command, args []string) error {
 			g.discoveryTOSet = cmd.Flags().Changed("discovery-timeout")
-			return g.validate()
+			if err := g.validate(); err != nil {
+				return err
+			}
+			if err := g.rec.open(); err != nil {
+				return err
+			}
+			cmd.SetContext(g.rec.context(cmd.Context()))
+			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 0 && g.interactive() {
@@ -79,7 +90,7 @@ stdout is not a terminal) and prints NDJSON events with -o json.`,
 	pf := root.PersistentFlags()
 	pf.BoolVar(&g.headless, "headless", false, "never open the wizard; print events (automatic when stdin or stdout is not a terminal)")
 	pf.StringVarP(&g.output, "output", "o", "text", "output format: text or json (NDJSON events on stdout)")
-	pf.BoolVar(&g.yes, "yes", false, "answer yes to confirmations (destroy)")
+	pf.BoolVar(&g.yes, "yes", false, "answer yes to confirmations (destroy, upgrade, rotate-key)")
 	pf.DurationVar(&g.timeout, "timeout", 10*time.Minute, "give up waiting for readiness after this long (exit 5)")
 	pf.StringVarP(&g.config, "config", "c", "", "cluster config file (kind ClusterConfig)")
 	pf.StringVar(&g.tokenDir, "token-dir", "", "token directory (default: keyring entry, then $XDG_STATE_HOME/kiln/PROVIDER/NAME/tokens)")
@@ -91,6 +102,8 @@ stdout is not a terminal) and prints NDJSON events with -o json.`,
 	pf.DurationVar(&g.discoveryTO, "discovery-timeout", kube.DefaultTimeout, "give up on one context or region during discovery after this long, whatever it waits on (credential plugin, connect, TLS, requests)")
 	pf.StringVar(&g.keyringBackend, "keyring-backend", "auto", "keyring: auto, secret-service, keychain, wincred or file")
 	g.aws.register(pf)
+	pf.CountVarP(&g.rec.verbose, "verbose", "v", "add debug events: each Kubernetes and AWS API request (method, path, status, latency) and retry; -vv adds Kubernetes query strings")
+	pf.StringVar(&g.rec.path, "log-file", "", "append every event, debug included, as NDJSON to this file (0600), whatever the frontend")
 
 	root.AddCommand(
 		newCreateCmd(g),
@@ -99,16 +112,22 @@ stdout is not a terminal) and prints NDJSON events with -o json.`,
 		newInspectCmd(g),
 		newListCmd(g),
 		newDestroyCmd(g),
+		newUpgradeCmd(g),
+		newRotateKeyCmd(g),
 		newProjectCmd(g),
 		newTokensCmd(g),
 		newAWSCmd(g),
+		newGatewayCmd(g),
 		newVersionCmd(g, info),
 		newCompletionCmd(root),
+		newSupportCmd(g, info),
+		newEnvironmentTopic(),
 	)
 	for _, c := range root.Commands() {
 		wrapArgs(c)
 	}
 	refuseUnknownCommands(root)
+	g.registerCompletions(root)
 	return root
 }
 

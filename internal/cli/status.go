@@ -42,7 +42,7 @@ derives state from the live objects. --watch keeps streaming changes.`,
 				// The engine's snapshot event prints the table; the text
 				// sink then streams every change (the engine's Sink is
 				// never swapped).
-				if ts, ok := e.Sink.(*textSink); ok {
+				if ts, ok := frontend(e.Sink).(*textSink); ok {
 					ts.snapshot = func(st *engine.ClusterStatus) {
 						printStatus(g.stdout, st)
 						fmt.Fprintln(g.stderr, "watching for changes (Ctrl-C to stop) ...")
@@ -75,6 +75,7 @@ func printStatus(w io.Writer, st *engine.ClusterStatus) {
 	}
 	fmt.Fprintf(w, "Cluster   %s (%s, %s %s)\n", st.Name, st.Provider, st.Nouns.Location, st.Location)
 	fmt.Fprintf(w, "Platform  %s\n", state)
+	fmt.Fprintf(w, "Versions  %s\n", st.Versions())
 	fmt.Fprintf(w, "Tenants   %s\n", strings.Join(st.Tenants, ", "))
 	fmt.Fprintf(w, "Keys      %s\n", strings.Join(st.KeyIDs, ", "))
 	switch {

@@ -53,8 +53,16 @@ func (b *wizardBackend) engine(sink engine.Sink, confirm engine.Confirmer) *engi
 	if b.keyringWarning != "" {
 		sink.Emit(engine.Event{Type: engine.TypeLog, Level: engine.LevelWarn, Message: b.keyringWarning})
 	}
-	// Messages name the wizard's own fields and keys, not CLI flags.
-	return &engine.Engine{Sink: sink, Confirm: confirm, Keyring: b.keyring, Namer: tui.InputName}
+	// Messages name the wizard's own fields and keys, not CLI flags; every
+	// event also goes to --log-file when given.
+	return &engine.Engine{Sink: b.g.rec.tee(sink), Confirm: confirm, Keyring: b.keyring, Namer: tui.InputName, Version: b.g.version}
+}
+
+// opContext is the context of one wizard operation: the test hooks kiln
+// was started with (none in a release build) and the API request trace of
+// -v/--log-file, which the wizard's own contexts do not inherit.
+func (b *wizardBackend) opContext(ctx context.Context) context.Context {
+	return b.g.rec.context(engine.WithHooks(ctx, b.hooks))
 }
 
 // providerAt builds the provider for a cluster at location, as the
@@ -190,7 +198,7 @@ func (b *wizardBackend) CheckAWS(req tui.CreateRequest) error {
 }
 
 func (b *wizardBackend) Create(ctx context.Context, req tui.CreateRequest, sink engine.Sink, confirm engine.Confirmer) error {
-	ctx = engine.WithHooks(ctx, b.hooks)
+	ctx = b.opContext(ctx)
 	var t engine.Target
 	var err error
 	if req.Provider == "aws" && b.newProvider == nil {
@@ -216,7 +224,7 @@ func (b *wizardBackend) Create(ctx context.Context, req tui.CreateRequest, sink 
 // the cluster's known location (events discarded: it runs every few
 // seconds).
 func (b *wizardBackend) Status(ctx context.Context, t tui.Target) (*tui.Inspection, error) {
-	ctx = engine.WithHooks(ctx, b.hooks)
+	ctx = b.opContext(ctx)
 	r, err := b.target(t.Provider, t.Location, t.Name)
 	if err != nil {
 		return nil, err
@@ -233,7 +241,7 @@ func (b *wizardBackend) Status(ctx context.Context, t tui.Target) (*tui.Inspecti
 // known location: one discovery there, then a read after every change the
 // informers report (events discarded, as for Status).
 func (b *wizardBackend) Watch(ctx context.Context, t tui.Target, fn func(*tui.Inspection, error)) error {
-	ctx = engine.WithHooks(ctx, b.hooks)
+	ctx = b.opContext(ctx)
 	r, err := b.target(t.Provider, t.Location, t.Name)
 	if err != nil {
 		return err
@@ -250,7 +258,7 @@ func (b *wizardBackend) Watch(ctx context.Context, t tui.Target, fn func(*tui.In
 
 // Project runs one project operation, as kiln project OP does.
 func (b *wizardBackend) Project(ctx context.Context, t tui.Target, op tui.ProjectOp, sink engine.Sink, confirm engine.Confirmer) error {
-	ctx = engine.WithHooks(ctx, b.hooks)
+	ctx = b.opContext(ctx)
 	r, err := b.target(t.Provider, t.Location, t.Name)
 	if err != nil {
 		return err
@@ -260,7 +268,7 @@ func (b *wizardBackend) Project(ctx context.Context, t tui.Target, op tui.Projec
 }
 
 func (b *wizardBackend) Destroy(ctx context.Context, t tui.Target, sink engine.Sink, confirm engine.Confirmer) error {
-	ctx = engine.WithHooks(ctx, b.hooks)
+	ctx = b.opContext(ctx)
 	r, err := b.target(t.Provider, t.Location, t.Name)
 	if err != nil {
 		return err

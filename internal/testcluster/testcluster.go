@@ -67,6 +67,9 @@ type Cluster struct {
 	Client         kubernetes.Interface
 	// Server is the API server URL.
 	Server string
+	// PodLogPath is the log of every container of every pod, as kwok
+	// serves it to pods/log (CRI log format: see AppendPodLog).
+	PodLogPath string
 
 	ownDir   bool
 	procs    []*proc
@@ -149,6 +152,9 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 		"--service-account-key-file="+c.path("sa.key"),
 		"--service-account-signing-key-file="+c.path("sa.key"),
 		"--allow-privileged=true",
+		// Pod Security admission (on by default; named so a test relies on it
+		// knowingly): kiln labels its namespaces restricted.
+		"--enable-admission-plugins=PodSecurity",
 		"--enable-priority-and-fairness=false",
 		"--profiling=false",
 		"--v=0",
@@ -195,6 +201,28 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	if opts.ExtraStages != "" {
 		stages = append(stages, []byte("\n---\n"+opts.ExtraStages)...)
 	}
+	// Every container's log is PodLogPath (CRI log format), followed: the
+	// API server proxies pods/log to kwok's kubelet-like server at the
+	// node's InternalIP and daemonEndpoints port (--node-port), over TLS
+	// (it does not verify the kubelet's certificate without
+	// --kubelet-certificate-authority).
+	c.PodLogPath = c.path("pod.log")
+	if err := os.WriteFile(c.PodLogPath, nil, 0o600); err != nil {
+		return nil, err
+	}
+	stages = append(stages, []byte(fmt.Sprintf(`
+---
+apiVersion: kwok.x-k8s.io/v1alpha1
+kind: ClusterLogs
+metadata:
+  name: every-pod
+spec:
+  selector: {}
+  logs:
+  - logsFile: %q
+    previousLogsFile: %q
+    follow: true
+`, c.PodLogPath, c.PodLogPath))...)
 	if err := os.WriteFile(c.path("kwok.yaml"), stages, 0o600); err != nil {
 		return nil, err
 	}
@@ -204,6 +232,9 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 		"--server-address=127.0.0.1:" + strconv.Itoa(kwokPort),
 		"--cidr=10.244.0.0/16",
 		"--node-ip=127.0.0.1",
+		"--node-port=" + strconv.Itoa(kwokPort),
+		"--tls-cert-file=" + c.path("certs", "apiserver.crt"),
+		"--tls-private-key-file=" + c.path("certs", "apiserver.key"),
 	}
 	if err := c.createNodes(ctx, opts.Nodes); err != nil {
 		return nil, err
@@ -465,4 +496,20 @@ func RepoRoot() (string, error) {
 		}
 		dir = parent
 	}
+}
+
+// AppendPodLog appends lines to every container's log (PodLogPath) in the
+// CRI log format kwok reads; followers of pods/log see them.
+func (c *Cluster) AppendPodLog(lines ...string) error {
+	f, err := os.OpenFile(c.PodLogPath, os.O_APPEND|os.O_WRONLY, 0o600)
+	if err != nil {
+		return err
+	}
+	for _, l := range lines {
+		if _, err := fmt.Fprintf(f, "%s stdout F %s\n", time.Now().UTC().Format(time.RFC3339Nano), l); err != nil {
+			_ = f.Close()
+			return err
+		}
+	}
+	return f.Close()
 }

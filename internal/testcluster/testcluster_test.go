@@ -320,3 +320,51 @@ func TestKwokCrashAtStartIsRestarted(t *testing.T) {
 		t.Fatalf("nodes after restart: %v, %v", nodes, err)
 	}
 }
+
+func TestPodLogsAreServedAndFollowed(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	ns := shared.Namespace(t)
+	cs := shared.Client
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "logger", Namespace: ns},
+		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "busybox"}}},
+	}
+	if _, err := cs.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	err := wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		p, err := cs.CoreV1().Pods(ns).Get(ctx, "logger", metav1.GetOptions{})
+		return err == nil && p.Status.Phase == corev1.PodRunning, err
+	})
+	if err != nil {
+		t.Fatalf("pod not running: %v", err)
+	}
+	if err := shared.AppendPodLog("first line " + ns); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := cs.CoreV1().Pods(ns).GetLogs("logger", &corev1.PodLogOptions{}).DoRaw(ctx)
+	if err != nil {
+		t.Fatalf("pods/log: %v", err)
+	}
+	if !strings.Contains(string(raw), "first line "+ns) {
+		t.Fatalf("log %q lacks the appended line", raw)
+	}
+	stream, err := cs.CoreV1().Pods(ns).GetLogs("logger", &corev1.PodLogOptions{Follow: true}).Stream(ctx)
+	if err != nil {
+		t.Fatalf("follow pods/log: %v", err)
+	}
+	defer stream.Close()
+	if err := shared.AppendPodLog("second line " + ns); err != nil {
+		t.Fatal(err)
+	}
+	var got strings.Builder
+	buf := make([]byte, 4096)
+	for !strings.Contains(got.String(), "second line "+ns) {
+		n, err := stream.Read(buf)
+		got.Write(buf[:n])
+		if err != nil {
+			t.Fatalf("followed log ended (%v) without the second line: %q", err, got.String())
+		}
+	}
+}

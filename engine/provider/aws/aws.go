@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/smithy-go"
 	"k8s.io/client-go/kubernetes"
@@ -25,6 +26,7 @@ import (
 
 	"github.com/kilnctl/kiln/engine"
 	"github.com/kilnctl/kiln/engine/input"
+	"github.com/kilnctl/kiln/engine/trace"
 	"github.com/kilnctl/kiln/internal/exit"
 )
 
@@ -86,6 +88,9 @@ type Provider struct {
 	// InstanceType and Nodes size the managed node group.
 	InstanceType string
 	Nodes        int
+	// KubernetesVersion is the EKS control plane's Kubernetes version for a
+	// cluster kiln creates (MAJOR.MINOR, like 1.30; "" is EKS's default).
+	KubernetesVersion string
 	// WriteKubeconfig, if set, is the kubeconfig file that gets (or has
 	// updated) an entry for the cluster using `kiln aws token`.
 	WriteKubeconfig string
@@ -174,6 +179,20 @@ func checkCredentials(ctx context.Context, cfg aws.Config) error {
 }
 
 func (p *Provider) config(ctx context.Context, region string) (aws.Config, error) {
+	cfg, err := p.loadConfig(ctx, region)
+	if err == nil {
+		// Every AWS request and SDK retry is traced with kiln -v (each try
+		// passes through the HTTP client); never a header or query string.
+		next := cfg.HTTPClient
+		if next == nil {
+			next = awshttp.NewBuildableClient()
+		}
+		cfg.HTTPClient = trace.Client{Next: next}
+	}
+	return cfg, err
+}
+
+func (p *Provider) loadConfig(ctx context.Context, region string) (aws.Config, error) {
 	if p.LoadConfig != nil {
 		return p.LoadConfig(ctx, region)
 	}
@@ -205,6 +224,9 @@ func (p *Provider) ValidateFlags() error {
 	if p.Nodes < 0 || p.Nodes > MaxNodes {
 		return input.New(exit.BadInput, input.Nodes, fmt.Sprint(p.Nodes), "{input}: %d is out of range; a node group has 1 to %d nodes", p.Nodes, MaxNodes)
 	}
+	if p.KubernetesVersion != "" && !k8sVersionRE.MatchString(p.KubernetesVersion) {
+		return exit.Usage("--kubernetes-version: %q is not an EKS Kubernetes version (MAJOR.MINOR, like 1.30)", p.KubernetesVersion)
+	}
 	for _, r := range append([]string{p.Region}, p.SearchRegions...) {
 		if r != "" && !regionRE.MatchString(r) {
 			return input.New(exit.BadInput, input.Region, r, "{input}/{input:regions}: %q is not an AWS region name (like eu-west-1)", r)
@@ -212,6 +234,8 @@ func (p *Provider) ValidateFlags() error {
 	}
 	return nil
 }
+
+var k8sVersionRE = regexp.MustCompile(`^1\.[0-9]{1,2}$`)
 
 var regionRE = regexp.MustCompile(`^[a-z]{2}(-gov|-iso[a-z]?)?-[a-z]+-[0-9]$`)
 

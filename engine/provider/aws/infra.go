@@ -21,6 +21,7 @@ import (
 	iamtypes "github.com/aws/aws-sdk-go-v2/service/iam/types"
 
 	"github.com/kilnctl/kiln/engine"
+	"github.com/kilnctl/kiln/internal/exit"
 )
 
 // Kinds of the resource events the aws provider emits.
@@ -514,8 +515,13 @@ func (in *infra) ensureCluster(ctx context.Context) error {
 	case apiCode(err) == "ResourceNotFoundException":
 		in.emit(KindEKSCluster, n, engine.StatusInProgress, "creating")
 		err := retryRolePropagation(ctx, func(ctx context.Context) error {
+			var version *string
+			if in.p.KubernetesVersion != "" {
+				version = aws.String(in.p.KubernetesVersion)
+			}
 			_, err := in.eks.CreateCluster(ctx, &eks.CreateClusterInput{
 				Name:    aws.String(n),
+				Version: version,
 				RoleArn: aws.String(in.roleARNs["cluster"]),
 				ResourcesVpcConfig: &ekstypes.VpcConfigRequest{
 					SubnetIds: in.subnetIDs, SecurityGroupIds: []string{in.sgID},
@@ -549,7 +555,14 @@ func (in *infra) ensureCluster(ctx context.Context) error {
 	if err != nil {
 		return in.fail(KindEKSCluster, n, err)
 	}
-	in.emit(KindEKSCluster, n, engine.StatusCurrent, "ACTIVE, Kubernetes %s", aws.ToString(in.cluster.Version))
+	got := aws.ToString(in.cluster.Version)
+	if want := in.p.KubernetesVersion; want != "" && got != want {
+		// Never ignore what the user asked for: an existing cluster runs
+		// another version, and create does not change it.
+		err := exit.Usage("--kubernetes-version %s: EKS cluster %s already runs Kubernetes %s, and create does not change the version of an existing cluster; run create without --kubernetes-version (or with %s)", want, n, got, got)
+		return in.fail(KindEKSCluster, n, err)
+	}
+	in.emit(KindEKSCluster, n, engine.StatusCurrent, "ACTIVE, Kubernetes %s", got)
 	return nil
 }
 

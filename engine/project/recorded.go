@@ -1,0 +1,63 @@
+package project
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+
+	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/kilnctl/kiln/engine/platform"
+)
+
+// Recorded is one project as its spec ConfigMap records it.
+type Recorded struct {
+	Ref  Ref
+	Spec Spec
+}
+
+// Specs reads every project's spec with one LIST (what kiln upgrade plans
+// with: the recorded stack and desired state of each project).
+func (o *Ops) Specs(ctx context.Context) ([]Recorded, error) {
+	sel := o.selector("")
+	cms, err := o.Client.CoreV1().ConfigMaps("").List(ctx, metav1.ListOptions{LabelSelector: sel})
+	if err != nil {
+		return nil, fmt.Errorf("list configmaps (%s): %w", sel, err)
+	}
+	var out []Recorded
+	for i := range cms.Items {
+		cm := &cms.Items[i]
+		if !strings.HasPrefix(cm.Name, specPrefix) {
+			continue
+		}
+		s, err := decodeSpec(cm)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, Recorded{Ref: Ref{Tenant: s.Tenant, Project: s.Project}, Spec: *s})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Ref.String() < out[j].Ref.String() })
+	return out, nil
+}
+
+// IngressObject is the project's Ingress as o.Config wants it (the host
+// is P.T.DOMAIN of o.Config's domain).
+func (o *Ops) IngressObject(r Ref) platform.Object { return o.ingressObject(r) }
+
+// Ingresses reads every project Ingress of the cluster with one LIST,
+// keyed by namespace/name.
+func (o *Ops) Ingresses(ctx context.Context) (map[string]*networkingv1.Ingress, error) {
+	sel := o.selector("")
+	list, err := o.Client.NetworkingV1().Ingresses("").List(ctx, metav1.ListOptions{LabelSelector: sel})
+	if err != nil {
+		return nil, fmt.Errorf("list ingresses (%s): %w", sel, err)
+	}
+	out := make(map[string]*networkingv1.Ingress, len(list.Items))
+	for i := range list.Items {
+		x := &list.Items[i]
+		out[key(x.Namespace, x.Name)] = x
+	}
+	return out, nil
+}

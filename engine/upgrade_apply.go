@@ -1,0 +1,173 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/kilnctl/kiln/creds"
+	"github.com/kilnctl/kiln/engine/config"
+	"github.com/kilnctl/kiln/engine/lock"
+	"github.com/kilnctl/kiln/engine/platform"
+	"github.com/kilnctl/kiln/engine/readiness"
+)
+
+// applyPlatform applies the platform part of the plan in dependency order,
+// each step verified before the next: kiln-system, tenant tokens (signed
+// with the key the cluster trusts, the token dir rewritten as one unit),
+// tenant namespaces, removed tenants (namespace watched gone, then its
+// token), the gateway (rolled out and watched).
+func (u *upgrade) applyPlatform(ctx context.Context, p *upgradePlan) error {
+	e := u.e
+	if p.system != nil {
+		if err := u.ensure(ctx, *p.system); err != nil {
+			return err
+		}
+	}
+	if len(p.addTokens) > 0 || len(p.dropTokens) > 0 || u.td.Manifest.State == creds.StatePending {
+		// Not while a create on this host holds the directory.
+		dl, err := creds.LockDir(u.td.Path, lock.Identity("upgrade "+u.req.Name))
+		if err != nil {
+			return err
+		}
+		defer dl.Unlock()
+	}
+	if u.td.Manifest.State == creds.StatePending {
+		// Its key is trusted (kiln-auth has it, kiln-config exists): an
+		// earlier create died before committing.
+		if err := creds.Commit(u.td.Path, u.loc.State.Keys); err != nil {
+			return err
+		}
+		u.td.Manifest.State = creds.StateCommitted
+		e.logf(LevelInfo, "promoted pending token dir %s: the cluster trusts its key %s", u.td.Path, u.td.Manifest.KeyID)
+	}
+	if len(p.addTokens) > 0 {
+		td, err := creds.AddTenants(u.td.Path, p.addTokens, e.now())
+		if err != nil {
+			return err
+		}
+		u.td = td
+		e.logf(LevelInfo, "signed tokens for tenants %s with trusted key %s into %s", strings.Join(p.addTokens, ", "), td.Manifest.KeyID, td.Path)
+		checkpoint(ctx, "upgrade-after-tokens")
+	}
+	if len(p.addTenants) > 0 {
+		if err := u.ensure(ctx, p.addTenants...); err != nil {
+			return err
+		}
+		checkpoint(ctx, "upgrade-after-tenants")
+	}
+	if len(p.removeTenants) > 0 {
+		for _, ref := range p.removeTenants {
+			if err := platform.Delete(ctx, u.loc.Client, ref); err != nil {
+				return err
+			}
+		}
+		wctx, cancel := withTimeout(ctx, u.req.Timeout)
+		_, err := u.watcher().Until(wctx, p.removeTenants, readiness.Gone)
+		cancel()
+		if err != nil {
+			return err
+		}
+		checkpoint(ctx, "upgrade-after-tenants-removed")
+	}
+	if len(p.dropTokens) > 0 {
+		td, err := creds.RemoveTenants(u.td.Path, p.dropTokens)
+		if err != nil {
+			return err
+		}
+		u.td = td
+		e.logf(LevelInfo, "removed the tokens of tenants %s from %s", strings.Join(p.dropTokens, ", "), td.Path)
+		checkpoint(ctx, "upgrade-after-tokens-removed")
+	}
+	for _, obj := range p.gateway {
+		if err := u.ensure(ctx, obj); err != nil {
+			return err
+		}
+		checkpoint(ctx, "upgrade-after-"+strings.ToLower(obj.Ref.Kind))
+	}
+	return nil
+}
+
+// applyProjects re-applies the Ingress of every running project when the
+// domain changed, then restacks the projects on a changed stack (Restack).
+func (u *upgrade) applyProjects(ctx context.Context, p *upgradePlan) error {
+	if len(p.ingress) == 0 && len(p.restack) == 0 {
+		return skip("no project changes")
+	}
+	if len(p.ingress) > 0 {
+		if err := u.reapplyIngresses(ctx, p); err != nil {
+			return err
+		}
+		checkpoint(ctx, "upgrade-after-ingresses")
+	}
+	for _, s := range p.restack {
+		if err := p.ops.Restack(ctx, s.Ref, s.Spec.Stack.Name); err != nil {
+			return fmt.Errorf("restack project %s: %w", s.Ref, err)
+		}
+		checkpoint(ctx, "upgrade-after-restack")
+	}
+	return nil
+}
+
+// applyConfig writes kiln-config, last, and reads it back: the config and
+// the version record must be what was applied.
+func (u *upgrade) applyConfig(ctx context.Context, p *upgradePlan) error {
+	if p.cfgObj == nil {
+		return skip("kiln-config already holds this config and version")
+	}
+	if err := u.ensure(ctx, *p.cfgObj); err != nil {
+		return err
+	}
+	st, err := platform.Read(ctx, u.loc.Client)
+	if err != nil {
+		return err
+	}
+	if !st.Installed || len(config.Diff(st.Config, p.cfg)) > 0 || st.Version != u.e.version() || st.Schema != platform.SchemaVersion {
+		return fmt.Errorf("read back %s/%s: it does not hold the config and version kiln applied", platform.Namespace, platform.ConfigMapName)
+	}
+	checkpoint(ctx, "upgrade-after-config")
+	return nil
+}
+
+// ensure applies objects, then waits until all are ready.
+func (u *upgrade) ensure(ctx context.Context, objs ...platform.Object) error {
+	var refs []readiness.Ref
+	for _, obj := range objs {
+		if _, err := platform.Ensure(ctx, u.loc.Client, obj); err != nil {
+			return err
+		}
+		refs = append(refs, obj.Ref)
+	}
+	wctx, cancel := withTimeout(ctx, u.req.Timeout)
+	defer cancel()
+	_, err := u.watcher().Until(wctx, refs, readiness.Ready)
+	if err != nil && ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return err
+}
+
+// reapplyIngresses applies the Ingresses the plan compared (under the
+// lock, just now: no second comparison), then reads them all back with one
+// LIST: each must serve its new host. Their backends (the projects'
+// Services) are not touched, so their readiness is what it was.
+func (u *upgrade) reapplyIngresses(ctx context.Context, p *upgradePlan) error {
+	for _, obj := range p.ingress {
+		if err := platform.Apply(ctx, u.loc.Client, obj); err != nil {
+			return err
+		}
+	}
+	live, err := p.ops.Ingresses(ctx)
+	if err != nil {
+		return err
+	}
+	for i, obj := range p.ingress {
+		ref, host := obj.Ref, p.ingressHosts[i]
+		ing := live[ref.Namespace+"/"+ref.Name]
+		if ing == nil || len(ing.Spec.Rules) == 0 || ing.Spec.Rules[0].Host != host {
+			return fmt.Errorf("read back %s: it does not serve host %s", ref, host)
+		}
+		u.e.resource(ref.Kind, ref.Namespace, ref.Name, StatusCurrent, "serves "+host)
+	}
+	return nil
+}

@@ -1,0 +1,299 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	networkingv1 "k8s.io/api/networking/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/kilnctl/kiln/engine/config"
+	"github.com/kilnctl/kiln/engine/platform"
+	"github.com/kilnctl/kiln/engine/project"
+	"github.com/kilnctl/kiln/engine/readiness"
+	"github.com/kilnctl/kiln/internal/exit"
+)
+
+// upgradePlan is what an upgrade changes, in apply order, with what the
+// apply needs to do it.
+type upgradePlan struct {
+	changes []PlanChange
+	// notes are warnings shown with the plan (projects left on an old
+	// stack, say).
+	notes []string
+	cfg   *config.ClusterConfig // the desired config
+	ops   *project.Ops          // project operations under cfg
+
+	system        *platform.Object  // kiln-system, when it changes
+	addTokens     []string          // tenants to sign tokens for
+	addTenants    []platform.Object // tenant namespaces to create or fix
+	removeTenants []readiness.Ref   // tenant namespaces to delete
+	dropTokens    []string          // tenants whose tokens go
+	// blocked are the projects of removed tenants (refused unless
+	// DeleteProjects).
+	blocked []string
+	gateway []platform.Object
+	ingress []platform.Object
+	// ingressHosts are the hosts the Ingresses serve (same order).
+	ingressHosts []string
+	restack      []project.Recorded // restacked (Restack)
+	cfgObj       *platform.Object   // kiln-config, when it changes
+	// needRestack are the projects on a changed stack that stay on it.
+	needRestack []string
+}
+
+// plan computes the plan from the cluster as it is now. It writes
+// nothing: GETs, LISTs and server-side dry-run applies only.
+func (u *upgrade) plan(ctx context.Context) (*upgradePlan, error) {
+	e, req, cs := u.e, u.req, u.loc.Client
+	st, err := platform.Read(ctx, cs)
+	if err != nil {
+		return nil, err
+	}
+	if !st.Installed || st.Config == nil {
+		return nil, fmt.Errorf("read %s/%s: the platform is no longer installed", platform.Namespace, platform.ConfigMapName)
+	}
+	if err := e.checkVersion(st, req.Name); err != nil {
+		return nil, err
+	}
+	cfg := st.Config
+	if u.userCfg != nil {
+		cfg = u.userCfg
+	}
+	p := &upgradePlan{cfg: cfg}
+	p.ops = &project.Ops{Client: cs, Cluster: req.Name, Config: cfg, Timeout: req.Timeout,
+		R: &reporter{e: e, w: u.watcher()}, Now: e.Now, PlatformHeld: true}
+	add := func(obj platform.Object, message string) (bool, error) {
+		ch, err := platform.Plan(ctx, cs, obj)
+		if err != nil || ch.Action == "" {
+			return false, err
+		}
+		p.changes = append(p.changes, PlanChange{Action: ch.Action, Kind: obj.Ref.Kind, Namespace: obj.Ref.Namespace, Name: obj.Ref.Name, Fields: ch.Fields, Message: message})
+		return true, nil
+	}
+	sys := platform.NamespaceObject(req.Name)
+	if changed, err := add(sys, "the platform namespace"); err != nil {
+		return nil, err
+	} else if changed {
+		p.system = &sys
+	}
+
+	// Tenants: tokens first (signed with the key the cluster trusts), then
+	// namespaces; removed tenants' namespaces, then their tokens.
+	td, err := loadCandidate(candidate{Path: u.td.Path, Source: "token dir"}, req.Provider.Name(), req.Name)
+	if err != nil {
+		return nil, err
+	}
+	u.td = td
+	for _, t := range cfg.Spec.Tenants {
+		if !td.Manifest.HasTenant(t) {
+			p.addTokens = append(p.addTokens, t)
+			p.changes = append(p.changes, PlanChange{Action: platform.ActionCreate, Kind: KindToken, Name: t,
+				Message: fmt.Sprintf("token of tenant %s, signed with trusted key %s, added to %s", t, td.Manifest.KeyID, td.Path)})
+		}
+	}
+	for _, obj := range platform.TenantObjects(req.Name, cfg.Spec.Tenants) {
+		changed, err := add(obj, "tenant "+strings.TrimPrefix(obj.Ref.Name, config.TenantNamespacePrefix))
+		if err != nil {
+			return nil, err
+		}
+		if changed {
+			p.addTenants = append(p.addTenants, obj)
+		}
+	}
+	specs, err := p.ops.Specs(ctx)
+	if err != nil {
+		return nil, err
+	}
+	stray, err := strayTenants(ctx, cs, req.Name, cfg.Spec.Tenants)
+	if err != nil {
+		return nil, err
+	}
+	for _, ref := range stray {
+		tenant := strings.TrimPrefix(ref.Name, config.TenantNamespacePrefix)
+		var projects []string
+		for _, s := range specs {
+			if s.Ref.Tenant == tenant {
+				projects = append(projects, s.Ref.String())
+			}
+		}
+		msg := fmt.Sprintf("tenant %s removed: its namespace is deleted", tenant)
+		if len(projects) > 0 {
+			msg += fmt.Sprintf(", with its project%s %s", plural(len(projects)), strings.Join(projects, ", "))
+			p.blocked = append(p.blocked, projects...)
+		}
+		p.removeTenants = append(p.removeTenants, ref)
+		p.changes = append(p.changes, PlanChange{Action: platform.ActionDelete, Kind: ref.Kind, Name: ref.Name, Message: msg})
+	}
+	for _, t := range td.Manifest.Tenants {
+		if !slices.Contains(cfg.Spec.Tenants, t) {
+			p.dropTokens = append(p.dropTokens, t)
+			p.changes = append(p.changes, PlanChange{Action: platform.ActionDelete, Kind: KindToken, Name: t,
+				Message: fmt.Sprintf("token of removed tenant %s deleted from %s", t, td.Path)})
+		}
+	}
+
+	for _, obj := range platform.GatewayObjects(req.Name, cfg, u.e.Version) {
+		changed, err := add(obj, "the gateway")
+		if err != nil {
+			return nil, err
+		}
+		if changed {
+			p.gateway = append(p.gateway, obj)
+		}
+	}
+	if err := u.planProjects(ctx, p, st.Config, specs); err != nil {
+		return nil, err
+	}
+
+	// kiln-config last: the fields that differ, and the version record.
+	cfgObj, err := platform.ConfigObject(req.Name, cfg)
+	if err != nil {
+		return nil, err
+	}
+	cfgObj = platform.Stamp(cfgObj, e.version())
+	ch, err := platform.Plan(ctx, cs, cfgObj)
+	if err != nil {
+		return nil, err
+	}
+	if ch.Action != "" {
+		diff := config.Diff(st.Config, cfg)
+		var fields []string
+		for _, f := range ch.Fields {
+			if f != "data."+platform.ConfigKey {
+				fields = append(fields, f)
+			}
+		}
+		for _, d := range diff {
+			fields = append(fields, strings.SplitN(d, ":", 2)[0])
+		}
+		msg := fmt.Sprintf("records kiln %s (platform schema %d)", e.version(), platform.SchemaVersion)
+		if len(diff) > 0 {
+			msg = strings.Join(diff, "; ") + "; " + msg
+		}
+		p.cfgObj = &cfgObj
+		p.changes = append(p.changes, PlanChange{Action: ch.Action, Kind: cfgObj.Ref.Kind, Namespace: cfgObj.Ref.Namespace, Name: cfgObj.Ref.Name, Fields: fields, Message: msg})
+	}
+	return p, nil
+}
+
+// planProjects adds what the projects need: every running project's
+// Ingress when the domain changes, and a restack (or a note) for each
+// project whose recorded stack differs from the stack of that name now.
+func (u *upgrade) planProjects(ctx context.Context, p *upgradePlan, installed *config.ClusterConfig, specs []project.Recorded) error {
+	cs := u.loc.Client
+	domainChanged := installed.Spec.Domain != p.cfg.Spec.Domain
+	var live map[string]*networkingv1.Ingress
+	if domainChanged {
+		var err error
+		if live, err = p.ops.Ingresses(ctx); err != nil {
+			return err
+		}
+	}
+	for _, s := range specs {
+		if !slices.Contains(p.cfg.Spec.Tenants, s.Ref.Tenant) {
+			continue // goes with its tenant
+		}
+		running := s.Spec.State == project.DesiredRunning
+		if domainChanged && running {
+			obj := p.ops.IngressObject(s.Ref)
+			ch, err := platform.PlanLive(ctx, cs, obj, live[obj.Ref.Namespace+"/"+obj.Ref.Name])
+			if err != nil {
+				return err
+			}
+			if ch.Action != "" {
+				p.ingress = append(p.ingress, obj)
+				p.ingressHosts = append(p.ingressHosts, p.ops.Host(s.Ref))
+				p.changes = append(p.changes, PlanChange{Action: ch.Action, Kind: obj.Ref.Kind, Namespace: obj.Ref.Namespace, Name: obj.Ref.Name, Fields: ch.Fields,
+					Message: fmt.Sprintf("project %s served at %s", s.Ref, p.ops.Host(s.Ref))})
+			}
+		}
+		want, ok := p.cfg.Stack(s.Spec.Stack.Name)
+		if !ok {
+			p.notes = append(p.notes, fmt.Sprintf("project %s runs stack %s, which the config no longer lists; it keeps running its recorded stack (kiln project restack %s --stack NAME moves it)", s.Ref, s.Spec.Stack.Name, s.Ref))
+			continue
+		}
+		fields := stackFields(s.Spec.Stack, want)
+		if len(fields) == 0 {
+			continue
+		}
+		c := PlanChange{Action: platform.ActionUpdate, Kind: KindProject, Namespace: s.Ref.Namespace(), Name: s.Ref.Project, Fields: fields}
+		switch {
+		case running && u.req.Restack:
+			c.Message = fmt.Sprintf("project %s restacked onto the changed stack %s (suspended, then started)", s.Ref, want.Name)
+			p.restack = append(p.restack, s)
+			p.changes = append(p.changes, c)
+		default:
+			how := "pass --restack to restack it"
+			if !running {
+				how = "it is suspended; restack it with kiln project restack when it should run the new stack"
+			}
+			p.needRestack = append(p.needRestack, s.Ref.String())
+			p.notes = append(p.notes, fmt.Sprintf("project %s needs a restack: stack %s changed (%s); %s", s.Ref, want.Name, strings.Join(fields, ", "), how))
+		}
+	}
+	return nil
+}
+
+// stackFields lists the fields in which a project's recorded stack differs
+// from the stack of that name in the config.
+func stackFields(have, want config.Stack) []string {
+	var out []string
+	if have.Image != want.Image {
+		out = append(out, "stack.image")
+	}
+	if have.Port != want.Port {
+		out = append(out, "stack.port")
+	}
+	if !sameQty(have.CPU, want.CPU) {
+		out = append(out, "stack.cpu")
+	}
+	if !sameQty(have.Memory, want.Memory) {
+		out = append(out, "stack.memory")
+	}
+	return out
+}
+
+// sameQty compares quantities by value (0.1 equals 100m).
+func sameQty(a, b string) bool {
+	qa, errA := resource.ParseQuantity(a)
+	qb, errB := resource.ParseQuantity(b)
+	if errA != nil || errB != nil {
+		return a == b
+	}
+	return qa.Cmp(qb) == 0
+}
+
+// refusal is the plan's bad input: removing a tenant that has projects
+// without DeleteProjects (exit 2 naming them).
+func (p *upgradePlan) refusal(u *upgrade) error {
+	if len(p.blocked) == 0 || u.req.DeleteProjects {
+		return nil
+	}
+	return inputErr(exit.BadInput, InputDeleteProjects, u.req.Name, "the config removes tenants that still have projects: %s; nothing was changed. Delete those projects first, or pass {input} to delete them with their tenant",
+		strings.Join(p.blocked, ", "))
+}
+
+// beyond lists the changes of p that the shown plan did not have.
+func (p *upgradePlan) beyond(shown *upgradePlan) []string {
+	seen := map[string]bool{}
+	for _, c := range shown.changes {
+		seen[c.key()] = true
+	}
+	var out []string
+	for _, c := range p.changes {
+		if !seen[c.key()] {
+			out = append(out, c.key())
+		}
+	}
+	return out
+}
+
+func (u *upgrade) watcher() *readiness.Watcher {
+	if u.w == nil {
+		u.w = u.e.watcher(u.loc.Client)
+	}
+	return u.w
+}

@@ -1,0 +1,92 @@
+package cli
+
+import (
+	"log/slog"
+	"sort"
+
+	"github.com/spf13/cobra"
+
+	"github.com/kilnctl/kiln/internal/exit"
+	"github.com/kilnctl/kiln/internal/gateway"
+)
+
+func newGatewayCmd(g *globals) *cobra.Command {
+	cfg := gateway.Config{}
+	var backends []string
+	cmd := &cobra.Command{
+		Use:   "gateway --auth-dir DIR --cluster NAME --domain DOMAIN",
+		Short: "Run the tenant gateway: authenticate tenant tokens and route to projects",
+		Long: `gateway is the platform's default gateway (the kiln-gateway Deployment runs
+it). It accepts a request only with "Authorization: Bearer <tenant token>"
+that verifies against the trusted keys in DIR/keys.json (the mounted
+kiln-auth ConfigMap): RS256, a kid the file lists, iss kiln:NAME. The
+token's sub is its tenant. It routes
+
+  Host: P.T.DOMAIN           to Service P in namespace kiln-tenant-T
+  /t/T/p/P/rest (any Host)   the same, with the path /rest
+
+and only for tenant T's own token: 401 without a valid token, 403 for
+another tenant's, 404 for an unknown project, 503 (with Retry-After) when
+the project has no ready endpoints. keys.json is reloaded when it changes
+(kubelet's ConfigMap volume swap included): a key added by rotate-key is
+accepted and a removed key refused within seconds, without a restart.
+
+Backends are found by cluster DNS (P.kiln-tenant-T.svc, port 80), so the
+gateway needs no Kubernetes API access. For local use and tests,
+--backend T/P=HOST:PORT (repeatable) replaces cluster DNS: a project not
+listed is unknown.
+
+/healthz, /readyz (ready once keys are loaded) and Prometheus /metrics are
+served on --metrics-listen, or on --listen when that is empty. The access
+log is JSON lines on stderr; it never contains tokens. SIGTERM drains the
+requests in flight and exits 0.`,
+		Example: `  kiln gateway --listen 127.0.0.1:8080 --auth-dir ./auth --cluster dev1 \
+    --domain dev1.kiln.test --backend default/web=127.0.0.1:9000
+  curl -H "Authorization: Bearer $(cat ~/.local/state/kiln/kube/dev1/tokens/tokens/default)" \
+    http://127.0.0.1:8080/t/default/p/web/`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			for _, name := range []string{"auth-dir", "cluster", "domain"} {
+				if !cmd.Flags().Changed(name) {
+					return exit.Usage("--%s: required (see `kiln gateway --help`)", name)
+				}
+			}
+			for _, b := range backends {
+				route, addr, err := gateway.ParseBackend(b)
+				if err != nil {
+					return exit.Usage("%v", err)
+				}
+				if cfg.Backends == nil {
+					cfg.Backends = map[gateway.Route]string{}
+				}
+				if _, dup := cfg.Backends[route]; dup {
+					return exit.Usage("--backend: %s is given twice", route)
+				}
+				cfg.Backends[route] = addr
+			}
+			cfg.Log = slog.New(slog.NewJSONHandler(g.stderr, nil))
+			gw, err := gateway.New(cfg)
+			if err != nil {
+				return exit.Usage("%v", err)
+			}
+			if len(cfg.Backends) > 0 {
+				routes := make([]string, 0, len(cfg.Backends))
+				for r := range cfg.Backends {
+					routes = append(routes, r.String())
+				}
+				sort.Strings(routes)
+				cfg.Log.Info("backends from --backend, not cluster DNS", "routes", routes)
+			}
+			return gw.Run(cmd.Context())
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&cfg.Listen, "listen", gateway.DefaultListen, "address to serve tenants on")
+	f.StringVar(&cfg.MetricsListen, "metrics-listen", "", "address for /healthz, /readyz and /metrics (default: on --listen)")
+	f.StringVar(&cfg.AuthDir, "auth-dir", "", "directory holding keys.json (the mounted kiln-auth ConfigMap)")
+	f.StringVar(&cfg.Cluster, "cluster", "", "cluster NAME: tokens must have iss kiln:NAME")
+	f.StringVar(&cfg.Domain, "domain", "", "cluster domain: Host P.T.DOMAIN routes to project P of tenant T")
+	f.StringArrayVar(&backends, "backend", nil, "TENANT/PROJECT=HOST:PORT instead of cluster DNS (repeatable)")
+	f.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", gateway.DefaultShutdownTimeout, "on SIGTERM, wait this long for requests in flight")
+	return cmd
+}

@@ -1,0 +1,115 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/kilnctl/kiln/engine"
+	"github.com/kilnctl/kiln/engine/trace"
+	"github.com/kilnctl/kiln/internal/exit"
+)
+
+// record is -v and --log-file: which debug events a frontend shows, and
+// the file that gets every event.
+type record struct {
+	verbose int
+	path    string
+
+	mu    sync.Mutex
+	file  *os.File
+	log   *jsonSink
+	front engine.Sink // the frontend's sink debug events go to
+}
+
+// open opens --log-file (0600, appended).
+func (r *record) open() error {
+	if r.path == "" {
+		return nil
+	}
+	f, err := os.OpenFile(r.path, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
+	if err != nil {
+		return exit.Usage("--log-file: %v", err)
+	}
+	if err := f.Chmod(0o600); err != nil {
+		_ = f.Close()
+		return exit.Usage("--log-file: %v", err)
+	}
+	r.file, r.log = f, newJSONSink(f)
+	return nil
+}
+
+func (r *record) close() {
+	if r.file != nil {
+		_ = r.file.Close()
+	}
+}
+
+// tracing says whether debug events are wanted at all.
+func (r *record) tracing() bool { return r.verbose > 0 || r.log != nil }
+
+// context carries the API request trace when debug events are wanted.
+func (r *record) context(ctx context.Context) context.Context {
+	if !r.tracing() {
+		return ctx
+	}
+	detail := r.verbose
+	if r.log != nil {
+		detail = 2 // the file gets everything
+	}
+	return trace.With(ctx, func(msg string) {
+		r.emit(engine.Event{Time: time.Now(), Type: engine.TypeLog, Level: engine.LevelDebug, Message: msg})
+	}, detail)
+}
+
+func (r *record) emit(e engine.Event) {
+	r.mu.Lock()
+	front := r.front
+	r.mu.Unlock()
+	if front != nil {
+		front.Emit(e)
+	} else if r.log != nil {
+		r.log.Emit(e)
+	}
+}
+
+// tee wraps a frontend's sink: every event also goes to the log file,
+// debug events reach the frontend only with -v.
+func (r *record) tee(front engine.Sink) engine.Sink {
+	s := &teeSink{front: front, r: r}
+	r.mu.Lock()
+	r.front = s
+	r.mu.Unlock()
+	return s
+}
+
+type teeSink struct {
+	front engine.Sink
+	r     *record
+}
+
+func (s *teeSink) Emit(e engine.Event) {
+	if e.Time.IsZero() {
+		e.Time = time.Now()
+	}
+	if s.r.log != nil {
+		s.r.log.Emit(e)
+	}
+	if e.Type == engine.TypeLog && e.Level == engine.LevelDebug && s.r.verbose == 0 {
+		return
+	}
+	s.front.Emit(e)
+}
+
+// String names the record for errors.
+func (r *record) String() string { return fmt.Sprintf("verbose %d, log file %q", r.verbose, r.path) }
+
+// frontend is the frontend's own sink behind tee.
+func frontend(s engine.Sink) engine.Sink {
+	if t, ok := s.(*teeSink); ok {
+		return t.front
+	}
+	return s
+}

@@ -1,0 +1,84 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/kilnctl/kiln/engine"
+)
+
+func newUpgradeCmd(g *globals) *cobra.Command {
+	var dryRun, deleteProjects, restack bool
+	cmd := &cobra.Command{
+		Use:   "upgrade PROVIDER NAME",
+		Short: "Change an installed platform to a config, showing the plan first",
+		Long: `upgrade brings an installed platform to the config given with -c (without
+-c: the installed config, re-applied with this kiln's manifests, which is
+how a platform picks up a new kiln version's gateway image, say).
+
+It first computes a plan with server-side dry-runs and prints it: every
+object to create, update (with the fields that change) or delete, tenants
+added or removed (namespace and token), and the projects affected (a
+domain change re-applies every running project's Ingress; projects on a
+changed stack are listed). Then it asks: on a terminal it prompts,
+headless it needs --yes (otherwise exit 3, nothing changed). --dry-run
+prints the plan and writes nothing at all, not even the lock.
+
+It applies under the cluster lock in dependency order, each step
+verified: new tenants' tokens are signed with the key the cluster already
+trusts and written into the token dir as one unit, then their namespaces;
+removed tenants' namespaces are deleted and watched gone, then their
+tokens (a tenant with projects only with --delete-projects, otherwise
+exit 2 naming them); the gateway is rolled out and watched; project
+Ingresses follow a new domain; projects on a changed stack are restacked
+only with --restack. kiln-config is written last, so an interrupted
+upgrade shows as one and the same command run again finishes it.
+
+Exit codes: 0 applied, no changes, or dry run; 2 bad input (a removed
+tenant has projects, a newer kiln wrote the platform, a bad config);
+3 confirmation required; 4 locked; 5 timed out; 130 interrupted.`,
+		Example: `  kiln upgrade kube dev1 -c kiln.yaml --dry-run
+  kiln upgrade kube dev1 -c kiln.yaml                 # shows the plan, asks
+  kiln upgrade kube dev1 -c kiln.yaml --yes -o json   # headless
+  kiln upgrade kube dev1 -c kiln.yaml --yes --delete-projects --restack
+  kiln upgrade kube dev1 --yes                        # re-apply with this kiln's manifests`,
+		Args: cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return g.runOp(args, false, func(e *engine.Engine, t engine.Target) error {
+				return e.Upgrade(cmd.Context(), engine.UpgradeRequest{Target: t, ConfigPath: g.config, Yes: g.yes, Timeout: g.timeout,
+					DryRun: dryRun, DeleteProjects: deleteProjects, Restack: restack})
+			})
+		},
+	}
+	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "print the plan and change nothing (not even the lock)")
+	cmd.Flags().BoolVar(&deleteProjects, "delete-projects", false, "let a removed tenant go with the projects it still has")
+	cmd.Flags().BoolVar(&restack, "restack", false, "restack running projects whose stack changed (otherwise they are listed)")
+	return cmd
+}
+
+// formatPlan renders one planned change: + create, ~ update (with its
+// fields), - delete.
+func formatPlan(e engine.Event) string {
+	mark := map[string]string{"create": "+", "update": "~", "delete": "-"}[e.Action]
+	ref := strings.ToLower(e.Kind) + " " + e.Name
+	if e.Namespace != "" {
+		ref = strings.ToLower(e.Kind) + " " + e.Namespace + "/" + e.Name
+	}
+	line := fmt.Sprintf("  %s %s %s", mark, e.Action, ref)
+	if len(e.Fields) > 0 {
+		line += ": " + strings.Join(e.Fields, ", ")
+	}
+	return line + " " + dash(e.Message)
+}
+
+func (c headlessConfirmer) ConfirmUpgrade(context.Context, engine.UpgradeQuestion) (bool, error) {
+	return c.yes, nil
+}
+
+func (p promptConfirmer) ConfirmUpgrade(_ context.Context, q engine.UpgradeQuestion) (bool, error) {
+	fmt.Fprintf(p.out, "\nThe plan above changes kiln platform %s in %s %s (%d change(s)).\n", q.Name, q.Provider, q.Location, len(q.Changes))
+	return p.ask("Apply it?"), nil
+}

@@ -1,0 +1,222 @@
+// Package gateway is `kiln gateway` (DESIGN.md §16): the platform's
+// default gateway. It accepts a request only with a tenant token that
+// verifies against the mounted kiln-auth keys, and routes it to the
+// project Service of that tenant:
+//
+//	Host: P.T.DOMAIN        -> Service P in kiln-tenant-T
+//	/t/T/p/P/rest           -> Service P in kiln-tenant-T, path /rest
+//
+// It needs no Kubernetes API access: keys come from the ConfigMap volume
+// (reloaded when kubelet swaps it), backends from cluster DNS.
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/kilnctl/kiln/engine/config"
+)
+
+// Defaults of Config.
+const (
+	DefaultListen          = ":8080"
+	DefaultReloadInterval  = time.Second
+	DefaultShutdownTimeout = 10 * time.Second
+	// ProjectPort is the port of a project's Service (engine/project).
+	ProjectPort = 80
+	// RetryAfter is the Retry-After (seconds) of a 503.
+	RetryAfter = 5
+)
+
+// Route names a project of a tenant.
+type Route struct{ Tenant, Project string }
+
+func (r Route) String() string { return r.Tenant + "/" + r.Project }
+
+// Config is one gateway.
+type Config struct {
+	// Listen is the address of the proxy (and, without MetricsListen, of
+	// /healthz, /readyz and /metrics).
+	Listen string
+	// MetricsListen, when set, serves /healthz, /readyz and /metrics on a
+	// separate address and not on Listen, so tenants reaching the gateway
+	// Service cannot read other tenants' request counts.
+	MetricsListen string
+	// AuthDir holds keys.json (the mounted kiln-auth ConfigMap).
+	AuthDir string
+	// Cluster is NAME: tokens must have iss kiln:NAME.
+	Cluster string
+	// Domain is the cluster's domain: Host P.T.DOMAIN routes to T/P.
+	Domain string
+	// Backends, when not empty, replace cluster DNS: a route not in the map
+	// is an unknown project.
+	Backends map[Route]string
+	// ReloadInterval is how often keys.json is checked besides file events.
+	ReloadInterval time.Duration
+	// ShutdownTimeout bounds the drain of requests in flight on shutdown.
+	ShutdownTimeout time.Duration
+	// Log receives the access log and key reloads (JSON in the command).
+	Log *slog.Logger
+}
+
+// label is a DNS label as tenant and project names are (engine/config).
+var label = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
+
+func validName(s string) bool { return len(s) <= config.MaxNameLength && label.MatchString(s) }
+
+// ParseBackend parses a --backend value T/P=HOST:PORT.
+func ParseBackend(s string) (Route, string, error) {
+	route, addr, ok := strings.Cut(s, "=")
+	t, p, ok2 := strings.Cut(route, "/")
+	if !ok || !ok2 || !validName(t) || !validName(p) {
+		return Route{}, "", fmt.Errorf("--backend %q: want TENANT/PROJECT=HOST:PORT with tenant and project names of lowercase letters, digits and '-'", s)
+	}
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil || host == "" {
+		return Route{}, "", fmt.Errorf("--backend %q: the address must be HOST:PORT", s)
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+		return Route{}, "", fmt.Errorf("--backend %q: port %q is not a port number", s, port)
+	}
+	return Route{t, p}, addr, nil
+}
+
+// Gateway serves one Config.
+type Gateway struct {
+	cfg     Config
+	keys    *keyStore
+	metrics *metrics
+	proxy   http.Handler
+	closing atomic.Bool
+}
+
+// New checks cfg and builds the gateway. It reads no keys yet (Run does).
+func New(cfg Config) (*Gateway, error) {
+	if cfg.Listen == "" {
+		cfg.Listen = DefaultListen
+	}
+	if cfg.ReloadInterval <= 0 {
+		cfg.ReloadInterval = DefaultReloadInterval
+	}
+	if cfg.ShutdownTimeout <= 0 {
+		cfg.ShutdownTimeout = DefaultShutdownTimeout
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.NewJSONHandler(os.Stderr, nil))
+	}
+	if cfg.Cluster == "" || !validName(cfg.Cluster) {
+		return nil, fmt.Errorf("--cluster %q: want the cluster NAME (lowercase letters, digits and '-')", cfg.Cluster)
+	}
+	cfg.Domain = strings.TrimSuffix(strings.ToLower(cfg.Domain), ".")
+	if cfg.Domain == "" {
+		return nil, errors.New("--domain: want the cluster's domain (kiln-config spec.domain)")
+	}
+	fi, err := os.Stat(cfg.AuthDir)
+	if err != nil || !fi.IsDir() {
+		return nil, fmt.Errorf("--auth-dir %q: not a directory; mount the kiln-auth ConfigMap there (or point it at a directory holding %s)", cfg.AuthDir, KeysFile)
+	}
+	m := newMetrics()
+	g := &Gateway{cfg: cfg, metrics: m, keys: newKeyStore(cfg.AuthDir, cfg.ReloadInterval, cfg.Log, m)}
+	g.proxy = newProxy(cfg)
+	return g, nil
+}
+
+// Ready reports whether the gateway has keys to verify tokens with.
+func (g *Gateway) Ready() bool {
+	s := g.keys.current()
+	return s != nil && len(s.keys) > 0 && !g.closing.Load()
+}
+
+// Reload reads keys.json now. Run does it at start and on every change;
+// a caller serving Handler without Run (a test) calls it itself, and never
+// while Run runs (the loader's bookkeeping is not shared).
+func (g *Gateway) Reload() { g.keys.load() }
+
+// Run loads the keys, serves until ctx ends, then drains requests in
+// flight for up to ShutdownTimeout. Listening failures are returned.
+func (g *Gateway) Run(ctx context.Context) error {
+	g.keys.load()
+	ln, err := net.Listen("tcp", g.cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("gateway: listen on %s: %w", g.cfg.Listen, err)
+	}
+	servers := []*http.Server{}
+	lns := []net.Listener{ln}
+	if g.cfg.MetricsListen != "" {
+		mln, err := net.Listen("tcp", g.cfg.MetricsListen)
+		if err != nil {
+			ln.Close()
+			return fmt.Errorf("gateway: listen on %s: %w", g.cfg.MetricsListen, err)
+		}
+		lns = append(lns, mln)
+		servers = append(servers, g.server(g.Handler()), g.server(g.AdminHandler()))
+	} else {
+		servers = append(servers, g.server(g.Handler()))
+	}
+	kctx, stopKeys := context.WithCancel(ctx)
+	defer stopKeys()
+	go g.keys.run(kctx)
+
+	errc := make(chan error, len(servers))
+	for i, s := range servers {
+		g.cfg.Log.Info("listening", "addr", lns[i].Addr().String())
+		go func() { errc <- s.Serve(lns[i]) }()
+	}
+	select {
+	case err := <-errc:
+		for _, s := range servers {
+			_ = s.Close()
+		}
+		return fmt.Errorf("gateway: serve: %w", err)
+	case <-ctx.Done():
+	}
+	// Not ready from now on, so the Service stops sending new requests
+	// while the ones in flight finish.
+	g.closing.Store(true)
+	g.cfg.Log.Info("shutting down", "drain", g.cfg.ShutdownTimeout.String())
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.cfg.ShutdownTimeout)
+	defer cancel()
+	var firstErr error
+	for _, s := range servers {
+		if err := s.Shutdown(sctx); err != nil && firstErr == nil {
+			firstErr = fmt.Errorf("gateway: shutdown: %w", err)
+		}
+	}
+	return firstErr
+}
+
+func (g *Gateway) server(h http.Handler) *http.Server {
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          slog.NewLogLogger(g.cfg.Log.Handler(), slog.LevelWarn),
+	}
+}
+
+// AdminHandler serves /healthz, /readyz and /metrics.
+func (g *Gateway) AdminHandler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = w.Write([]byte("ok\n"))
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if !g.Ready() {
+			http.Error(w, "not ready: no trusted keys loaded", http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = w.Write([]byte("ok\n"))
+	})
+	mux.Handle("GET /metrics", g.metrics)
+	return mux
+}

@@ -1,0 +1,300 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// Answers carry no detail that would help an attacker: which check failed
+// goes to the access log only.
+const (
+	bodyUnauthorized = "unauthorized\n"
+	bodyForbidden    = "forbidden\n"
+	bodyNotFound     = "not found\n"
+	bodyUnavailable  = "no ready backend; retry later\n"
+	bodyBadGateway   = "bad gateway\n"
+
+	challenge        = `Bearer realm="kiln"`
+	challengeInvalid = `Bearer realm="kiln", error="invalid_token"`
+)
+
+// reqInfo travels with one request through the proxy: where it goes and
+// what the access log says about it.
+type reqInfo struct {
+	route  Route
+	addr   string // backend HOST:PORT
+	path   string // path after the /t/T/p/P prefix (path form)
+	raw    string // the same, escaped, when it differs
+	prefix string // the stripped prefix, "" for the host form
+	tenant string // of the verified token
+	reason string // why the request was refused or failed
+}
+
+type infoKey struct{}
+
+// Handler is the proxy; without MetricsListen it also serves /healthz,
+// /readyz and /metrics for requests that are not routed to a project.
+func (g *Gateway) Handler() http.Handler {
+	var admin http.Handler
+	if g.cfg.MetricsListen == "" {
+		admin = g.AdminHandler()
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		info := &reqInfo{}
+		routed, ok := g.route(r, info)
+		if !routed && admin != nil && isAdminPath(r.URL.Path) {
+			admin.ServeHTTP(w, r)
+			return
+		}
+		start := time.Now()
+		rec := &recorder{ResponseWriter: w}
+		defer func() { g.finish(rec, r, info, start) }()
+		if !ok {
+			info.reason = "no route"
+			deny(rec, http.StatusNotFound, bodyNotFound)
+			return
+		}
+		if !g.authorize(rec, r, info) {
+			return
+		}
+		if g.cfg.Backends != nil {
+			addr, found := g.cfg.Backends[info.route]
+			if !found {
+				info.reason = "unknown project"
+				deny(rec, http.StatusNotFound, bodyNotFound)
+				return
+			}
+			info.addr = addr
+		} else {
+			info.addr = net.JoinHostPort(info.route.Project+"."+TenantNamespace(info.route.Tenant)+".svc", strconv.Itoa(ProjectPort))
+		}
+		g.proxy.ServeHTTP(rec, r.WithContext(context.WithValue(r.Context(), infoKey{}, info)))
+	})
+}
+
+// TenantNamespace is the namespace of tenant (DESIGN.md §5).
+func TenantNamespace(tenant string) string { return "kiln-tenant-" + tenant }
+
+func isAdminPath(p string) bool { return p == "/healthz" || p == "/readyz" || p == "/metrics" }
+
+// route finds the project a request is for. routed: the request is in one
+// of the two forms (Host under the domain, or a /t/ path); ok: it names a
+// valid tenant and project.
+func (g *Gateway) route(r *http.Request, info *reqInfo) (routed, ok bool) {
+	host := strings.ToLower(r.Host)
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	host = strings.TrimSuffix(host, ".")
+	if sub, found := strings.CutSuffix(host, "."+g.cfg.Domain); found {
+		p, t, two := strings.Cut(sub, ".")
+		if !two || !validName(p) || !validName(t) {
+			return true, false
+		}
+		info.route = Route{Tenant: t, Project: p}
+		info.path, info.raw = r.URL.Path, r.URL.RawPath
+		return true, true
+	}
+	rest, found := strings.CutPrefix(r.URL.Path, "/t/")
+	if !found {
+		return false, false
+	}
+	// t/T/p/P, then nothing or /rest.
+	parts := strings.SplitN(rest, "/", 4)
+	if len(parts) < 3 || parts[1] != "p" || !validName(parts[0]) || !validName(parts[2]) {
+		return true, false
+	}
+	info.route = Route{Tenant: parts[0], Project: parts[2]}
+	info.prefix = "/t/" + parts[0] + "/p/" + parts[2]
+	info.path = "/"
+	if len(parts) == 4 {
+		info.path = "/" + parts[3]
+	}
+	// Names are DNS labels, so the prefix is the same escaped or not.
+	if r.URL.RawPath != "" {
+		info.raw = strings.TrimPrefix(r.URL.RawPath, info.prefix)
+		if info.raw == "" {
+			info.raw = "/"
+		}
+	}
+	return true, true
+}
+
+// authorize checks the bearer token: 401 without a valid one, 403 when it
+// is another tenant's.
+func (g *Gateway) authorize(w http.ResponseWriter, r *http.Request, info *reqInfo) bool {
+	scheme, token, _ := strings.Cut(r.Header.Get("Authorization"), " ")
+	token = strings.TrimSpace(token)
+	if !strings.EqualFold(scheme, "Bearer") || token == "" {
+		info.reason = "no bearer token"
+		w.Header().Set("WWW-Authenticate", challenge)
+		deny(w, http.StatusUnauthorized, bodyUnauthorized)
+		return false
+	}
+	set := g.keys.current()
+	if set == nil || len(set.keys) == 0 {
+		info.reason = "no trusted keys loaded"
+		w.Header().Set("Retry-After", strconv.Itoa(RetryAfter))
+		deny(w, http.StatusServiceUnavailable, bodyUnavailable)
+		return false
+	}
+	tenant, err := set.verify(token, g.cfg.Cluster)
+	if err != nil {
+		info.reason = err.Error() // names kid and claim, never token text
+		w.Header().Set("WWW-Authenticate", challengeInvalid)
+		deny(w, http.StatusUnauthorized, bodyUnauthorized)
+		return false
+	}
+	info.tenant = tenant
+	if tenant != info.route.Tenant {
+		info.reason = "token of another tenant"
+		deny(w, http.StatusForbidden, bodyForbidden)
+		return false
+	}
+	return true
+}
+
+func deny(w http.ResponseWriter, code int, body string) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(code)
+	_, _ = w.Write([]byte(body))
+}
+
+func newProxy(cfg Config) http.Handler {
+	tr := &http.Transport{
+		// Never through an HTTP proxy from the environment: backends are
+		// cluster-internal.
+		Proxy:                 nil,
+		DialContext:           (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		MaxIdleConns:          512,
+		MaxIdleConnsPerHost:   128,
+		IdleConnTimeout:       90 * time.Second,
+		ExpectContinueTimeout: time.Second,
+	}
+	return &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			info := pr.In.Context().Value(infoKey{}).(*reqInfo)
+			pr.Out.URL.Path, pr.Out.URL.RawPath = info.path, info.raw
+			pr.SetURL(&url.URL{Scheme: "http", Host: info.addr})
+			pr.SetXForwarded()
+			if info.prefix != "" {
+				pr.Out.Header.Set("X-Forwarded-Prefix", info.prefix)
+			}
+			// The tenant token is the tenant's credential for the gateway,
+			// not for the project: it goes no further.
+			pr.Out.Header.Del("Authorization")
+			pr.Out.Header.Set("X-Kiln-Tenant", info.tenant)
+		},
+		Transport:    tr,
+		ErrorHandler: proxyError,
+		// Without a pool the proxy allocates a 32 KiB copy buffer per request.
+		BufferPool: &bufferPool{p: sync.Pool{New: func() any { return make([]byte, 32<<10) }}},
+	}
+}
+
+type bufferPool struct{ p sync.Pool }
+
+func (b *bufferPool) Get() []byte  { return b.p.Get().([]byte) }
+func (b *bufferPool) Put(x []byte) { b.p.Put(x) }
+
+// proxyError answers a failed backend request: the project's Service name
+// does not resolve → 404; nothing accepts connections (a Service without
+// ready endpoints refuses them) → 503 with Retry-After; else 502.
+func proxyError(w http.ResponseWriter, r *http.Request, err error) {
+	info, _ := r.Context().Value(infoKey{}).(*reqInfo)
+	if info != nil {
+		info.reason = err.Error()
+	}
+	var dnsErr *net.DNSError
+	var opErr *net.OpError
+	switch {
+	case errors.Is(err, context.Canceled):
+		// The client went away; nobody reads an answer.
+		if info != nil {
+			info.reason = "client went away"
+		}
+		w.WriteHeader(499)
+	case errors.As(err, &dnsErr) && dnsErr.IsNotFound:
+		if info != nil {
+			info.reason = "unknown project (no such Service)"
+		}
+		deny(w, http.StatusNotFound, bodyNotFound)
+	case errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.EHOSTUNREACH), errors.Is(err, syscall.ENETUNREACH),
+		errors.As(err, &opErr) && opErr.Op == "dial":
+		w.Header().Set("Retry-After", strconv.Itoa(RetryAfter))
+		deny(w, http.StatusServiceUnavailable, bodyUnavailable)
+	default:
+		deny(w, http.StatusBadGateway, bodyBadGateway)
+	}
+}
+
+// finish writes the access log line and the metrics of one request.
+func (g *Gateway) finish(rec *recorder, r *http.Request, info *reqInfo, start time.Time) {
+	d := time.Since(start)
+	code := rec.status()
+	g.metrics.request(info.tenant, code, d)
+	attrs := []any{
+		"method", r.Method,
+		"host", r.Host,
+		"path", r.URL.Path, // no query: it is the caller's, and may hold anything
+		"code", code,
+		"bytes", rec.bytes,
+		"duration_ms", float64(d.Microseconds()) / 1000,
+		"remote", r.RemoteAddr,
+	}
+	if info.route != (Route{}) {
+		attrs = append(attrs, "route", info.route.String())
+	}
+	if info.tenant != "" {
+		attrs = append(attrs, "tenant", info.tenant)
+	}
+	if info.reason != "" {
+		attrs = append(attrs, "reason", info.reason)
+	}
+	g.cfg.Log.Info("request", attrs...)
+}
+
+// recorder notes the status and size of a response.
+type recorder struct {
+	http.ResponseWriter
+	code  int
+	bytes int64
+}
+
+func (r *recorder) WriteHeader(code int) {
+	if r.code == 0 {
+		r.code = code
+	}
+	r.ResponseWriter.WriteHeader(code)
+}
+
+func (r *recorder) Write(b []byte) (int, error) {
+	if r.code == 0 {
+		r.code = http.StatusOK
+	}
+	n, err := r.ResponseWriter.Write(b)
+	r.bytes += int64(n)
+	return n, err
+}
+
+func (r *recorder) status() int {
+	if r.code == 0 {
+		return http.StatusOK
+	}
+	return r.code
+}
+
+// Unwrap lets http.ResponseController (the proxy's flushes) reach the
+// connection's writer.
+func (r *recorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }

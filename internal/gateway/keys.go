@@ -1,0 +1,173 @@
+package gateway
+
+import (
+	"context"
+	"crypto/rsa"
+	"crypto/sha256"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+
+	"github.com/kilnctl/kiln/creds"
+)
+
+// KeysFile is the file of the mounted kiln-auth ConfigMap the gateway
+// reads (the ConfigMap's key keys.json, DESIGN.md §5).
+const KeysFile = "keys.json"
+
+// maxCached bounds the verified-token cache of one key set. Past it, new
+// tokens are verified every time rather than evicting: the cache only
+// saves CPU, and an unbounded one would be memory an attacker could fill
+// with valid tokens of their own tenant.
+const maxCached = 10000
+
+// keySet is one version of keys.json, parsed, with the tokens verified
+// against it. A reload builds a new keySet, so a token verified against
+// an old set (perhaps with a key removed since) is never accepted from the
+// cache of the new one.
+type keySet struct {
+	keys map[string]*rsa.PublicKey
+	ids  []string
+
+	mu    sync.Mutex
+	cache map[[sha256.Size]byte]string // SHA-256 of the token -> tenant
+}
+
+func newKeySet(keys map[string]*rsa.PublicKey) *keySet {
+	ids := make([]string, 0, len(keys))
+	for id := range keys {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	return &keySet{keys: keys, ids: ids, cache: map[[sha256.Size]byte]string{}}
+}
+
+// verify returns the tenant token names when it verifies against the set.
+// The cache is keyed by a hash of the whole token, not its signature
+// segment alone: the signature covers header and payload, but a lookup by
+// signature would accept any payload pasted in front of a cached one.
+func (s *keySet) verify(token, cluster string) (string, error) {
+	sum := sha256.Sum256([]byte(token))
+	s.mu.Lock()
+	tenant, ok := s.cache[sum]
+	s.mu.Unlock()
+	if ok {
+		return tenant, nil
+	}
+	tenant, _, err := creds.VerifyTenantToken(token, s.keys, cluster)
+	if err != nil {
+		return "", err
+	}
+	s.mu.Lock()
+	if len(s.cache) < maxCached {
+		s.cache[sum] = tenant
+	}
+	s.mu.Unlock()
+	return tenant, nil
+}
+
+// keyStore holds the current key set and keeps it in step with the file.
+//
+// kubelet updates a ConfigMap volume atomically: the files are written to
+// a new timestamped directory, a `..data` symlink is swapped to it with a
+// rename, and keys.json itself is a symlink through `..data`. Watching
+// keys.json's inode would miss that swap, so the store watches the
+// directory (fsnotify: the rename shows up as an event there) and reads
+// keys.json through its symlinks on every event, and also polls every
+// interval as a safety net for filesystems that deliver no events. A
+// reload happens only when the bytes changed.
+type keyStore struct {
+	dir      string
+	interval time.Duration
+	log      *slog.Logger
+	metrics  *metrics
+
+	cur atomic.Pointer[keySet]
+	// Loader goroutine only: the last bytes parsed and the last failure.
+	digest  [sha256.Size]byte
+	seen    bool
+	lastErr string
+}
+
+func newKeyStore(dir string, interval time.Duration, log *slog.Logger, m *metrics) *keyStore {
+	return &keyStore{dir: dir, interval: interval, log: log, metrics: m}
+}
+
+// current is the key set in force, nil before the first good load.
+func (k *keyStore) current() *keySet { return k.cur.Load() }
+
+// load reads keys.json and swaps the key set if the file changed. A file
+// that cannot be read or parsed keeps the set in force: a half-written or
+// broken ConfigMap must not revoke every token, and kubelet's swap never
+// shows a half-written file.
+func (k *keyStore) load() {
+	path := filepath.Join(k.dir, KeysFile)
+	data, err := os.ReadFile(path)
+	if err != nil {
+		k.fail(fmt.Errorf("read %s: %w", path, err))
+		return
+	}
+	sum := sha256.Sum256(data)
+	if k.seen && sum == k.digest {
+		return
+	}
+	k.seen, k.digest = true, sum
+	keys, err := creds.ParseTrustedKeys(data)
+	if err != nil {
+		k.fail(fmt.Errorf("%s: %w", path, err))
+		return
+	}
+	k.lastErr = ""
+	set := newKeySet(keys)
+	k.cur.Store(set)
+	k.metrics.keyReload(true, len(keys))
+	k.log.Info("keys loaded", "file", path, "key_ids", set.ids)
+}
+
+// fail counts and logs a failed load once per distinct failure (the poll
+// would otherwise repeat it every interval).
+func (k *keyStore) fail(err error) {
+	if err.Error() == k.lastErr {
+		return
+	}
+	k.lastErr = err.Error()
+	k.metrics.keyReload(false, -1)
+	k.log.Error("keys not loaded; the keys in force stay", "error", k.lastErr)
+}
+
+// run reloads on every change until ctx ends.
+func (k *keyStore) run(ctx context.Context) {
+	var events chan fsnotify.Event
+	var errs chan error
+	if w, err := fsnotify.NewWatcher(); err != nil {
+		k.log.Warn("no file watcher; polling keys only", "error", err.Error())
+	} else {
+		defer w.Close()
+		if err := w.Add(k.dir); err != nil {
+			k.log.Warn("cannot watch the auth directory; polling keys only", "dir", k.dir, "error", err.Error())
+		} else {
+			events, errs = w.Events, w.Errors
+		}
+	}
+	tick := time.NewTicker(k.interval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-events:
+			k.load()
+		case err := <-errs:
+			k.log.Warn("file watcher error; the poll still reloads keys", "error", err.Error())
+		case <-tick.C:
+			k.load()
+		}
+	}
+}
