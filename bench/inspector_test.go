@@ -94,17 +94,7 @@ func BenchmarkInspector(b *testing.B) {
 			}
 		}
 	}
-	all := func(st *engine.ClusterStatus) bool {
-		if len(st.Projects) < n {
-			return false
-		}
-		for _, pr := range st.Projects {
-			if pr.State != "running" {
-				return false
-			}
-		}
-		return true
-	}
+	all := func(st *engine.ClusterStatus) bool { return len(st.Projects) >= n }
 	wait("every project", all)
 	// The informers' initial adds cause exactly one more read once they
 	// have synced; the idle span starts after it.
