@@ -23,8 +23,11 @@ const (
 	DefaultTenant = "default"
 	// DefaultDomainSuffix is appended to NAME for the default domain.
 	DefaultDomainSuffix = ".kiln.test"
-	// DefaultImage is the default stack's image: a small public web server.
-	DefaultImage = "nginx:1.27-alpine"
+	// DefaultImage is the default stack's image: a small public web server
+	// built to run as non-root (project pods run under Pod Security
+	// restricted, with a read-only root filesystem). It listens on 8080; the
+	// project's Service still answers on port 80.
+	DefaultImage = "nginxinc/nginx-unprivileged:1.27-alpine"
 	// DefaultGatewayImage is spec.gateway.image when unset: empty, which
 	// means kiln's own image at the version of the kiln that applies the
 	// platform (engine/platform.GatewayImage). It is kept empty in
@@ -42,7 +45,7 @@ const (
 	// DefaultStackName is the name of the stack used when the config lists none.
 	DefaultStackName = "default"
 	// DefaultStackPort is the default stack's container port.
-	DefaultStackPort int32 = 80
+	DefaultStackPort int32 = 8080
 	// DefaultCPU is a stack's CPU request when unset.
 	DefaultCPU = "50m"
 	// DefaultMemory is a stack's memory request when unset.
@@ -133,6 +136,8 @@ func DefaultStack() Stack {
 		Port:   DefaultStackPort,
 		CPU:    DefaultCPU,
 		Memory: DefaultMemory,
+		// nginx keeps its pid and temporary files in /tmp.
+		WritablePaths: []string{"/tmp"},
 	}
 }
 

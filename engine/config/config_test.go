@@ -20,7 +20,7 @@ func TestDefault(t *testing.T) {
 			Tenants: []string{"default"},
 			Domain:  "dev1.kiln.test",
 			Gateway: Gateway{Replicas: 1},
-			Stacks:  []Stack{{Name: "default", Image: "nginx:1.27-alpine", Port: 80, CPU: "50m", Memory: "64Mi"}},
+			Stacks:  []Stack{{Name: "default", Image: "nginxinc/nginx-unprivileged:1.27-alpine", Port: 8080, CPU: "50m", Memory: "64Mi", WritablePaths: []string{"/tmp"}}},
 		},
 	}
 	if !reflect.DeepEqual(c, want) {
@@ -128,10 +128,12 @@ spec:
     replicas: 1
   stacks:
   - cpu: 50m
-    image: nginx:1.27-alpine
+    image: nginxinc/nginx-unprivileged:1.27-alpine
     memory: 64Mi
     name: default
-    port: 80
+    port: 8080
+    writablePaths:
+    - /tmp
   tenants:
   - default
 `
@@ -280,7 +282,7 @@ func TestDiff(t *testing.T) {
 				c.Metadata.Name = "dev2"
 				c.Spec.Domain = "example.test"
 				c.Spec.Gateway = Gateway{Image: "nginx:1.28", Replicas: 3}
-				c.Spec.Stacks[0] = Stack{Name: "default", Image: "httpd", Port: 8080, CPU: "1", Memory: "64Mi"}
+				c.Spec.Stacks[0] = Stack{Name: "default", Image: "httpd", Port: 80, CPU: "1", Memory: "64Mi", WritablePaths: []string{"/tmp"}}
 			}),
 			want: []string{
 				"metadata.name: dev1 (cluster) vs dev2 (file)",
@@ -288,8 +290,8 @@ func TestDiff(t *testing.T) {
 				"spec.gateway.image: unset (kiln's own gateway) (cluster) vs nginx:1.28 (file)",
 				"spec.gateway.replicas: 1 (cluster) vs 3 (file)",
 				"spec.stacks[0].cpu: 50m (cluster) vs 1 (file)",
-				"spec.stacks[0].image: nginx:1.27-alpine (cluster) vs httpd (file)",
-				"spec.stacks[0].port: 80 (cluster) vs 8080 (file)",
+				"spec.stacks[0].image: nginxinc/nginx-unprivileged:1.27-alpine (cluster) vs httpd (file)",
+				"spec.stacks[0].port: 8080 (cluster) vs 80 (file)",
 			},
 		},
 		{
@@ -324,10 +326,10 @@ func TestDiff(t *testing.T) {
 			a:    Default("dev1"),
 			b: mod(func(c *ClusterConfig) {
 				c.Spec.TenantIsolation = IsolationNamespace
-				c.Spec.Stacks[0].WritablePaths = []string{"/tmp"}
+				c.Spec.Stacks[0].WritablePaths = []string{"/tmp", "/var/cache/nginx"}
 			}),
 			want: []string{
-				"spec.stacks[0].writablePaths: [] (cluster) vs [/tmp] (file)",
+				"spec.stacks[0].writablePaths: [/tmp] (cluster) vs [/tmp /var/cache/nginx] (file)",
 				"spec.tenantIsolation: gateway (cluster) vs namespace (file)",
 			},
 		},
