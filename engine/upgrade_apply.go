@@ -79,6 +79,25 @@ func (u *upgrade) applyPlatform(ctx context.Context, p *upgradePlan) error {
 		e.logf(LevelInfo, "removed the tokens of tenants %s from %s", strings.Join(p.dropTokens, ", "), td.Path)
 		checkpoint(ctx, "upgrade-after-tokens-removed")
 	}
+	if len(p.policies) > 0 {
+		if err := u.ensure(ctx, p.policies...); err != nil {
+			return err
+		}
+		checkpoint(ctx, "upgrade-after-policies")
+	}
+	if len(p.stalePolicies) > 0 {
+		for _, ref := range p.stalePolicies {
+			if err := platform.Delete(ctx, u.loc.Client, ref); err != nil {
+				return err
+			}
+		}
+		wctx, cancel := withTimeout(ctx, u.req.Timeout)
+		_, err := u.watcher().Until(wctx, p.stalePolicies, readiness.Gone)
+		cancel()
+		if err != nil {
+			return err
+		}
+	}
 	for _, obj := range p.gateway {
 		if err := u.ensure(ctx, obj); err != nil {
 			return err

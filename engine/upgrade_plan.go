@@ -34,8 +34,13 @@ type upgradePlan struct {
 	// blocked are the projects of removed tenants (refused unless
 	// DeleteProjects).
 	blocked []string
-	gateway []platform.Object
-	ingress []platform.Object
+	// policies are NetworkPolicies to create or fix (a new tenant's, a
+	// changed tenantIsolation); stalePolicies go (isolation back to
+	// gateway).
+	policies      []platform.Object
+	stalePolicies []readiness.Ref
+	gateway       []platform.Object
+	ingress       []platform.Object
 	// ingressHosts are the hosts the Ingresses serve (same order).
 	ingressHosts []string
 	restack      []project.Recorded // restacked (Restack)
@@ -132,6 +137,29 @@ func (u *upgrade) plan(ctx context.Context) (*upgradePlan, error) {
 			p.dropTokens = append(p.dropTokens, t)
 			p.changes = append(p.changes, PlanChange{Action: platform.ActionDelete, Kind: KindToken, Name: t,
 				Message: fmt.Sprintf("token of removed tenant %s deleted from %s", t, td.Path)})
+		}
+	}
+
+	// NetworkPolicies before the gateway, as create applies them: a new
+	// tenant's pods are never reachable unfenced.
+	for _, obj := range platform.PolicyObjects(req.Name, cfg) {
+		changed, err := add(obj, "network isolation of "+obj.Ref.Namespace)
+		if err != nil {
+			return nil, err
+		}
+		if changed {
+			p.policies = append(p.policies, obj)
+		}
+	}
+	for _, ref := range platform.StaleTenantPolicies(cfg) {
+		res, err := readiness.Compute(ctx, cs, ref)
+		if err != nil {
+			return nil, err
+		}
+		if res.Status != readiness.NotFound {
+			p.stalePolicies = append(p.stalePolicies, ref)
+			p.changes = append(p.changes, PlanChange{Action: platform.ActionDelete, Kind: ref.Kind, Namespace: ref.Namespace, Name: ref.Name,
+				Message: "tenantIsolation is gateway: pods of the tenant's own namespace no longer reach each other"})
 		}
 	}
 
