@@ -130,13 +130,16 @@ func TestUpgradePlanConfirmApply(t *testing.T) {
 			"create Token /staging", "create Namespace /kiln-tenant-staging",
 			"update Deployment kiln-system/kiln-gateway", "update Ingress kiln-tenant-default/blog",
 			"update ConfigMap kiln-system/kiln-config",
+			// The new tenant is fenced before the gateway changes.
+			"create NetworkPolicy kiln-tenant-staging/kiln-deny-ingress",
+			"create NetworkPolicy kiln-tenant-staging/kiln-allow-from-gateway",
 		} {
 			if p[want] == nil {
 				t.Errorf("plan lacks %q; plan: %v", want, p)
 			}
 		}
-		if len(p) != 5 {
-			t.Errorf("plan has %d changes, want 5: %v", len(p), p)
+		if len(p) != 7 {
+			t.Errorf("plan has %d changes, want 7: %v", len(p), p)
 		}
 		if ev := p["update Deployment kiln-system/kiln-gateway"]; ev != nil && !hasField(ev, "spec.replicas") {
 			t.Errorf("gateway update fields = %v, want spec.replicas", ev["fields"])
