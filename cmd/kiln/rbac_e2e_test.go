@@ -159,6 +159,19 @@ func TestRolesOperatorAndSupport(t *testing.T) {
 		t.Errorf("project inspect as support: state %v, token sync %v (%v); want running, in-sync\n%s", p["state"], p["token_sync"], p["token_sync_reason"], r)
 	}
 
+	// Logs and a support bundle, as a support session needs them.
+	r = sup.kiln("project", "logs", "kube", name, "default/web", "--context", kctx, "--tail", "5")
+	expect(t, r, 0)
+	if strings.Contains(r.stderr, "forbidden") {
+		t.Errorf("project logs as support met a refusal:\n%s", r)
+	}
+	bundle := filepath.Join(t.TempDir(), "bundle.tar.gz")
+	r = sup.kiln("support", "bundle", "kube", name, "--context", kctx, "--file", bundle)
+	expect(t, r, 0)
+	if st, err := os.Stat(bundle); err != nil || st.Size() == 0 {
+		t.Errorf("support bundle as support: %v\n%s", err, r)
+	}
+
 	// The support user may not read a Secret, and kiln never needed to.
 	ns := "kiln-tenant-default"
 	before := nsObjects(t, clusterB.Client, ns)
