@@ -74,22 +74,7 @@ var (
 // tenant only, so they are safe to print and log.
 func VerifyToken(token string, trusted map[string]*rsa.PublicKey, cluster, tenant string) error {
 	var kid string
-	keyFunc := func(t *jwt.Token) (any, error) {
-		k, ok := t.Header["kid"].(string)
-		if !ok || k == "" {
-			return nil, errNoKid
-		}
-		if !ValidKeyID(k) {
-			// A malformed kid is attacker-chosen text: never echo it.
-			return nil, errMalformedKid
-		}
-		kid = k
-		pub, ok := trusted[k]
-		if !ok || pub == nil {
-			return nil, ErrUntrustedKey
-		}
-		return pub, nil
-	}
+	keyFunc := trustedKey(trusted, &kid)
 	var claims tokenClaims
 	_, err := jwt.ParseWithClaims(token, &claims, keyFunc,
 		// Pinning the method is what stops alg=none and the RS256->HS256
@@ -159,5 +144,26 @@ func tokenError(err error, kid, cluster, tenant string) error {
 		return fmt.Errorf("%w: sub claim is not %q", ErrBadToken, tenant)
 	default:
 		return fmt.Errorf("%w: claims are invalid", ErrBadToken)
+	}
+}
+
+// trustedKey is the key lookup of both verifiers: the header's kid must be
+// a well-formed key id (a malformed one is attacker-chosen text: never
+// echoed) of a trusted key; *kid records it for the error message.
+func trustedKey(trusted map[string]*rsa.PublicKey, kid *string) jwt.Keyfunc {
+	return func(t *jwt.Token) (any, error) {
+		k, ok := t.Header["kid"].(string)
+		if !ok || k == "" {
+			return nil, errNoKid
+		}
+		if !ValidKeyID(k) {
+			return nil, errMalformedKid
+		}
+		*kid = k
+		pub, ok := trusted[k]
+		if !ok || pub == nil {
+			return nil, ErrUntrustedKey
+		}
+		return pub, nil
 	}
 }

@@ -63,21 +63,7 @@ func jsonSyntaxOnly(err error) error {
 // key id it was signed with. The caller decides whether that tenant may do
 // what it asks. Errors never contain token text.
 func VerifyTenantToken(token string, trusted map[string]*rsa.PublicKey, cluster string) (tenant, kid string, err error) {
-	keyFunc := func(t *jwt.Token) (any, error) {
-		k, ok := t.Header["kid"].(string)
-		if !ok || k == "" {
-			return nil, errNoKid
-		}
-		if !ValidKeyID(k) {
-			return nil, errMalformedKid
-		}
-		kid = k
-		pub, ok := trusted[k]
-		if !ok || pub == nil {
-			return nil, ErrUntrustedKey
-		}
-		return pub, nil
-	}
+	keyFunc := trustedKey(trusted, &kid)
 	var claims tokenClaims
 	_, err = jwt.ParseWithClaims(token, &claims, keyFunc,
 		jwt.WithValidMethods([]string{jwt.SigningMethodRS256.Alg()}),

@@ -2,12 +2,14 @@ package engine
 
 import (
 	"context"
+	"fmt"
 
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/kilnctl/kiln/creds"
 	"github.com/kilnctl/kiln/engine/lock"
 	"github.com/kilnctl/kiln/engine/platform"
+	"github.com/kilnctl/kiln/engine/project"
 )
 
 // lockPhase is the lock phase: the token dir's file lock first (a second
@@ -37,6 +39,26 @@ func (r *run) lockPhase(ctx context.Context) error {
 	return nil
 }
 
+// lockCluster takes cluster NAME's Lease for operation op ("create",
+// "destroy", …). An exclusive operation — one that changes the platform
+// under running projects (destroy, upgrade) — also refuses while any
+// project operation holds its own Lease: kiln refuses rather than queues.
+func (e *Engine) lockCluster(ctx context.Context, cs kubernetes.Interface, op, name string, exclusive bool) (*lock.Lock, context.Context, error) {
+	opts := lock.Options{
+		Namespace: platform.Namespace, Name: platform.LockName, Operation: op + " " + name,
+		Labels: map[string]string{platform.LabelManagedBy: "kiln", platform.LabelCluster: name},
+		Logf:   func(f string, a ...any) { e.logf(LevelInfo, f, a...) },
+	}
+	if exclusive {
+		opts.Exclusive = true
+		opts.Excludes = []lock.Exclusion{{
+			Selector: platform.LabelCluster + "=" + name + "," + project.LabelProject,
+			Advice:   fmt.Sprintf("%s refuses while a project operation runs on the cluster; nothing was changed. Wait for it to finish, then run %s again", op, op),
+		}}
+	}
+	return lock.Acquire(ctx, cs, opts)
+}
+
 // acquire takes the cluster lock (creating kiln-system first: the Lease
 // lives there), then re-reads the platform under the lock and re-decides:
 // another run may have finished while this one planned. An answer the user
@@ -53,11 +75,7 @@ func (r *run) acquire(ctx context.Context, cs kubernetes.Interface) error {
 		return err
 	}
 	checkpoint(ctx, "after-namespace")
-	l, lctx, err := lock.Acquire(ctx, cs, lock.Options{
-		Namespace: platform.Namespace, Name: platform.LockName, Operation: "create " + r.req.Name,
-		Labels: map[string]string{platform.LabelManagedBy: "kiln", platform.LabelCluster: r.req.Name},
-		Logf:   func(f string, a ...any) { r.e.logf(LevelInfo, f, a...) },
-	})
+	l, lctx, err := r.e.lockCluster(ctx, cs, "create", r.req.Name, false)
 	if err != nil {
 		return err
 	}

@@ -12,7 +12,6 @@ import (
 	"github.com/kilnctl/kiln/engine/config"
 	"github.com/kilnctl/kiln/engine/lock"
 	"github.com/kilnctl/kiln/engine/platform"
-	"github.com/kilnctl/kiln/engine/project"
 	"github.com/kilnctl/kiln/engine/readiness"
 	"github.com/kilnctl/kiln/internal/exit"
 )
@@ -87,16 +86,7 @@ func (e *Engine) destroy(ctx context.Context, req DestroyRequest) (string, error
 	// destroy changes the platform: project operations refuse while it
 	// holds the cluster lease, and it refuses while one runs (it does not
 	// wait: kiln refuses rather than queues).
-	l, lctx, err := lock.Acquire(ctx, cs, lock.Options{
-		Namespace: platform.Namespace, Name: platform.LockName, Operation: "destroy " + req.Name,
-		Labels:    map[string]string{platform.LabelManagedBy: "kiln", platform.LabelCluster: req.Name},
-		Exclusive: true,
-		Excludes: []lock.Exclusion{{
-			Selector: platform.LabelCluster + "=" + req.Name + "," + project.LabelProject,
-			Advice:   "destroy refuses while a project operation runs on the cluster; nothing was changed. Wait for it to finish, then run destroy again",
-		}},
-		Logf: func(f string, a ...any) { e.logf(LevelInfo, f, a...) },
-	})
+	l, lctx, err := e.lockCluster(ctx, cs, "destroy", req.Name, true)
 	if err != nil {
 		return "", err
 	}

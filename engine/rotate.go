@@ -147,11 +147,7 @@ func (r *rotation) run(ctx context.Context) error {
 			return inputErr(exit.NeedConfirm, InputYes, req.Name, "rotating the signing key of %s needs confirmation; nothing was changed. Pass {input} to rotate it", req.Name)
 		}
 	}
-	l, lctx, err := lock.Acquire(ctx, loc.Client, lock.Options{
-		Namespace: platform.Namespace, Name: platform.LockName, Operation: "rotate-key " + req.Name,
-		Labels: map[string]string{platform.LabelManagedBy: "kiln", platform.LabelCluster: req.Name},
-		Logf:   func(f string, a ...any) { e.logf(LevelInfo, f, a...) },
-	})
+	l, lctx, err := e.lockCluster(ctx, loc.Client, "rotate-key", req.Name, false)
 	if err != nil {
 		return err
 	}

@@ -10,7 +10,6 @@ import (
 	"github.com/kilnctl/kiln/engine/config"
 	"github.com/kilnctl/kiln/engine/lock"
 	"github.com/kilnctl/kiln/engine/platform"
-	"github.com/kilnctl/kiln/engine/project"
 	"github.com/kilnctl/kiln/engine/readiness"
 	"github.com/kilnctl/kiln/internal/exit"
 )
@@ -206,16 +205,8 @@ func (u *upgrade) apply(ctx context.Context, shown *upgradePlan) (string, error)
 	var p *upgradePlan
 	var lctx context.Context
 	err := u.step(ctx, PhasePlatform, func(ctx context.Context) error {
-		l, c, err := lock.Acquire(ctx, cs, lock.Options{
-			Namespace: platform.Namespace, Name: platform.LockName, Operation: "upgrade " + req.Name,
-			Labels:    map[string]string{platform.LabelManagedBy: "kiln", platform.LabelCluster: req.Name},
-			Exclusive: true,
-			Excludes: []lock.Exclusion{{
-				Selector: platform.LabelCluster + "=" + req.Name + "," + project.LabelProject,
-				Advice:   "upgrade refuses while a project operation runs on the cluster; nothing was changed. Wait for it to finish, then run upgrade again",
-			}},
-			Logf: func(f string, a ...any) { e.logf(LevelInfo, f, a...) },
-		})
+		l, c, err := e.lockCluster(ctx, cs, "upgrade", req.Name, true)
+
 		if err != nil {
 			return err
 		}

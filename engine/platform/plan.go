@@ -72,21 +72,9 @@ func PlanLive(ctx context.Context, cs kubernetes.Interface, obj Object, live run
 // changedFields lists the paths where a and b differ, ignoring what the
 // server maintains by itself (as equivalent does).
 func changedFields(a, b runtime.Object) ([]string, error) {
-	ma, err := runtime.DefaultUnstructuredConverter.ToUnstructured(a)
+	ma, mb, err := withoutServerFields(a, b)
 	if err != nil {
 		return nil, err
-	}
-	mb, err := runtime.DefaultUnstructuredConverter.ToUnstructured(b)
-	if err != nil {
-		return nil, err
-	}
-	for _, m := range []map[string]any{ma, mb} {
-		delete(m, "status")
-		if md, ok := m["metadata"].(map[string]any); ok {
-			delete(md, "managedFields")
-			delete(md, "resourceVersion")
-			delete(md, "generation")
-		}
 	}
 	var out []string
 	diffValue("", ma, mb, &out)

@@ -457,13 +457,22 @@ func getLive(ctx context.Context, cs kubernetes.Interface, ref readiness.Ref) (r
 // equivalent compares two versions of an object, ignoring what the server
 // maintains by itself (managed fields, resource version, generation, status).
 func equivalent(a, b runtime.Object) (bool, error) {
-	ma, err := runtime.DefaultUnstructuredConverter.ToUnstructured(a)
+	ma, mb, err := withoutServerFields(a, b)
 	if err != nil {
 		return false, err
 	}
-	mb, err := runtime.DefaultUnstructuredConverter.ToUnstructured(b)
-	if err != nil {
-		return false, err
+	return reflect.DeepEqual(ma, mb), nil
+}
+
+// withoutServerFields converts a and b to maps without what the server maintains by
+// itself (status, managed fields, resource version, generation), for
+// equivalent and changedFields.
+func withoutServerFields(a, b runtime.Object) (ma, mb map[string]any, err error) {
+	if ma, err = runtime.DefaultUnstructuredConverter.ToUnstructured(a); err != nil {
+		return nil, nil, err
+	}
+	if mb, err = runtime.DefaultUnstructuredConverter.ToUnstructured(b); err != nil {
+		return nil, nil, err
 	}
 	for _, m := range []map[string]any{ma, mb} {
 		delete(m, "status")
@@ -473,5 +482,5 @@ func equivalent(a, b runtime.Object) (bool, error) {
 			delete(md, "generation")
 		}
 	}
-	return reflect.DeepEqual(ma, mb), nil
+	return ma, mb, nil
 }
