@@ -39,6 +39,30 @@
 // Requests whose credential-scope service is "iam" are therefore all sent to
 // the primary region's kumo (Regions()[0]). Every other service is regional.
 //
+// # EKS updates: emulated by the router, because kumo lacks them
+//
+// kumo v0.33.1 implements no EKS update operation. The router emulates
+// UpdateClusterVersion (POST /clusters/NAME/updates), UpdateNodegroupVersion
+// (POST /clusters/NAME/node-groups/NG/update-version), UpdateNodegroupConfig
+// (POST /clusters/NAME/node-groups/NG/update-config, scalingConfig only)
+// and DescribeUpdate (GET /clusters/NAME/updates/ID, ?nodegroupName=NG for
+// a node group's update) — the paths and bodies aws-sdk-go-v2 sends —
+// with per-region state of its own, and overlays that state on kumo's
+// DescribeCluster and DescribeNodegroup answers (version, releaseVersion,
+// scalingConfig, and status UPDATING while an update runs). An update is
+// InProgress for [DefaultUpdateDuration] ([Emulator.SetUpdateDuration])
+// and then Successful, when its change becomes visible. The rules are
+// EKS's: the control plane goes up one minor version at a time and never
+// down (InvalidParameterException "Unsupported Kubernetes minor version
+// update from A to B"), only when every node group runs its version; a
+// node group goes at most to the cluster's version, never back; sizes obey
+// min ≤ desired ≤ max, max ≥ 1; a second update while one runs is
+// ResourceInUseException. CreateNodegroup is relayed to kumo and the new
+// group gets the cluster's emulated version (or the one asked, never newer
+// than the cluster's). These are harness emulations, not kumo behaviour.
+// [Emulator.Writes] counts write requests per region, so tests can prove
+// a run wrote nothing.
+//
 // Per-region latency ([Options.Latency]) is injected by the router before
 // forwarding, once per HTTP request, to make region fan-out costs visible in
 // benchmarks.
@@ -106,6 +130,9 @@ type Emulator struct {
 	countMu sync.Mutex
 	counts  map[string]int
 
+	// eks is the emulation of the EKS operations kumo lacks.
+	eks *eksUpdates
+
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -143,6 +170,7 @@ func Start(ctx context.Context, opts Options) (*Emulator, error) {
 		primary:  regions[0],
 		backends: make(map[string]*backend, len(regions)),
 		counts:   make(map[string]int),
+		eks:      newEKSUpdates(),
 		served:   make(chan struct{}),
 		tr: &http.Transport{
 			Proxy:               nil, // never send emulator traffic through an HTTP proxy

@@ -34,6 +34,9 @@ const (
 // global and therefore always routed to the primary region.
 const iamSigningName = "iam"
 
+// eksSigningName is the credential-scope service name of EKS.
+const eksSigningName = "eks"
+
 // ServeHTTP routes a request to the kumo of the region in its SigV4
 // credential scope.
 func (e *Emulator) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -78,8 +81,12 @@ func (e *Emulator) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// drops the upstream connection, and the client gets a truncated
 	// response (a few percent of Describe* answers of tens of kilobytes).
 	// AWS API request bodies are small.
+	var body []byte
+
 	if r.Body != nil && r.Body != http.NoBody {
-		body, err := io.ReadAll(r.Body)
+		var err error
+
+		body, err = io.ReadAll(r.Body)
 		_ = r.Body.Close()
 
 		if err != nil {
@@ -91,6 +98,14 @@ func (e *Emulator) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 		r.Body = io.NopCloser(bytes.NewReader(body))
 		r.ContentLength = int64(len(body))
+	}
+
+	e.countWrite(scope.region, r, body)
+
+	// EKS operations kumo lacks (UpdateClusterVersion, …) are emulated
+	// here, and overlaid on kumo's Describe answers.
+	if scope.service == eksSigningName && e.serveEKS(w, r, b, body) {
+		return
 	}
 
 	b.proxy.ServeHTTP(w, r)
