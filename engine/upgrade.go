@@ -204,7 +204,13 @@ func (u *upgrade) apply(ctx context.Context, shown *upgradePlan) (string, error)
 	cs := u.loc.Client
 	var p *upgradePlan
 	var lctx context.Context
-	err := u.step(ctx, PhasePlatform, func(ctx context.Context) error {
+	// The lock is taken in the first phase that changes something: the
+	// infrastructure's when the plan has infrastructure changes.
+	first := PhasePlatform
+	if len(shown.infra) > 0 {
+		first = PhaseInfrastructure
+	}
+	err := u.step(ctx, first, func(ctx context.Context) error {
 		l, c, err := e.lockCluster(ctx, cs, "upgrade", req.Name, true)
 
 		if err != nil {
@@ -231,6 +237,9 @@ func (u *upgrade) apply(ctx context.Context, shown *upgradePlan) (string, error)
 			return skip("no changes")
 		}
 		u.mutated = true
+		if first == PhaseInfrastructure {
+			return u.applyInfrastructure(lctx, p)
+		}
 		return u.applyPlatform(lctx, p)
 	})
 	if err != nil {
@@ -238,6 +247,11 @@ func (u *upgrade) apply(ctx context.Context, shown *upgradePlan) (string, error)
 	}
 	if len(p.changes) == 0 {
 		return fmt.Sprintf("no changes: platform %s already matches; nothing was changed", req.Name), nil
+	}
+	if first == PhaseInfrastructure {
+		if err := u.step(lctx, PhasePlatform, func(ctx context.Context) error { return u.applyPlatform(ctx, p) }); err != nil {
+			return "", err
+		}
 	}
 	if err := u.step(lctx, PhaseProjects, func(ctx context.Context) error { return u.applyProjects(ctx, p) }); err != nil {
 		return "", err

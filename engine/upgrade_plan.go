@@ -20,6 +20,9 @@ import (
 // apply needs to do it.
 type upgradePlan struct {
 	changes []PlanChange
+	// infra are the provider's infrastructure changes (InfraUpgrader),
+	// applied first.
+	infra []PlanChange
 	// notes are warnings shown with the plan (projects left on an old
 	// stack, say).
 	notes []string
@@ -70,6 +73,9 @@ func (u *upgrade) plan(ctx context.Context) (*upgradePlan, error) {
 	p := &upgradePlan{cfg: cfg}
 	p.ops = &project.Ops{Client: cs, Cluster: req.Name, Config: cfg, Timeout: req.Timeout,
 		R: &reporter{e: e, w: u.watcher()}, Now: e.Now, PlatformHeld: true}
+	if err := u.planInfrastructure(ctx, p); err != nil {
+		return nil, err
+	}
 	add := func(obj platform.Object, message string) (bool, error) {
 		ch, err := platform.Plan(ctx, cs, obj)
 		if err != nil || ch.Action == "" {

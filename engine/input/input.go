@@ -27,6 +27,7 @@ const (
 	Profile             Input = "profile"               // the AWS shared-config profile
 	InstanceType        Input = "instance-type"         // the aws node group's instance type
 	Nodes               Input = "nodes"                 // the aws node group's size
+	KubernetesVersion   Input = "kubernetes-version"    // the EKS control plane's Kubernetes version
 	KubeContextOverride Input = "kube-context-override" // an emulated EKS cluster's stand-in context
 	Continue            Input = "continue"              // continue an installed platform
 	Yes                 Input = "yes"                   // confirm a destroy

@@ -26,6 +26,19 @@ type awsFlags struct {
 	writeKubeconfig bool
 	// create is the create command's flag set (nil on other commands).
 	create *pflag.FlagSet
+	// upgrade is the upgrade command's flag set, with its own variables:
+	// unset there means "keep what runs", not create's defaults.
+	upgrade                      *pflag.FlagSet
+	upgrading                    bool
+	upNodes                      int
+	upInstanceType, upK8sVersion string
+}
+
+func (f *awsFlags) registerUpgrade(fs *pflag.FlagSet) {
+	f.upgrade = fs
+	fs.IntVar(&f.upNodes, "nodes", 0, fmt.Sprintf("change the node group's size, 1 to %d (aws provider; default: keep it)", awsprovider.MaxNodes))
+	fs.StringVar(&f.upInstanceType, "instance-type", "", "change the node group's EC2 instance type: a replacement node group is created, then the old one deleted (aws provider; default: keep it)")
+	fs.StringVar(&f.upK8sVersion, "kubernetes-version", "", "upgrade the EKS control plane, then the nodes, to this Kubernetes version, MAJOR.MINOR, one minor version above the current (aws provider; default: keep it)")
 }
 
 func (f *awsFlags) register(pf *pflag.FlagSet) {
@@ -58,6 +71,12 @@ func (f *awsFlags) onlyForAWS() error {
 		return exit.Usage("--nodes: only for PROVIDER aws")
 	case f.create != nil && f.create.Changed("kubernetes-version"):
 		return exit.Usage("--kubernetes-version: only for PROVIDER aws")
+	case f.upgrade != nil && f.upgrade.Changed("instance-type"):
+		return exit.Usage("--instance-type: only for PROVIDER aws")
+	case f.upgrade != nil && f.upgrade.Changed("nodes"):
+		return exit.Usage("--nodes: only for PROVIDER aws")
+	case f.upgrade != nil && f.upgrade.Changed("kubernetes-version"):
+		return exit.Usage("--kubernetes-version: only for PROVIDER aws")
 	}
 	return nil
 }
@@ -85,6 +104,13 @@ func (g *globals) awsProvider() (engine.Provider, error) {
 	}
 	if f.create != nil && f.create.Changed("nodes") && f.nodes < 1 {
 		return nil, exit.Usage("--nodes: %d is out of range; a node group has 1 to %d nodes", f.nodes, awsprovider.MaxNodes)
+	}
+	if f.upgrading {
+		// Unset keeps what runs (upgrade.go of the aws provider).
+		p.InstanceType, p.Nodes, p.KubernetesVersion = f.upInstanceType, f.upNodes, f.upK8sVersion
+		if f.upgrade.Changed("nodes") && f.upNodes < 1 {
+			return nil, exit.Usage("--nodes: %d is out of range; a node group has 1 to %d nodes", f.upNodes, awsprovider.MaxNodes)
+		}
 	}
 	p.KubeconfigFile = clientcmd.NewDefaultPathOptions().GetDefaultFilename()
 	if f.writeKubeconfig {

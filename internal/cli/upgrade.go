@@ -47,12 +47,14 @@ tenant has projects, a newer kiln wrote the platform, a bad config);
   kiln upgrade kube dev1 --yes                        # re-apply with this kiln's manifests`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			g.aws.upgrading = true
 			return g.runOp(args, false, func(e *engine.Engine, t engine.Target) error {
 				return e.Upgrade(cmd.Context(), engine.UpgradeRequest{Target: t, ConfigPath: g.config, Yes: g.yes, Timeout: g.timeout,
 					DryRun: dryRun, DeleteProjects: deleteProjects, Restack: restack})
 			})
 		},
 	}
+	g.aws.registerUpgrade(cmd.Flags())
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "print the plan and change nothing (not even the lock)")
 	cmd.Flags().BoolVar(&deleteProjects, "delete-projects", false, "let a removed tenant go with the projects it still has")
 	cmd.Flags().BoolVar(&restack, "restack", false, "restack running projects whose stack changed (otherwise they are listed)")

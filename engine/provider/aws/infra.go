@@ -569,6 +569,14 @@ func (in *infra) ensureCluster(ctx context.Context) error {
 func (in *infra) ensureNodegroup(ctx context.Context) error {
 	n := nodegroupName
 	out, err := in.eks.DescribeNodegroup(ctx, &eks.DescribeNodegroupInput{ClusterName: aws.String(in.name), NodegroupName: aws.String(n)})
+	if apiCode(err) == "ResourceNotFoundException" {
+		// An upgrade that changed the instance type replaced kiln-nodes
+		// by kiln-nodes-TYPE (upgrade.go): that group is the cluster's.
+		if st, serr := in.readState(ctx); serr == nil && len(st.groups) > 0 {
+			n = aws.ToString(st.groups[len(st.groups)-1].NodegroupName)
+			out, err = in.eks.DescribeNodegroup(ctx, &eks.DescribeNodegroupInput{ClusterName: aws.String(in.name), NodegroupName: aws.String(n)})
+		}
+	}
 	switch {
 	case err == nil:
 		if out.Nodegroup.Tags[TagCluster] != in.name {

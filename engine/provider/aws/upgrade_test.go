@@ -1,0 +1,77 @@
+package aws
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	ekstypes "github.com/aws/aws-sdk-go-v2/service/eks/types"
+
+	"github.com/kilnctl/kiln/internal/exit"
+)
+
+func group(name, typ, version string, size int32, created int) *ngState {
+	return &ngState{
+		NodegroupName: aws.String(name), InstanceTypes: []string{typ}, Version: aws.String(version),
+		ScalingConfig: &ekstypes.NodegroupScalingConfig{DesiredSize: aws.Int32(size), MinSize: aws.Int32(size), MaxSize: aws.Int32(size)},
+		CreatedAt:     aws.Time(time.Unix(int64(created), 0)),
+	}
+}
+
+// TestPlanUpgrade: the infrastructure plan is a pure function of the
+// request and what EKS reports, in EKS's order (control plane, node group
+// version, replacement, size, deletions), and refuses what EKS refuses.
+func TestPlanUpgrade(t *testing.T) {
+	cluster := &ekstypes.Cluster{Version: aws.String("1.30")}
+	orig := group("kiln-nodes", "t3.medium", "1.30", 2, 1)
+	cases := []struct {
+		name    string
+		req     Provider
+		groups  []*ngState
+		changes []string // action kind name fields
+		exit    int
+	}{
+		{"nothing asked", Provider{}, []*ngState{orig}, nil, 0},
+		{"same as runs", Provider{Nodes: 2, InstanceType: "t3.medium", KubernetesVersion: "1.30"}, []*ngState{orig}, nil, 0},
+		{"nodes 2 → 3", Provider{Nodes: 3}, []*ngState{orig}, []string{"update Nodegroup kiln-nodes scalingConfig.desiredSize,scalingConfig.maxSize,scalingConfig.minSize"}, 0},
+		{"one minor up", Provider{KubernetesVersion: "1.31"}, []*ngState{orig}, []string{"update EKSCluster c1 version", "update Nodegroup kiln-nodes version"}, 0},
+		{"two minors up", Provider{KubernetesVersion: "1.32"}, []*ngState{orig}, nil, exit.BadInput},
+		{"down", Provider{KubernetesVersion: "1.29"}, []*ngState{orig}, nil, exit.BadInput},
+		{"instance type", Provider{InstanceType: "m6i.large"}, []*ngState{orig}, []string{"create Nodegroup kiln-nodes-m6i-large instanceTypes,scalingConfig,version", "delete Nodegroup kiln-nodes "}, 0},
+		{"version, type and size at once", Provider{InstanceType: "m6i.large", Nodes: 3, KubernetesVersion: "1.31"}, []*ngState{orig},
+			[]string{"update EKSCluster c1 version", "create Nodegroup kiln-nodes-m6i-large instanceTypes,scalingConfig,version", "delete Nodegroup kiln-nodes "}, 0},
+		{"replacement interrupted, type asked", Provider{InstanceType: "m6i.large"}, []*ngState{orig, group("kiln-nodes-m6i-large", "m6i.large", "1.30", 2, 2)},
+			[]string{"delete Nodegroup kiln-nodes "}, 0},
+		{"replacement interrupted, nothing asked: the newest stays", Provider{}, []*ngState{orig, group("kiln-nodes-m6i-large", "m6i.large", "1.30", 2, 2)},
+			[]string{"delete Nodegroup kiln-nodes "}, 0},
+		{"node group left behind by an interrupted version upgrade", Provider{}, []*ngState{group("kiln-nodes", "t3.medium", "1.29", 2, 1)},
+			[]string{"update Nodegroup kiln-nodes version"}, 0},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			pl, err := tc.req.planUpgrade("c1", &infraState{cluster: cluster, groups: tc.groups})
+			if tc.exit != 0 {
+				if exit.Code(err) != tc.exit || !strings.Contains(err.Error(), "--kubernetes-version") || !strings.Contains(err.Error(), "1.30") {
+					t.Fatalf("err = %v (exit %d), want exit %d naming --kubernetes-version and 1.30", err, exit.Code(err), tc.exit)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, c := range pl.changes {
+				got = append(got, c.Action+" "+c.Kind+" "+c.Name+" "+strings.Join(c.Fields, ","))
+			}
+			if strings.Join(got, "|") != strings.Join(tc.changes, "|") {
+				t.Errorf("changes:\n got %q\nwant %q", got, tc.changes)
+			}
+		})
+	}
+	// The refusal of a jump names the next allowed step.
+	_, err := (&Provider{KubernetesVersion: "1.32"}).planUpgrade("c1", &infraState{cluster: cluster, groups: []*ngState{orig}})
+	if err == nil || !strings.Contains(err.Error(), "1.31 first") {
+		t.Errorf("jump refusal does not name the next step: %v", err)
+	}
+}
