@@ -198,12 +198,13 @@ func (p *Provider) inspect(ctx context.Context, region, name string) engine.Loca
 	}
 	loc.Cluster = f.kilnName
 	loc.Infra = engine.InfraPartial
-	if f.cluster.Status == ekstypes.ClusterStatusActive {
-		loc.Infra = engine.InfraPresent
-	}
-	if f.cluster.Status != ekstypes.ClusterStatusActive {
+	// An UPDATING cluster (an upgrade's version update) keeps serving its
+	// Kubernetes API, as EKS promises: it is there, platform and all.
+	serving := f.cluster.Status == ekstypes.ClusterStatusActive || f.cluster.Status == ekstypes.ClusterStatusUpdating
+	if !serving {
 		return loc
 	}
+	loc.Infra = engine.InfraPresent
 	rc, cs, err := p.kubeClient(ctx, cfg, f.cluster)
 	if err != nil {
 		loc.Err = err

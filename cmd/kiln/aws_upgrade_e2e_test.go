@@ -1,0 +1,207 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/eks"
+
+	"github.com/kilnctl/kiln/internal/awsemu"
+	"github.com/kilnctl/kiln/internal/testhooks"
+)
+
+// eksView is what EKS reports of a kiln cluster: the control plane's
+// version and status, and each node group's type, size, version and
+// status (read through the real SDK, so through the emulation's overlay).
+type eksView struct {
+	Version, Status string
+	Groups          map[string]string // name → "N × TYPE, VERSION, STATUS"
+}
+
+func (v eksView) String() string { return fmt.Sprintf("%s %s %v", v.Version, v.Status, v.Groups) }
+
+func describeEKS(t *testing.T, emu *awsemu.Emulator, name, region string) eksView {
+	t.Helper()
+	ctx := context.Background()
+	cfg, err := emu.Config(ctx, region)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := eks.NewFromConfig(cfg)
+	out, err := c.DescribeCluster(ctx, &eks.DescribeClusterInput{Name: aws.String(name)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := eksView{Version: aws.ToString(out.Cluster.Version), Status: string(out.Cluster.Status), Groups: map[string]string{}}
+	ngs, err := c.ListNodegroups(ctx, &eks.ListNodegroupsInput{ClusterName: aws.String(name)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range ngs.Nodegroups {
+		g, err := c.DescribeNodegroup(ctx, &eks.DescribeNodegroupInput{ClusterName: aws.String(name), NodegroupName: aws.String(n)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ng := g.Nodegroup
+		v.Groups[n] = fmt.Sprintf("%d × %s, %s, %s", aws.ToInt32(ng.ScalingConfig.DesiredSize), strings.Join(ng.InstanceTypes, ","), aws.ToString(ng.Version), ng.Status)
+	}
+	return v
+}
+
+// planOrder returns the plan events of r, in order, as "action kind name".
+func planOrder(t *testing.T, r result) []string {
+	t.Helper()
+	var out []string
+	for _, ev := range r.events(t) {
+		if ev["type"] == "plan" {
+			out = append(out, fmt.Sprintf("%s %s %s", ev["action"], ev["kind"], ev["name"]))
+		}
+	}
+	return out
+}
+
+// TestAWSUpgradeInfrastructure: kiln upgrade aws changes the node group's
+// size and instance type and the EKS control plane's version (one minor
+// step; a jump or a downgrade is refused with exit 2), planned before the
+// platform's changes, applied in EKS's order, each shown as resource
+// events; --dry-run and a refusal write nothing to AWS; an upgrade killed
+// after it asked EKS for a change converges when run again.
+func TestAWSUpgradeInfrastructure(t *testing.T) {
+	e, emu := awsEnv(t)
+	const name, region = "awsup", "us-east-1"
+	t.Cleanup(func() {
+		if r := e.aws("destroy", "aws", name, "--region", region, "--yes", "--headless"); r.code != 0 {
+			t.Errorf("cleanup destroy: %s", r)
+		}
+		waitNamespaceGone(t, clusterB.Client, "kiln-system")
+	})
+	base := writeConfig(t, upgradeBase)
+	expect(t, e.aws("create", "aws", name, "--region", region, "--kubernetes-version", "1.30", "--nodes", "2", "-c", base, "--headless"), 0)
+	up := func(extra ...string) result {
+		t.Helper()
+		return e.aws(append([]string{"upgrade", "aws", name, "--headless", "-o", "json"}, extra...)...)
+	}
+	want := eksView{Version: "1.30", Status: "ACTIVE", Groups: map[string]string{"kiln-nodes": "2 × t3.medium, 1.30, ACTIVE"}}
+	if got := describeEKS(t, emu, name, region); !reflect.DeepEqual(got, want) {
+		t.Fatalf("after create: %s, want %s", got, want)
+	}
+
+	t.Run("no-op says no changes and writes nothing to AWS", func(t *testing.T) {
+		writes := emu.Writes(region)
+		r := up("--yes", "-c", base)
+		expect(t, r, 0)
+		if p := planOrder(t, r); len(p) != 0 || !strings.Contains(r.last(t, "result")["message"].(string), "no changes") {
+			t.Errorf("no-op upgrade: plan %v, result %v", p, r.last(t, "result"))
+		}
+		if got := emu.Writes(region); got != writes {
+			t.Errorf("a no-op upgrade wrote to AWS: %d writes", got-writes)
+		}
+	})
+
+	t.Run("dry-run plans infrastructure first and changes nothing", func(t *testing.T) {
+		before, writes := describeEKS(t, emu, name, region), emu.Writes(region)
+		next := writeConfig(t, strings.Replace(upgradeBase, "  stacks:", "  gateway: {replicas: 2}\n  stacks:", 1))
+		r := up("--nodes", "3", "--instance-type", "m6i.large", "--kubernetes-version", "1.31", "-c", next, "--dry-run")
+		expect(t, r, 0)
+		got := planOrder(t, r)
+		wantFirst := []string{"update EKSCluster awsup", "create Nodegroup kiln-nodes-m6i-large", "delete Nodegroup kiln-nodes"}
+		if len(got) <= len(wantFirst) || !slices.Equal(got[:len(wantFirst)], wantFirst) {
+			t.Errorf("plan = %v, want the infrastructure first (%v), then the platform", got, wantFirst)
+		}
+		if !slices.Contains(got, "update Deployment kiln-gateway") {
+			t.Errorf("plan lacks the platform change: %v", got)
+		}
+		if after := describeEKS(t, emu, name, region); !reflect.DeepEqual(after, before) {
+			t.Errorf("dry run changed EKS: %s → %s", before, after)
+		}
+		if w := emu.Writes(region); w != writes {
+			t.Errorf("dry run wrote to AWS: %d writes", w-writes)
+		}
+	})
+
+	t.Run("a jump of two minors or a downgrade is refused, nothing written", func(t *testing.T) {
+		writes := emu.Writes(region)
+		for _, v := range []string{"1.32", "1.29"} {
+			r := up("--kubernetes-version", v, "--yes")
+			expect(t, r, 2)
+			msg := r.last(t, "result")["message"].(string)
+			if !strings.Contains(msg, "--kubernetes-version") || !strings.Contains(msg, "1.30") || !strings.Contains(msg, v) {
+				t.Errorf("refusal of %s does not name the flag and both versions: %s", v, msg)
+			}
+			if v == "1.32" && !strings.Contains(msg, "1.31 first") {
+				t.Errorf("refusal of a jump does not name the next step: %s", msg)
+			}
+		}
+		if got := describeEKS(t, emu, name, region); !reflect.DeepEqual(got, want) {
+			t.Errorf("after refusals: %s, want %s", got, want)
+		}
+		if w := emu.Writes(region); w != writes {
+			t.Errorf("refusals wrote to AWS: %d writes", w-writes)
+		}
+	})
+
+	t.Run("nodes 2 → 3", func(t *testing.T) {
+		r := up("--nodes", "3", "--yes")
+		expect(t, r, 0)
+		var phases, current []string
+		for _, ev := range r.events(t) {
+			if ev["type"] == "phase" && ev["state"] == "started" {
+				phases = append(phases, ev["phase"].(string))
+			}
+			if ev["type"] == "resource" && ev["kind"] == "Nodegroup" && ev["status"] == "Current" {
+				current = append(current, ev["message"].(string))
+			}
+		}
+		if i, j := slices.Index(phases, "infrastructure"), slices.Index(phases, "platform"); i < 0 || j < i {
+			t.Errorf("phases %v: want infrastructure before platform", phases)
+		}
+		if !slices.Contains(current, "ACTIVE, 3 × t3.medium") {
+			t.Errorf("no resource event for the resized node group: %v", current)
+		}
+		want.Groups["kiln-nodes"] = "3 × t3.medium, 1.30, ACTIVE"
+		if got := describeEKS(t, emu, name, region); !reflect.DeepEqual(got, want) {
+			t.Errorf("after scaling: %s, want %s", got, want)
+		}
+	})
+
+	t.Run("version 1.30 → 1.31, killed after the request, converges", func(t *testing.T) {
+		r := e.kilnWith([]string{testhooks.CrashEnv + "=aws-upgrade-cluster-requested"}, "upgrade", "aws", name, "--kubernetes-version", "1.31", "--yes", "--headless",
+			"--regions", strings.Join(awsRegions, ","))
+		if !r.killed {
+			t.Fatalf("not killed after asking EKS for the version update:\n%s", r)
+		}
+		r = up("--kubernetes-version", "1.31", "--yes")
+		expect(t, r, 0)
+		want = eksView{Version: "1.31", Status: "ACTIVE", Groups: map[string]string{"kiln-nodes": "3 × t3.medium, 1.31, ACTIVE"}}
+		if got := describeEKS(t, emu, name, region); !reflect.DeepEqual(got, want) {
+			t.Errorf("after the version upgrade: %s, want %s", got, want)
+		}
+		expect(t, up("--kubernetes-version", "1.31", "--yes"), 0)
+		if p := planOrder(t, up("--kubernetes-version", "1.31", "--dry-run")); len(p) != 0 {
+			t.Errorf("the upgrade did not converge: plan %v", p)
+		}
+	})
+
+	t.Run("instance type change, killed after the replacement was asked for, converges", func(t *testing.T) {
+		r := e.kilnWith([]string{testhooks.CrashEnv + "=aws-upgrade-nodegroup-requested"}, "upgrade", "aws", name, "--instance-type", "m6i.large", "--yes", "--headless",
+			"--regions", strings.Join(awsRegions, ","))
+		if !r.killed {
+			t.Fatalf("not killed after asking for the replacement node group:\n%s", r)
+		}
+		r = up("--instance-type", "m6i.large", "--yes")
+		expect(t, r, 0)
+		want = eksView{Version: "1.31", Status: "ACTIVE", Groups: map[string]string{"kiln-nodes-m6i-large": "3 × m6i.large, 1.31, ACTIVE"}}
+		if got := describeEKS(t, emu, name, region); !reflect.DeepEqual(got, want) {
+			t.Errorf("after the instance type change: %s, want %s", got, want)
+		}
+		// Nothing asked now: the replacement is the node group kiln keeps.
+		if p := planOrder(t, up("--dry-run")); len(p) != 0 {
+			t.Errorf("plan after the replacement: %v", p)
+		}
+	})
+}
