@@ -203,5 +203,48 @@ func TestAWSUpgradeInfrastructure(t *testing.T) {
 		if p := planOrder(t, up("--dry-run")); len(p) != 0 {
 			t.Errorf("plan after the replacement: %v", p)
 		}
+		// create --continue finds the replacement: no second node group.
+		expect(t, e.aws("create", "aws", name, "--region", region, "--continue", "-c", base, "--headless"), 0)
+		if got := describeEKS(t, emu, name, region); !reflect.DeepEqual(got, want) {
+			t.Errorf("after create --continue: %s, want %s", got, want)
+		}
 	})
+
+	t.Run("text plan", func(t *testing.T) {
+		r := e.aws("upgrade", "aws", name, "--nodes", "4", "--dry-run", "--headless")
+		expect(t, r, 0)
+		if !strings.Contains(r.stderr, "~ update nodegroup kiln-nodes-m6i-large: scalingConfig.desiredSize") || !strings.Contains(r.stderr, "3 → 4 nodes") {
+			t.Errorf("text plan:\n%s", r.stderr)
+		}
+	})
+
+	// Killed at every checkpoint of the infrastructure steps, with a
+	// version step, an instance type and a size change at once, the same
+	// command run again converges.
+	minor, nodes, typ := 31, 3, "m6i.large"
+	for _, point := range []string{
+		"after-aws-claim", "after-aws-upgrade-cluster", "after-aws-upgrade-nodegroup-version", "aws-upgrade-nodegroup-requested",
+		"after-aws-upgrade-nodegroup-create", "after-aws-upgrade-nodegroup-size", "after-aws-upgrade-nodegroup-delete", "upgrade-after-infrastructure",
+	} {
+		minor++
+		nodes = 5 - nodes // 3, 2, 3, …
+		typ = map[string]string{"m6i.large": "t3.large", "t3.large": "m6i.large"}[typ]
+		version := fmt.Sprintf("1.%d", minor)
+		t.Run("killed at "+point, func(t *testing.T) {
+			args := []string{"upgrade", "aws", name, "--kubernetes-version", version, "--nodes", fmt.Sprint(nodes), "--instance-type", typ, "--yes", "--headless"}
+			r := e.kilnWith([]string{testhooks.CrashEnv + "=" + point}, append(args, "--regions", strings.Join(awsRegions, ","))...)
+			if !r.killed {
+				t.Fatalf("not killed at %s:\n%s", point, r)
+			}
+			expect(t, e.aws(args...), 0)
+			ng := "kiln-nodes-" + strings.ReplaceAll(typ, ".", "-")
+			want := eksView{Version: version, Status: "ACTIVE", Groups: map[string]string{ng: fmt.Sprintf("%d × %s, %s, ACTIVE", nodes, typ, version)}}
+			if got := describeEKS(t, emu, name, region); !reflect.DeepEqual(got, want) {
+				t.Errorf("after the rerun: %s, want %s", got, want)
+			}
+			if p := planOrder(t, up("--kubernetes-version", version, "--nodes", fmt.Sprint(nodes), "--instance-type", typ, "--dry-run")); len(p) != 0 {
+				t.Errorf("not converged: plan %v", p)
+			}
+		})
+	}
 }
