@@ -140,6 +140,14 @@ func TestAWSUpgradeInfrastructure(t *testing.T) {
 		if got := describeEKS(t, emu, name, region); !reflect.DeepEqual(got, want) {
 			t.Errorf("after refusals: %s, want %s", got, want)
 		}
+		for _, bad := range [][]string{{"--nodes", "0"}, {"--nodes", "101"}, {"--instance-type", "huge"}, {"--kubernetes-version", "v1.31"}} {
+			r := up(append(bad, "--yes")...)
+			expect(t, r, 2)
+			if !strings.Contains(r.stdout+r.stderr, bad[0]) {
+				t.Errorf("%v: message does not name %s:\n%s", bad, bad[0], r)
+			}
+		}
+		expect(t, e.kiln("upgrade", "kube", name, "--nodes", "3", "--headless"), 2)
 		if w := emu.Writes(region); w != writes {
 			t.Errorf("refusals wrote to AWS: %d writes", w-writes)
 		}

@@ -37,14 +37,26 @@ Ingresses follow a new domain; projects on a changed stack are restacked
 only with --restack. kiln-config is written last, so an interrupted
 upgrade shows as one and the same command run again finishes it.
 
+For aws, --nodes, --instance-type and --kubernetes-version change the
+infrastructure first (unset: kept as it runs): the EKS control plane's
+version, one minor version at a time (a jump or a downgrade is exit 2,
+naming the next allowed step), then the node group's version, its
+instance type (a replacement node group is created and ACTIVE before the
+old one is deleted: EKS cannot change it in place) and its size, each
+waited for; the plan lists them before the platform's changes.
+
 Exit codes: 0 applied, no changes, or dry run; 2 bad input (a removed
-tenant has projects, a newer kiln wrote the platform, a bad config);
+tenant has projects, a newer kiln wrote the platform, a bad config, a
+Kubernetes version EKS cannot go to);
 3 confirmation required; 4 locked; 5 timed out; 130 interrupted.`,
 		Example: `  kiln upgrade kube dev1 -c kiln.yaml --dry-run
   kiln upgrade kube dev1 -c kiln.yaml                 # shows the plan, asks
   kiln upgrade kube dev1 -c kiln.yaml --yes -o json   # headless
   kiln upgrade kube dev1 -c kiln.yaml --yes --delete-projects --restack
-  kiln upgrade kube dev1 --yes                        # re-apply with this kiln's manifests`,
+  kiln upgrade kube dev1 --yes                        # re-apply with this kiln's manifests
+  kiln upgrade aws dev1 --nodes 3 --dry-run           # the node group 2 → 3 nodes, planned
+  kiln upgrade aws dev1 --kubernetes-version 1.31 --yes
+  kiln upgrade aws dev1 --instance-type m6i.large -c kiln.yaml --yes`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			g.aws.upgrading = true
