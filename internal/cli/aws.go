@@ -107,7 +107,7 @@ func (g *globals) awsProvider() (engine.Provider, error) {
 	}
 	if f.upgrading {
 		// Unset keeps what runs (upgrade.go of the aws provider).
-		p.InstanceType, p.Nodes, p.KubernetesVersion = f.upInstanceType, f.upNodes, f.upK8sVersion
+		p.Change = awsprovider.Change{Nodes: f.upNodes, InstanceType: f.upInstanceType, KubernetesVersion: f.upK8sVersion}
 		if f.upgrade.Changed("nodes") && f.upNodes < 1 {
 			return nil, exit.Usage("--nodes: %d is out of range; a node group has 1 to %d nodes", f.upNodes, awsprovider.MaxNodes)
 		}

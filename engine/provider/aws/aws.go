@@ -91,6 +91,9 @@ type Provider struct {
 	// KubernetesVersion is the EKS control plane's Kubernetes version for a
 	// cluster kiln creates (MAJOR.MINOR, like 1.30; "" is EKS's default).
 	KubernetesVersion string
+	// Change is what kiln upgrade changes of an existing cluster's
+	// infrastructure (upgrade.go); the zero value changes nothing.
+	Change Change
 	// WriteKubeconfig, if set, is the kubeconfig file that gets (or has
 	// updated) an entry for the cluster using `kiln aws token`.
 	WriteKubeconfig string
@@ -232,7 +235,7 @@ func (p *Provider) ValidateFlags() error {
 			return input.New(exit.BadInput, input.Region, r, "{input}/{input:regions}: %q is not an AWS region name (like eu-west-1)", r)
 		}
 	}
-	return nil
+	return p.Change.validate()
 }
 
 var k8sVersionRE = regexp.MustCompile(`^1\.[0-9]{1,2}$`)

@@ -20,9 +20,10 @@ import (
 
 // kiln upgrade aws: the infrastructure part (engine.InfraUpgrader).
 //
-// What is asked comes from the provider's fields, as for create, with
-// "unset" meaning "keep what runs": Nodes (0 = keep), InstanceType ("" =
-// keep), KubernetesVersion ("" = keep). The order is EKS's: the control
+// What is asked is the provider's Change (set by kiln upgrade's flags
+// only: a provider built for anything else asks no change), with "unset"
+// meaning "keep what runs": Nodes (0 = keep), InstanceType ("" = keep),
+// KubernetesVersion ("" = keep). The order is EKS's: the control
 // plane first (one minor version at a time; EKS refuses more, and never
 // goes down, so kiln refuses both before anything is written, exit 2),
 // then the node group — its Kubernetes version (UpdateNodegroupVersion,
@@ -42,6 +43,34 @@ import (
 // newest is the one kept.
 
 var _ engine.InfraUpgrader = (*Provider)(nil)
+
+// Change is what kiln upgrade aws asks of the infrastructure; a zero
+// field keeps what runs.
+type Change struct {
+	// Nodes is the node group's new size (1 to MaxNodes).
+	Nodes int
+	// InstanceType is the node group's new EC2 instance type.
+	InstanceType string
+	// KubernetesVersion is the Kubernetes version (MAJOR.MINOR) the
+	// control plane and then the nodes go to: one minor above the
+	// current at most.
+	KubernetesVersion string
+}
+
+// validate checks what can be checked without AWS (exit 2 naming the
+// field).
+func (c Change) validate() error {
+	if c.InstanceType != "" && !instanceTypeRE.MatchString(c.InstanceType) {
+		return input.New(exit.BadInput, input.InstanceType, c.InstanceType, "{input}: %q is not an EC2 instance type (like t3.medium or m6i.large)", c.InstanceType)
+	}
+	if c.Nodes < 0 || c.Nodes > MaxNodes {
+		return input.New(exit.BadInput, input.Nodes, fmt.Sprint(c.Nodes), "{input}: %d is out of range; a node group has 1 to %d nodes", c.Nodes, MaxNodes)
+	}
+	if c.KubernetesVersion != "" && !k8sVersionRE.MatchString(c.KubernetesVersion) {
+		return input.New(exit.BadInput, input.KubernetesVersion, c.KubernetesVersion, "{input}: %q is not an EKS Kubernetes version (MAJOR.MINOR, like 1.31)", c.KubernetesVersion)
+	}
+	return nil
+}
 
 // updateWaitLimit bounds the wait for one EKS update (a control-plane
 // version update takes EKS 8 to 10 minutes; a node group's rolling one
@@ -100,7 +129,8 @@ func parseMinor(v string) (int, bool) {
 func (p *Provider) planUpgrade(name string, st *infraState) (*infraPlan, error) {
 	pl := &infraPlan{}
 	have := aws.ToString(st.cluster.Version)
-	want := p.KubernetesVersion
+	req := p.Change
+	want := req.KubernetesVersion
 	if want == "" {
 		want = have
 	}
@@ -125,13 +155,13 @@ func (p *Provider) planUpgrade(name string, st *infraState) (*infraPlan, error) 
 	// newest of all when no type is asked).
 	for i := len(st.groups) - 1; i >= 0; i-- {
 		g := st.groups[i]
-		if p.InstanceType == "" || ngType(g) == p.InstanceType {
+		if req.InstanceType == "" || ngType(g) == req.InstanceType {
 			pl.keep = g
 			break
 		}
 	}
-	pl.instanceType = p.InstanceType
-	pl.nodes = int32(p.Nodes)
+	pl.instanceType = req.InstanceType
+	pl.nodes = int32(req.Nodes)
 	if pl.keep != nil {
 		if pl.instanceType == "" {
 			pl.instanceType = ngType(pl.keep)
@@ -232,7 +262,7 @@ func (in *infra) readState(ctx context.Context) (*infraState, error) {
 // PlanInfrastructure implements engine.InfraUpgrader: the changes asked
 // of the EKS cluster in region, read from EKS, nothing written.
 func (p *Provider) PlanInfrastructure(ctx context.Context, name, region string) ([]engine.PlanChange, error) {
-	if err := p.ValidateFlags(); err != nil {
+	if err := p.Change.validate(); err != nil {
 		return nil, err
 	}
 	in, err := p.newInfra(ctx, name, region, nil)
@@ -256,7 +286,7 @@ func (p *Provider) PlanInfrastructure(ctx context.Context, name, region string) 
 // Checkpoints: before-/after-aws-upgrade-cluster, -nodegroup-version,
 // -nodegroup-create, -nodegroup-size, -nodegroup-delete.
 func (p *Provider) UpgradeInfrastructure(ctx context.Context, name, region string, sink engine.Sink) error {
-	if err := p.ValidateFlags(); err != nil {
+	if err := p.Change.validate(); err != nil {
 		return err
 	}
 	in, err := p.newInfra(ctx, name, region, sink)

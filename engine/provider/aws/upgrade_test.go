@@ -27,30 +27,30 @@ func TestPlanUpgrade(t *testing.T) {
 	orig := group("kiln-nodes", "t3.medium", "1.30", 2, 1)
 	cases := []struct {
 		name    string
-		req     Provider
+		req     Change
 		groups  []*ngState
 		changes []string // action kind name fields
 		exit    int
 	}{
-		{"nothing asked", Provider{}, []*ngState{orig}, nil, 0},
-		{"same as runs", Provider{Nodes: 2, InstanceType: "t3.medium", KubernetesVersion: "1.30"}, []*ngState{orig}, nil, 0},
-		{"nodes 2 → 3", Provider{Nodes: 3}, []*ngState{orig}, []string{"update Nodegroup kiln-nodes scalingConfig.desiredSize,scalingConfig.maxSize,scalingConfig.minSize"}, 0},
-		{"one minor up", Provider{KubernetesVersion: "1.31"}, []*ngState{orig}, []string{"update EKSCluster c1 version", "update Nodegroup kiln-nodes version"}, 0},
-		{"two minors up", Provider{KubernetesVersion: "1.32"}, []*ngState{orig}, nil, exit.BadInput},
-		{"down", Provider{KubernetesVersion: "1.29"}, []*ngState{orig}, nil, exit.BadInput},
-		{"instance type", Provider{InstanceType: "m6i.large"}, []*ngState{orig}, []string{"create Nodegroup kiln-nodes-m6i-large instanceTypes,scalingConfig,version", "delete Nodegroup kiln-nodes "}, 0},
-		{"version, type and size at once", Provider{InstanceType: "m6i.large", Nodes: 3, KubernetesVersion: "1.31"}, []*ngState{orig},
+		{"nothing asked", Change{}, []*ngState{orig}, nil, 0},
+		{"same as runs", Change{Nodes: 2, InstanceType: "t3.medium", KubernetesVersion: "1.30"}, []*ngState{orig}, nil, 0},
+		{"nodes 2 → 3", Change{Nodes: 3}, []*ngState{orig}, []string{"update Nodegroup kiln-nodes scalingConfig.desiredSize,scalingConfig.maxSize,scalingConfig.minSize"}, 0},
+		{"one minor up", Change{KubernetesVersion: "1.31"}, []*ngState{orig}, []string{"update EKSCluster c1 version", "update Nodegroup kiln-nodes version"}, 0},
+		{"two minors up", Change{KubernetesVersion: "1.32"}, []*ngState{orig}, nil, exit.BadInput},
+		{"down", Change{KubernetesVersion: "1.29"}, []*ngState{orig}, nil, exit.BadInput},
+		{"instance type", Change{InstanceType: "m6i.large"}, []*ngState{orig}, []string{"create Nodegroup kiln-nodes-m6i-large instanceTypes,scalingConfig,version", "delete Nodegroup kiln-nodes "}, 0},
+		{"version, type and size at once", Change{InstanceType: "m6i.large", Nodes: 3, KubernetesVersion: "1.31"}, []*ngState{orig},
 			[]string{"update EKSCluster c1 version", "create Nodegroup kiln-nodes-m6i-large instanceTypes,scalingConfig,version", "delete Nodegroup kiln-nodes "}, 0},
-		{"replacement interrupted, type asked", Provider{InstanceType: "m6i.large"}, []*ngState{orig, group("kiln-nodes-m6i-large", "m6i.large", "1.30", 2, 2)},
+		{"replacement interrupted, type asked", Change{InstanceType: "m6i.large"}, []*ngState{orig, group("kiln-nodes-m6i-large", "m6i.large", "1.30", 2, 2)},
 			[]string{"delete Nodegroup kiln-nodes "}, 0},
-		{"replacement interrupted, nothing asked: the newest stays", Provider{}, []*ngState{orig, group("kiln-nodes-m6i-large", "m6i.large", "1.30", 2, 2)},
+		{"replacement interrupted, nothing asked: the newest stays", Change{}, []*ngState{orig, group("kiln-nodes-m6i-large", "m6i.large", "1.30", 2, 2)},
 			[]string{"delete Nodegroup kiln-nodes "}, 0},
-		{"node group left behind by an interrupted version upgrade", Provider{}, []*ngState{group("kiln-nodes", "t3.medium", "1.29", 2, 1)},
+		{"node group left behind by an interrupted version upgrade", Change{}, []*ngState{group("kiln-nodes", "t3.medium", "1.29", 2, 1)},
 			[]string{"update Nodegroup kiln-nodes version"}, 0},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			pl, err := tc.req.planUpgrade("c1", &infraState{cluster: cluster, groups: tc.groups})
+			pl, err := (&Provider{Change: tc.req}).planUpgrade("c1", &infraState{cluster: cluster, groups: tc.groups})
 			if tc.exit != 0 {
 				if exit.Code(err) != tc.exit || !strings.Contains(err.Error(), "--kubernetes-version") || !strings.Contains(err.Error(), "1.30") {
 					t.Fatalf("err = %v (exit %d), want exit %d naming --kubernetes-version and 1.30", err, exit.Code(err), tc.exit)
@@ -70,8 +70,30 @@ func TestPlanUpgrade(t *testing.T) {
 		})
 	}
 	// The refusal of a jump names the next allowed step.
-	_, err := (&Provider{KubernetesVersion: "1.32"}).planUpgrade("c1", &infraState{cluster: cluster, groups: []*ngState{orig}})
+	_, err := (&Provider{Change: Change{KubernetesVersion: "1.32"}}).planUpgrade("c1", &infraState{cluster: cluster, groups: []*ngState{orig}})
 	if err == nil || !strings.Contains(err.Error(), "1.31 first") {
 		t.Errorf("jump refusal does not name the next step: %v", err)
+	}
+}
+
+func TestChangeValidate(t *testing.T) {
+	for _, tc := range []struct {
+		c     Change
+		field string
+	}{
+		{Change{}, ""},
+		{Change{Nodes: 3, InstanceType: "m6i.large", KubernetesVersion: "1.31"}, ""},
+		{Change{Nodes: 101}, "--nodes"},
+		{Change{Nodes: -1}, "--nodes"},
+		{Change{InstanceType: "big"}, "--instance-type"},
+		{Change{KubernetesVersion: "v1.31"}, "--kubernetes-version"},
+	} {
+		err := (&Provider{Change: tc.c}).ValidateFlags()
+		switch {
+		case tc.field == "" && err != nil:
+			t.Errorf("%+v: %v", tc.c, err)
+		case tc.field != "" && (exit.Code(err) != exit.BadInput || !strings.Contains(err.Error(), tc.field)):
+			t.Errorf("%+v: err = %v, want exit 2 naming %s", tc.c, err, tc.field)
+		}
 	}
 }
