@@ -199,7 +199,7 @@ func (m *Model) rotateConfirmKey(k tea.KeyPressMsg) tea.Cmd {
 func rotateSteps(keepOld time.Duration) []string {
 	last := "3. The old key is removed from kiln-auth and from the token dir: tokens signed with it (copies of the token dir elsewhere) stop working."
 	if keepOld > 0 {
-		last = fmt.Sprintf("3. The old key stays trusted for %s (for consumers that cache tokens), then goes with the next kiln upgrade, continue or rotate key; rotate key here finishes it earlier. Tokens signed with it stop working then.", keepOld)
+		last = fmt.Sprintf("3. The old key stays trusted for %s more (for consumers that cache tokens); once that time is up it goes with the next upgrade, continue or rotate key, or earlier with Finish rotation (K). Tokens signed with it stop working then.", short(keepOld))
 	}
 	return []string{
 		"1. A new key is generated and every tenant token is signed again with it, staged next to the token dir.",
@@ -215,14 +215,14 @@ func (m *Model) viewRotate(p *page) {
 		p.line(m.st.header.Render("Finish the key rotation of kiln cluster "+t.Name) + fmt.Sprintf(" · %s %s", t.Provider, t.Location))
 		p.blank()
 		p.line(fmt.Sprintf("A rotation is under way: cluster %s trusts %d keys, the key in use and the old one kept trusted.", t.Name, len(r.keyIDs)))
-		p.hang("  Trusted keys  "+strings.Join(shortKeys(r.keyIDs), ", "), 16)
+		p.hang("  Trusted keys    "+strings.Join(shortKeys(r.keyIDs), ", "), 18)
 		p.blank()
 		p.line("Finishing removes the old key from kiln-auth now (read back) and from the token dir: tokens signed with it stop working. The key in use and its tokens stay.")
 	} else {
 		p.line(m.st.header.Render("Rotate the signing key of kiln cluster "+t.Name) + fmt.Sprintf(" · %s %s", t.Provider, t.Location))
 		p.blank()
 		if len(r.keyIDs) == 1 {
-			p.hang("  Trusted key   "+r.keyIDs[0], 16)
+			p.hang("  Trusted key     "+shortKeys(r.keyIDs)[0], 18)
 			p.blank()
 		}
 		p.line(m.st.header.Render("What happens"))
@@ -236,7 +236,7 @@ func (m *Model) viewRotate(p *page) {
 		case r.keepErr != "":
 			m.dayTwoNote(p, m.st.errorText, "✗ "+r.keepErr)
 		case r.keepOld > 0:
-			m.dayTwoNote(p, m.st.ok, fmt.Sprintf("✓ both keys stay trusted for %s after the swap", r.keepOld))
+			m.dayTwoNote(p, m.st.ok, fmt.Sprintf("✓ both keys stay trusted for %s after the swap", short(r.keepOld)))
 		default:
 			m.dayTwoNote(p, m.st.faint, "empty: the old key is removed at once")
 		}
@@ -267,7 +267,7 @@ func (m *Model) viewRotateConfirm(p *page) {
 		p.add("A rotation of %s's key is under way (replacing %s, in %s %s): this finishes it. The token dir %s is swapped to the new key and tokens as one unit; never a second rotation.",
 			q.Name, q.OldKeyID, q.Provider, q.Location, q.TokenDir)
 		if q.KeepOld > 0 {
-			p.add("The old key then stays trusted for %s more; tokens signed with it stop working after that.", q.KeepOld)
+			p.add("The old key then stays trusted for %s more; tokens signed with it stop working after that.", short(q.KeepOld))
 		} else {
 			p.line("The old key is then removed: tokens signed with it stop working.")
 		}
@@ -277,7 +277,7 @@ func (m *Model) viewRotateConfirm(p *page) {
 		p.add("This removes the old key %s of kiln cluster %s (%s %s) from kiln-auth: tokens signed with it stop working. The key in use, %s, and the tokens of %s stay.",
 			q.OldKeyID, q.Name, q.Provider, q.Location, q.KeyID, q.TokenDir)
 		if q.KeepOld > 0 {
-			p.add("It stays trusted for %s more first.", q.KeepOld)
+			p.add("It stays trusted for %s more first.", short(q.KeepOld))
 		}
 	default:
 		p.line(m.st.warn.Render("Rotate the signing key of cluster " + q.Name))
@@ -295,4 +295,16 @@ func (m *Model) viewRotateConfirm(p *page) {
 	}
 	p.blank()
 	p.line(m.st.faint.Render("Esc cancels; nothing is changed."))
+}
+
+// short writes a duration without its zero tail: 24h, not 24h0m0s.
+func short(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
 }
