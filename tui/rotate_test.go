@@ -49,6 +49,7 @@ func TestRotateKeyTypedConfirmation(t *testing.T) {
 	h.TM.Type("1")
 	h.Key("enter")
 	h.WaitFor(t, "✓ key of dev1 rotated to")
+	h.WaitFor(t, "esc back")
 	if got, want := b.Rotations(), []tui.RotateRequest{{KeepOld: 24 * time.Hour}}; !reflect.DeepEqual(got, want) {
 		t.Errorf("rotate requests %+v, want %+v", got, want)
 	}
@@ -116,6 +117,7 @@ func TestRotateFromInspectGoesBack(t *testing.T) {
 	h.TM.Type("dev1")
 	h.Key("enter")
 	h.WaitFor(t, "✓ key of dev1 rotated")
+	h.WaitFor(t, "esc back")
 	h.Key("esc")
 	h.WaitFor(t, "Projects (3)")
 }

@@ -62,6 +62,7 @@ func TestUpgradeFormPlanAndApply(t *testing.T) {
 	h.Key("left") // from Cancel to Apply
 	h.Key("enter")
 	h.WaitFor(t, "✓ platform dev1 upgraded: 7 changes applied")
+	h.WaitFor(t, "esc back") // the run has ended
 	want := []tui.UpgradeRequest{{ConfigPath: "testdata/upgrade.yaml", Restack: true}}
 	if got := b.Upgrades(); !reflect.DeepEqual(got, want) {
 		t.Errorf("upgrade requests %+v, want %+v", got, want)
@@ -94,7 +95,8 @@ func TestUpgradePlanCancelChangesNothing(t *testing.T) {
 			}
 			h.WaitFor(t, "[ Apply 7 changes ]")
 			h.Key(key) // enter: Cancel has the focus
-			got := ansi.Strip(h.WaitFor(t, "○ cancelled — nothing was changed"))
+			h.WaitFor(t, "○ cancelled — nothing was changed")
+			got := ansi.Strip(h.WaitFor(t, "esc back"))
 			if strings.Contains(got, "✗") || strings.Contains(got, "exit 3") {
 				t.Errorf("a cancelled plan is shown as a failure:\n%s", got)
 			}
@@ -126,7 +128,8 @@ func TestUpgradeRefusedPlanShownWhole(t *testing.T) {
 	for range 4 {
 		h.Key("enter")
 	}
-	failed := h.WaitFor(t, "(exit 2)")
+	h.WaitFor(t, "(exit 2)")
+	failed := h.WaitFor(t, "esc back")
 	msg := "the config removes tenants that still have projects: old/web; nothing was changed. Delete those projects first, or pass the Delete projects option of the upgrade screen (u) to delete them with their tenant"
 	if !strings.Contains(joined(failed), "✗ "+msg+" (exit 2)") {
 		t.Errorf("the refusal is not shown whole:\n%s", ansi.Strip(failed))
