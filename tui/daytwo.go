@@ -122,11 +122,13 @@ func (m *Model) dayTwoInput(msg tea.Msg) tea.Cmd {
 // answerDayTwo answers the question the upgrade plan or rotate key
 // confirmation screen shows (Esc and Ctrl-C answer no: nothing changes).
 func (m *Model) answerDayTwo(ok bool) {
+	// The question on screen is the one answered (a question left behind
+	// by a run that ended meanwhile is never answered by mistake).
 	switch {
-	case m.day2.up != nil && m.day2.up.ask != nil:
+	case m.screen == screenUpgradePlan && m.day2.up != nil && m.day2.up.ask != nil:
 		m.day2.up.ask.reply <- ok
 		m.day2.up.ask = nil
-	case m.day2.rot != nil && m.day2.rot.ask != nil:
+	case m.screen == screenRotateConfirm && m.day2.rot != nil && m.day2.rot.ask != nil:
 		m.day2.rot.ask.reply <- ok
 		m.day2.rot.ask = nil
 		m.day2.rot.nameIn.Blur()

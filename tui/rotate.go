@@ -160,6 +160,10 @@ func (m *Model) submitRotate() tea.Cmd {
 }
 
 func (msg rotateAsk) applyTo(m *Model) tea.Cmd {
+	if m.run == nil || !m.run.running {
+		msg.reply <- false // asked by a run that has ended: nothing to show
+		return nil
+	}
 	r := m.day2.rot
 	if r == nil {
 		r = &rotateState{target: Target{Provider: msg.q.Provider, Name: msg.q.Name, Location: msg.q.Location}, back: screenHome}

@@ -210,6 +210,10 @@ func (m *Model) submitUpgrade() tea.Cmd {
 }
 
 func (msg upgradeAsk) applyTo(m *Model) tea.Cmd {
+	if m.run == nil || !m.run.running {
+		msg.reply <- false // asked by a run that has ended: nothing to show
+		return nil
+	}
 	u := m.day2.up
 	if u == nil {
 		// Not opened from the upgrade screen (cannot happen today): still

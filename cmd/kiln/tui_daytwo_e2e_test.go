@@ -51,7 +51,7 @@ func TestWizardUpgradeAndRotateKeyInTmux(t *testing.T) {
 	shown := plan()
 	t.Logf("upgrade plan at 100x30:\n%s", shown)
 	for _, want := range []string{"Tenant staging", "+ create Token staging", "+ create Namespace kiln-tenant-staging",
-		"~ update ConfigMap kiln-system/kiln-config", "fields: spec.tenants"} {
+		"~ update ConfigMap kiln-system/kiln-config", "spec.tenants: [default] (cluster) vs"} {
 		if !strings.Contains(shown, want) {
 			t.Errorf("plan screen lacks %q:\n%s", want, shown)
 		}
