@@ -230,3 +230,14 @@ func TestReadOnlyInspectOffersNoUpgradeOrRotate(t *testing.T) {
 		t.Errorf("read-only inspector ran upgrade %v or rotate %v", b.Upgrades(), b.Rotations())
 	}
 }
+
+// TestDayTwoInputNamesAreTheWizards: the engine's messages about the
+// upgrade and rotate-key inputs name the wizard's options, not flags.
+func TestDayTwoInputNamesAreTheWizards(t *testing.T) {
+	for _, in := range []engine.Input{engine.InputDeleteProjects, engine.InputRestack, engine.InputKeepOld, engine.InputFinish} {
+		got := tui.InputName(in)
+		if strings.Contains(got, "--") || got == string(in) {
+			t.Errorf("%s is worded %q", in, got)
+		}
+	}
+}
