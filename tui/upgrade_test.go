@@ -241,3 +241,32 @@ func TestDayTwoInputNamesAreTheWizards(t *testing.T) {
 		}
 	}
 }
+
+// TestUpgradePlanFitsSmallTerminals: at 60x16 the plan keeps its buttons
+// and every line fits (display width); the diff scrolls to its end.
+func TestUpgradePlanFitsSmallTerminals(t *testing.T) {
+	b := backend()
+	b.OnUpgrade = tuitest.UpgradeScript("dev1", "kiln-local", tuitest.UpgradePlan("dev1"))
+	h := tuitest.Start(t, b, tui.Options{})
+	h.WaitFor(t, "> kube   dev1")
+	h.Key("u")
+	h.WaitFor(t, "Upgrade kiln platform dev1")
+	for range 4 {
+		h.Key("enter")
+	}
+	h.WaitFor(t, "[ Apply 7 changes ]")
+	h.Send(tea.WindowSizeMsg{Width: 60, Height: 16})
+	got := h.WaitFor(t, "── lines 1–")
+	checkWidth(t, got, 60, 16)
+	if !strings.Contains(ansi.Strip(got), "[ Cancel ]") {
+		t.Errorf("the buttons left the screen at 60x16:\n%s", ansi.Strip(got))
+	}
+	for range 20 {
+		h.Send(tea.KeyPressMsg{Code: tea.KeyPgDown})
+	}
+	end := h.WaitFor(t, "! project default/api needs a")
+	checkWidth(t, end, 60, 16)
+	if !strings.Contains(ansi.Strip(end), "[ Apply 7 changes ]") {
+		t.Errorf("the buttons left the screen at the end of the plan:\n%s", ansi.Strip(end))
+	}
+}
