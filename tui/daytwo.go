@@ -157,6 +157,9 @@ func (m *Model) backFromDayTwo(r *runState) tea.Cmd {
 		case r.kind == opUpgrade && m.day2.up != nil:
 			m.day2.up.err = r.result.Message
 			m.screen = screenUpgrade
+			if strings.Contains(r.result.Message, InputName(engine.InputDeleteProjects)) {
+				return m.focusUpgrade(upFieldDelete) // where it is fixed
+			}
 			return m.focusUpgrade(m.day2.up.focus)
 		case r.kind == opRotate && m.day2.rot != nil:
 			m.day2.rot.err = r.result.Message
@@ -188,6 +191,9 @@ func (m *Model) dayTwoKeys() []keyHelp {
 		bs = upgradePlanKeys.bindings()
 	case screenRotate:
 		bs = rotateFormKeys.bindings()
+		if m.day2.rot != nil && m.day2.rot.finishing() {
+			bs = []key.Binding{rotateFormKeys.Enter, rotateFormKeys.Back} // no field to move to
+		}
 	case screenRotateConfirm:
 		bs = rotateConfirmKeys.bindings()
 	}

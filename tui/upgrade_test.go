@@ -142,10 +142,9 @@ func TestUpgradeRefusedPlanShownWhole(t *testing.T) {
 	if !strings.Contains(joined(form), "✗ the last plan was refused: "+msg) {
 		t.Errorf("the upgrade screen does not say why the last plan was refused:\n%s", ansi.Strip(form))
 	}
-	h.Key("tab")
-	h.Key("tab")
-	space(h) // Delete projects on
-	h.WaitFor(t, "[x] on")
+	// The focus is on Delete projects, where the refusal is fixed.
+	space(h)
+	h.WaitFor(t, "Delete projects [x] on")
 	h.Key("esc")
 	h.WaitFor(t, "Projects (3)")
 	if got := b.Answers(); len(got) != 0 {
