@@ -75,7 +75,8 @@ func TestCreateFormAWS(t *testing.T) {
 	for _, k := range []string{"tab", "tab", "tab", "tab", "enter"} {
 		h.Key(k)
 	}
-	fin := ansi.Strip(h.WaitFor(t, "cluster eks1 is ready"))
+	h.WaitFor(t, "cluster eks1 is ready")
+	fin := ansi.Strip(h.WaitFor(t, "Next")) // the final screen, once the run has ended
 	if !strings.Contains(fin, "Region        eu-west-1") || !strings.Contains(fin, "kiln status aws eks1 --region eu-west-1") {
 		t.Errorf("final screen of an aws create:\n%s", fin)
 	}

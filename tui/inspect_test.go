@@ -104,6 +104,7 @@ func TestProjectActionsAreConfirmed(t *testing.T) {
 	h.WaitFor(t, "Suspend project team-a/api?")
 	h.Key("y")
 	h.WaitFor(t, "✓ project team-a/api suspend done")
+	h.WaitFor(t, "esc back") // the run has ended: esc goes back
 	h.Key("esc")
 	h.WaitFor(t, "Project team-a/api")
 

@@ -8,7 +8,8 @@ func (m *Model) keys(short bool) []keyHelp {
 	var ks []keyHelp
 	switch m.screen {
 	case screenHome:
-		ks = []keyHelp{{"n", "new"}, {"c", "continue"}, {"i", "inspect"}, {"d", "destroy"}, {"r", "refresh"}}
+		ks = append([]keyHelp{{"n", "new"}, {"c", "continue"}, {"i", "inspect"}, {"d", "destroy"}}, dayTwoActions()...)
+		ks = append(ks, keyHelp{"r", "refresh"})
 		if m.lastRun != nil {
 			ks = append(ks, keyHelp{"l", "last run"})
 		}
@@ -27,6 +28,8 @@ func (m *Model) keys(short bool) []keyHelp {
 		}
 	case screenFinal:
 		ks = []keyHelp{{"enter/esc", "back to clusters"}, {"l", "review the run"}, {"ctrl+c", "quit"}}
+	case screenUpgrade, screenUpgradePlan, screenRotate, screenRotateConfirm:
+		ks = m.dayTwoKeys()
 	case screenInspect, screenProject:
 		switch {
 		case m.insp != nil && m.insp.ask != nil && m.insp.ask.op == "restack":
@@ -38,11 +41,12 @@ func (m *Model) keys(short bool) []keyHelp {
 		case m.screen == screenInspect && m.opts.ReadOnly:
 			ks = []keyHelp{{"esc", "back"}, {"↑/↓", "select"}, {"/", "filter"}, {"enter", "project"}, {"read-only", "no actions"}}
 		case m.screen == screenInspect:
-			ks = []keyHelp{{"esc", "back"}, {"↑/↓", "select"}, {"/", "filter"}, {"enter", "project"}, {"s", "start"}, {"p", "suspend"}, {"r", "restack"}}
+			ks = append([]keyHelp{{"esc", "back"}, {"↑/↓", "select"}, {"/", "filter"}, {"enter", "project"}, {"s", "start"}, {"p", "suspend"}, {"r", "restack"}}, dayTwoActions()...)
 		case m.opts.ReadOnly:
 			ks = []keyHelp{{"esc", "back"}, {"↑/↓", "scroll"}, {"read-only", "no actions"}}
 		default:
-			ks = []keyHelp{{"esc", "back"}, {"s", "start"}, {"p", "suspend"}, {"r", "restack"}, {"↑/↓", "scroll"}}
+			ks = append([]keyHelp{{"esc", "back"}, {"s", "start"}, {"p", "suspend"}, {"r", "restack"}}, dayTwoActions()...)
+			ks = append(ks, keyHelp{"↑/↓", "scroll"})
 		}
 	}
 	if short {

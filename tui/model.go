@@ -64,6 +64,8 @@ type Backend interface {
 	// Project runs one project operation (start, suspend, restack).
 	Project(ctx context.Context, t Target, op ProjectOp, sink engine.Sink, confirm engine.Confirmer) error
 	Destroy(ctx context.Context, t Target, sink engine.Sink, confirm engine.Confirmer) error
+	// DayTwo upgrades a platform and rotates its key.
+	DayTwo
 }
 
 type screen int
@@ -78,6 +80,11 @@ const (
 	screenDestroy
 	screenInspect
 	screenProject
+	// The upgrade and rotate key screens (upgrade.go, rotate.go).
+	screenUpgrade
+	screenUpgradePlan
+	screenRotate
+	screenRotateConfirm
 )
 
 type opKind int
@@ -86,6 +93,8 @@ const (
 	opCreate opKind = iota
 	opDestroy
 	opProject
+	opUpgrade
+	opRotate
 )
 
 // mutating reports whether cancelling the operation needs a confirmation.
@@ -98,6 +107,10 @@ func (k opKind) String() string {
 		return "create"
 	case opProject:
 		return "project"
+	case opUpgrade:
+		return "upgrade"
+	case opRotate:
+		return "rotate-key"
 	}
 	return "destroy"
 }
@@ -195,6 +208,7 @@ type Model struct {
 	runReopened bool
 	runBack     screen
 	insp        *inspectState
+	day2        dayTwo
 
 	recorded []engine.Event
 	// ops counts operations whose engine call has not returned.
@@ -302,6 +316,7 @@ func (m *Model) fitInputs() {
 	m.instanceIn.SetWidth(w)
 	m.profileIn.SetWidth(w)
 	m.destIn.SetWidth(clamp(m.width-5, 8, 60))
+	m.fitDayTwo()
 }
 
 // Init starts discovery for the home screen.
@@ -415,6 +430,8 @@ func (m *Model) update(msg tea.Msg) tea.Cmd {
 		return m.inspectTick(msg)
 	case tea.KeyPressMsg:
 		return m.key(msg)
+	case dayTwoMsg:
+		return msg.applyTo(m)
 	}
 	// Anything else (paste, blink) goes to the focused input.
 	return m.updateFocusedInput(msg)
@@ -458,6 +475,8 @@ func (m *Model) updateFocusedInput(msg tea.Msg) tea.Cmd {
 		m.profileIn, cmd = m.profileIn.Update(msg)
 	case m.screen == screenDestroy:
 		m.destIn, cmd = m.destIn.Update(msg)
+	case dayTwoScreen(m.screen):
+		cmd = m.dayTwoInput(msg)
 	}
 	return cmd
 }
@@ -599,6 +618,8 @@ func (m *Model) key(k tea.KeyPressMsg) tea.Cmd {
 		return m.runKey(s)
 	case screenInspect, screenProject:
 		return m.inspectKey(s)
+	case screenUpgrade, screenUpgradePlan, screenRotate, screenRotateConfirm:
+		return m.dayTwoKey(k)
 	case screenFinal:
 		switch s {
 		case "esc", "q", "enter":
@@ -649,6 +670,9 @@ func (m *Model) interrupt() tea.Cmd {
 	case m.screen == screenDestroy && m.destAsk != nil:
 		m.answerDestroy(false)
 		return nil
+	case m.dayTwoAsking():
+		m.answerDayTwo(false)
+		return nil
 	case r != nil && r.running:
 		if r.kind.mutating() && !m.askCancel {
 			m.askCancel = true
@@ -697,7 +721,7 @@ func (m *Model) homeKey(s string) tea.Cmd {
 		return nil
 	case "pgup", "pgdown", "home", "end":
 		m.scrollKey(s)
-	case "c", "enter", "i", "d":
+	case "c", "enter", "i", "d", "u", "K":
 		if len(m.clusters) == 0 {
 			if s == "enter" {
 				return m.openCreate(true)
@@ -707,7 +731,7 @@ func (m *Model) homeKey(s string) tea.Cmd {
 		}
 		c := m.clusters[m.homeSel]
 		if c.Name == "" {
-			verb := map[string]string{"c": "continue", "enter": "inspect", "i": "inspect", "d": "destroy"}[s]
+			verb := map[string]string{"c": "continue", "enter": "inspect", "i": "inspect", "d": "destroy", "u": "upgrade", "K": "rotate the key of"}[s]
 			noun := locationNoun(c.Provider)
 			if c.Err != "" {
 				m.homeNote = fmt.Sprintf("%s %s is unreachable, so there is no cluster to %s there; fix the %s (the error is above) and press r to search again", noun, c.Location, verb, noun)
@@ -717,6 +741,9 @@ func (m *Model) homeKey(s string) tea.Cmd {
 			return nil
 		}
 		t := Target{Provider: c.Provider, Name: c.Name, Location: c.Location}
+		if isDayTwoKey(s) {
+			return m.dayTwoKeyPress(s, t, c.KeyIDs)
+		}
 		switch s {
 		case "c":
 			// Continue goes through create: the engine finds the platform
@@ -1047,7 +1074,7 @@ func (m *Model) finishRun(err error) tea.Cmd {
 	if r.result == nil && err != nil {
 		r.result = &engine.Event{Type: engine.TypeResult, Message: err.Error(), ExitCode: 1}
 	}
-	if m.screen == screenContinue || m.screen == screenDestroy || m.screen == screenDiscover {
+	if m.screen == screenContinue || m.screen == screenDestroy || m.screen == screenDiscover || m.screen == screenUpgradePlan || m.screen == screenRotateConfirm {
 		m.screen = screenRun
 	}
 	if r.kind == opCreate && r.result != nil && r.result.OK {
@@ -1157,6 +1184,8 @@ func (m *Model) runKey(s string) tea.Cmd {
 				m.formErr = "Create failed: " + r.result.Message
 			}
 			return cmd
+		case r.kind == opUpgrade || r.kind == opRotate:
+			return m.backFromDayTwo(r)
 		}
 		return m.goHome()
 	case "enter":
@@ -1233,9 +1262,16 @@ func (m *Model) inspectKey(s string) tea.Cmd {
 	if m.screen == screenProject {
 		p = st.project()
 	}
-	if m.opts.ReadOnly && (s == "s" || s == "p" || s == "r") {
+	if m.opts.ReadOnly && (s == "s" || s == "p" || s == "r" || isDayTwoKey(s)) {
 		st.note = "read-only: this inspector changes nothing (kiln inspect --read-only)"
 		return nil
+	}
+	if isDayTwoKey(s) {
+		var keyIDs []string
+		if st.data != nil && st.data.Status != nil {
+			keyIDs = st.data.Status.KeyIDs
+		}
+		return m.dayTwoKeyPress(s, st.target, keyIDs)
 	}
 	switch s {
 	case "/":

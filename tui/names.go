@@ -30,6 +30,14 @@ func InputName(in engine.Input) string {
 		return "the Node type (EC2 instance type) field of the create form (n, provider aws)"
 	case engine.InputNodes:
 		return "the Nodes field of the create form (n, provider aws)"
+	case engine.InputDeleteProjects:
+		return "the Delete projects option of the upgrade screen (u)"
+	case engine.InputRestack:
+		return "the Restack option of the upgrade screen (u)"
+	case engine.InputKeepOld:
+		return "the Keep old key field of the rotate key screen (K)"
+	case engine.InputFinish:
+		return "Finish rotation (K, while a rotation is under way)"
 	case engine.InputAll:
 		return "one project at a time (the wizard acts on the selected project)"
 	}

@@ -120,6 +120,8 @@ func (r *runState) apply(ev engine.Event, now time.Time) {
 			msg = ev.Level + ": " + msg
 		}
 		r.addLog(msg)
+	case engine.TypePlan:
+		r.addLog(planLogLine(ev))
 	case engine.TypeResult:
 		e := ev
 		r.result = &e

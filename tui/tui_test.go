@@ -186,6 +186,7 @@ func TestDestroyRequiresTypingName(t *testing.T) {
 		t.Fatal("destroy was not confirmed after typing the name")
 	}
 	h.WaitFor(t, "✓ cluster dev1 destroyed")
+	h.WaitFor(t, "esc back") // the run has ended: esc goes back
 
 	// Esc on the question cancels: neutral, nothing changed.
 	h.Key("esc")

@@ -252,6 +252,8 @@ func (m *Model) renderScreen(body *page, rows int) string {
 	case screenProject:
 		m.viewProject(body)
 		return "project " + m.insp.ref
+	case screenUpgrade, screenUpgradePlan, screenRotate, screenRotateConfirm:
+		return m.viewDayTwo(body, rows)
 	}
 	m.viewHome(body, rows)
 	return "clusters"

@@ -220,6 +220,7 @@ func TestFailedSubmitKeepsTheForm(t *testing.T) {
 	h.Key("tab")
 	h.Key("enter")
 	h.WaitFor(t, "(exit 2)")
+	h.WaitFor(t, "esc back") // the run has ended: esc goes back
 	h.Key("esc")
 	got := ansi.Strip(h.WaitFor(t, "New kiln cluster"))
 	for _, want := range []string{"Name         dev2", "‹ lab ›", "Token dir    /tmp/tokens", "✗ Create failed: cluster dev2 already exists in context lab"} {

@@ -45,10 +45,14 @@ type Backend struct {
 	// (tui.AWSChecker); nil accepts everything.
 	AWSCheck func(tui.CreateRequest) error
 
+	// OnUpgrade and OnRotate run kiln upgrade and rotate-key (daytwo.go).
+	OnUpgrade, OnRotate Script
+
 	mu         sync.Mutex
 	Requests   []tui.CreateRequest
 	ProjectOps []tui.ProjectOp
 	reads      int
+	day2       dayTwoCalls
 }
 
 // CheckAWS implements tui.AWSChecker with AWSCheck.
