@@ -351,6 +351,9 @@ func (m *Model) loadLocations() tea.Cmd {
 // Update handles every message; it never does I/O.
 func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	cmd := m.update(msg)
+	if c := m.syncFeed(); c != nil {
+		cmd = tea.Batch(cmd, c)
+	}
 	if m.screen != m.prevScreen {
 		m.prevScreen, m.scroll, m.detail = m.screen, 0, nil
 	}
@@ -413,6 +416,10 @@ func (m *Model) update(msg tea.Msg) tea.Cmd {
 		return m.wheel(msg)
 	case inspectTickMsg:
 		return m.inspectTick(msg)
+	case feedEventsMsg:
+		return m.feedEvents(msg)
+	case feedLogMsg:
+		return m.feedLog(msg)
 	case tea.KeyPressMsg:
 		return m.key(msg)
 	}
@@ -1232,6 +1239,9 @@ func (m *Model) inspectKey(s string) tea.Cmd {
 	p := st.selected()
 	if m.screen == screenProject {
 		p = st.project()
+		if m.logKey(s) {
+			return nil
+		}
 	}
 	if m.opts.ReadOnly && (s == "s" || s == "p" || s == "r") {
 		st.note = "read-only: this inspector changes nothing (kiln inspect --read-only)"

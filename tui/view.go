@@ -1049,6 +1049,7 @@ func (m *Model) viewProject(p *page) {
 	for _, r := range pr.Reasons {
 		p.hang("  • "+r, 4)
 	}
+	m.viewFeed(p, pr)
 	m.inspectActions(p, nil)
 }
 

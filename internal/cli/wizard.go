@@ -275,3 +275,36 @@ func (b *wizardBackend) Destroy(ctx context.Context, t tui.Target, sink engine.S
 	}
 	return b.engine(sink, confirm).Destroy(ctx, engine.DestroyRequest{Target: r, Timeout: b.g.timeout})
 }
+
+// ProjectEvents reads the project's Kubernetes Events for the project
+// screen, as kiln project inspect does (events discarded: the screen
+// shows the result).
+func (b *wizardBackend) ProjectEvents(ctx context.Context, t tui.Target, ref string) ([]engine.EventInfo, error) {
+	ctx = b.opContext(ctx)
+	r, err := b.target(t.Provider, t.Location, t.Name)
+	if err != nil {
+		return nil, err
+	}
+	quiet := engine.SinkFunc(func(engine.Event) {})
+	st, err := b.engine(quiet, nil).Project(ctx, engine.ProjectRequest{Target: r, Op: engine.ProjectInspect, Ref: ref})
+	if err != nil || len(st) == 0 {
+		return nil, err
+	}
+	return st[0].Events, nil
+}
+
+// FollowLogs follows the project's pod logs for the project screen, as
+// kiln project logs -f --tail N does, until ctx ends.
+func (b *wizardBackend) FollowLogs(ctx context.Context, t tui.Target, ref string, tail int, fn func(engine.PodLogLine)) error {
+	ctx = b.opContext(ctx)
+	r, err := b.target(t.Provider, t.Location, t.Name)
+	if err != nil {
+		return err
+	}
+	quiet := engine.SinkFunc(func(engine.Event) {})
+	err = b.engine(quiet, nil).ProjectLogs(ctx, engine.ProjectLogsRequest{Target: r, Ref: ref, Follow: true, Tail: int64(tail)}, fn)
+	if ctx.Err() != nil {
+		return nil // the screen was left
+	}
+	return err
+}
