@@ -155,6 +155,10 @@ type Model struct {
 	homeSel     int
 	homeLoaded  bool   // the first discovery arrived (initial selection made)
 	homeNote    string // why the last key did nothing
+	// regions are the locations a SearchReporter's discovery searches
+	// (aws regions), as they go; homeGen numbers discoveries.
+	regions []regionState
+	homeGen int
 
 	// create form
 	contexts []string
@@ -329,6 +333,9 @@ func (m *Model) refresh() tea.Cmd {
 		return nil
 	}
 	m.homeLoading = true
+	if r, ok := b.(SearchReporter); ok {
+		return m.refreshWithProgress(r)
+	}
 	return func() tea.Msg {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
@@ -416,6 +423,8 @@ func (m *Model) update(msg tea.Msg) tea.Cmd {
 		return m.wheel(msg)
 	case inspectTickMsg:
 		return m.inspectTick(msg)
+	case searchMsg:
+		return m.searchProgress(msg)
 	case feedEventsMsg:
 		return m.feedEvents(msg)
 	case feedLogMsg:

@@ -362,6 +362,7 @@ func (m *Model) viewHome(p *page, rows int) {
 			p.hang(m.st.errorText.Render(fmt.Sprintf("✗ %s %s: %s", locationNoun(c.Provider), c.Location, c.Err)), 2)
 		}
 	}
+	m.viewRegions(p)
 	if m.homeNote != "" {
 		p.blank()
 		p.hang(m.st.warn.Render("! "+m.homeNote), 2)

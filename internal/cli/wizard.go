@@ -108,11 +108,17 @@ func (b *wizardBackend) Locations() ([]string, string, error) {
 // screen shows the list). An AWS that cannot be searched is one row with
 // its cause.
 func (b *wizardBackend) Clusters(ctx context.Context) ([]tui.Cluster, error) {
+	return b.ClustersProgress(ctx, nil)
+}
+
+// ClustersProgress is Clusters reporting each AWS region's search as it
+// starts and ends (the home screen's spinner per region).
+func (b *wizardBackend) ClustersProgress(ctx context.Context, progress func(engine.SearchProgress)) ([]tui.Cluster, error) {
 	kp, err := b.providerAt("kube", "")
 	if err != nil {
 		return nil, err
 	}
-	req := engine.ListRequest{Providers: []engine.Provider{kp}, TokenDir: b.g.tokenDir}
+	req := engine.ListRequest{Providers: []engine.Provider{kp}, TokenDir: b.g.tokenDir, Progress: progress}
 	if awsConfigured(b.g, os.Getenv) {
 		ap, err := b.providerAt("aws", "")
 		if err != nil {

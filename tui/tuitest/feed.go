@@ -65,3 +65,41 @@ func (f *FeedBackend) EventReads() int {
 	defer f.mu.Unlock()
 	return f.eventReads
 }
+
+// RegionBackend is a Backend whose discovery reports AWS regions' search
+// (tui.SearchReporter): every region starts, those before Gate's close
+// end first (Early), the rest after; Failed regions end with their cause.
+type RegionBackend struct {
+	*Backend
+	Regions []string
+	Early   int
+	Failed  map[string]string
+	Gate    chan struct{}
+}
+
+func (r *RegionBackend) ClustersProgress(ctx context.Context, fn func(engine.SearchProgress)) ([]tui.Cluster, error) {
+	for _, reg := range r.Regions {
+		fn(engine.SearchProgress{Provider: "aws", Location: reg})
+	}
+	end := func(reg string) {
+		fn(engine.SearchProgress{Provider: "aws", Location: reg, Done: true, Err: r.Failed[reg]})
+	}
+	for _, reg := range r.Regions[:r.Early] {
+		end(reg)
+	}
+	select {
+	case <-r.Gate:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	for _, reg := range r.Regions[r.Early:] {
+		end(reg)
+	}
+	out := append([]tui.Cluster(nil), r.List...)
+	for _, reg := range r.Regions {
+		if cause := r.Failed[reg]; cause != "" {
+			out = append(out, tui.Cluster{Provider: "aws", Location: reg, Platform: "?", Err: cause})
+		}
+	}
+	return out, nil
+}
