@@ -1,10 +1,71 @@
 package tui
 
+import (
+	"strings"
+
+	"charm.land/bubbles/v2/help"
+	"charm.land/bubbles/v2/key"
+	"charm.land/lipgloss/v2"
+)
+
+// keyHelp is an action offered in a screen's body ([s] start).
 type keyHelp struct{ key, desc string }
+
+// binding is the key binding of a help entry: the keys it names ("↑/↓"
+// is up and down, "enter/y" is enter and y) bound with their help.
+func (k keyHelp) binding() key.Binding {
+	var keys []string
+	for _, n := range strings.Split(k.key, "/") {
+		keys = append(keys, map[string]string{"↑": "up", "↓": "down", "←": "left", "→": "right", "pgdn": "pgdown"}[n]+n)
+	}
+	return key.NewBinding(key.WithKeys(keys...), key.WithHelp(k.key, k.desc))
+}
+
+func bindings(ks []keyHelp) []key.Binding {
+	out := make([]key.Binding, len(ks))
+	for i, k := range ks {
+		out[i] = k.binding()
+	}
+	return out
+}
+
+// helpModel renders key help lines in the wizard's styles.
+func (m *Model) helpModel(width int) help.Model {
+	h := help.New()
+	h.ShortSeparator = "  "
+	h.Styles.ShortKey, h.Styles.ShortDesc = m.st.key, m.st.faint
+	h.Styles.FullKey, h.Styles.FullDesc = m.st.key, m.st.faint
+	h.Styles.ShortSeparator, h.Styles.FullSeparator = lipgloss.NewStyle(), lipgloss.NewStyle()
+	h.SetWidth(width)
+	return h
+}
+
+// helpLines renders bindings as help lines of at most width columns,
+// wrapped between bindings (the short help view cuts; the footer wraps).
+func (m *Model) helpLines(bs []key.Binding, width int) []string {
+	h := m.helpModel(0)
+	var out []string
+	var line []key.Binding
+	w := 0
+	for _, b := range bs {
+		bw := lipgloss.Width(h.ShortHelpView([]key.Binding{b}))
+		if len(line) > 0 && w+2+bw > width {
+			out, line, w = append(out, h.ShortHelpView(line)), nil, 0
+		}
+		if len(line) > 0 {
+			w += 2
+		}
+		line, w = append(line, b), w+bw
+	}
+	if len(line) > 0 {
+		out = append(out, h.ShortHelpView(line))
+	}
+	return out
+}
 
 // keys lists the keys of the current screen: the footer shows them (with
 // ? help), wrapped; ? lists them.
-func (m *Model) keys(short bool) []keyHelp {
+func (m *Model) keys(short bool) []key.Binding {
 	var ks []keyHelp
 	switch m.screen {
 	case screenHome:
@@ -48,5 +109,5 @@ func (m *Model) keys(short bool) []keyHelp {
 	if short {
 		ks = append(ks, keyHelp{"?", "help"})
 	}
-	return ks
+	return bindings(ks)
 }

@@ -17,6 +17,7 @@ import (
 	"sync"
 	"time"
 
+	"charm.land/bubbles/v2/spinner"
 	"charm.land/bubbles/v2/textinput"
 	tea "charm.land/bubbletea/v2"
 	"charm.land/lipgloss/v2"
@@ -134,7 +135,9 @@ type Model struct {
 	height int
 	screen screen
 	help   bool
-	frame  int
+	// spin is the one spinner every in-progress line shows (bubbles'
+	// spinner; still under Options.Static).
+	spin spinner.Model
 
 	// scroll is how far the current screen's body is scrolled when it does
 	// not fit; it resets when the screen changes. maxScroll is the last
@@ -245,7 +248,6 @@ type cfgCheck struct {
 }
 
 type (
-	tickMsg     struct{}
 	clustersMsg struct {
 		clusters []Cluster
 		err      error
@@ -267,6 +269,7 @@ func New(opts Options) *Model {
 		opts.Now = time.Now
 	}
 	m := &Model{opts: opts, st: newStyles(), width: 80, height: 24}
+	m.spin = spinner.New(spinner.WithSpinner(spinner.Spinner{Frames: spinner.MiniDot.Frames, FPS: 120 * time.Millisecond}), spinner.WithStyle(m.st.progress))
 	m.nameIn = m.newInput("e.g. dev1")
 	m.configIn = m.newInput("(optional) path to a ClusterConfig file")
 	m.tokenIn = m.newInput("(optional) default: kiln's state dir")
@@ -320,11 +323,12 @@ func (m *Model) Init() tea.Cmd {
 	return tea.Batch(m.refresh(), m.loadLocations(), m.tick())
 }
 
+// tick starts the spinner (it then ticks itself); Static keeps it still.
 func (m *Model) tick() tea.Cmd {
 	if m.opts.Static {
 		return nil
 	}
-	return tea.Tick(120*time.Millisecond, func(time.Time) tea.Msg { return tickMsg{} })
+	return m.spin.Tick
 }
 
 func (m *Model) refresh() tea.Cmd {
@@ -373,9 +377,10 @@ func (m *Model) update(msg tea.Msg) tea.Cmd {
 		m.width, m.height = msg.Width, msg.Height
 		m.fitInputs()
 		return nil
-	case tickMsg:
-		m.frame++
-		return m.tick()
+	case spinner.TickMsg:
+		var cmd tea.Cmd
+		m.spin, cmd = m.spin.Update(msg)
+		return cmd
 	case clustersMsg:
 		m.homeLoading = false
 		m.clusters, m.homeErr = msg.clusters, ""

@@ -5,14 +5,13 @@ import (
 	"strings"
 	"time"
 
+	"charm.land/bubbles/v2/key"
 	tea "charm.land/bubbletea/v2"
 	"charm.land/lipgloss/v2"
 	"github.com/charmbracelet/x/ansi"
 
 	"github.com/kilnctl/kiln/engine"
 )
-
-var spinnerFrames = []string{"⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧", "⠇", "⠏"}
 
 // page collects a screen's lines and where the terminal cursor goes. Lines
 // added with line wrap to the page's width (messages are never cut); rows
@@ -268,29 +267,16 @@ func (m *Model) footer(w int) []string {
 	case m.cancelling && m.run != nil && m.run.running:
 		return wrap(m.st.warn.Render("cancelling… waiting for the engine to stop safely"), w, 0)
 	}
-	var keys []keyHelp
+	var keys []key.Binding
 	switch {
 	case m.help:
-		keys = []keyHelp{{"?/esc", "close help"}}
+		keys = bindings([]keyHelp{{"?/esc", "close help"}})
 	case m.detail != nil:
-		keys = []keyHelp{{"↑/↓", "scroll"}, {"esc", "back"}}
+		keys = bindings([]keyHelp{{"↑/↓", "scroll"}, {"esc", "back"}})
 	default:
 		keys = m.keys(true)
 	}
-	var out []string
-	cur := ""
-	for _, k := range keys {
-		part := m.st.key.Render(k.key) + " " + m.st.faint.Render(k.desc)
-		switch {
-		case cur == "":
-			cur = part
-		case ansi.StringWidth(cur)+2+ansi.StringWidth(part) <= w:
-			cur += "  " + part
-		default:
-			out, cur = append(out, cur), part
-		}
-	}
-	return append(out, cur)
+	return m.helpLines(keys, w)
 }
 
 func (m *Model) viewDetail(p *page) {
@@ -300,14 +286,14 @@ func (m *Model) viewDetail(p *page) {
 }
 
 func (m *Model) spinner() string {
-	return m.st.progress.Render(spinnerFrames[m.frame%len(spinnerFrames)])
+	return m.spin.View()
 }
 
 func (m *Model) viewHelp(p *page) {
 	p.line(m.st.header.Render("Keys on this screen"))
 	p.blank()
 	for _, k := range m.keys(false) {
-		p.hang(fmt.Sprintf("  %-12s %s", k.key, k.desc), 15)
+		p.hang(fmt.Sprintf("  %-12s %s", k.Help().Key, k.Help().Desc), 15)
 	}
 	p.blank()
 	p.line(m.st.faint.Render("Everywhere: ? shows this help (also in a text field: it never types), esc goes back, q quits from the home screen. ctrl+c at a question answers no; during a run it asks, then cancels safely; elsewhere it asks before quitting."))
