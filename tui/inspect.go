@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"charm.land/bubbles/v2/table"
 	tea "charm.land/bubbletea/v2"
 
 	"github.com/kilnctl/kiln/engine"
@@ -67,6 +68,9 @@ type inspectState struct {
 	// project screen is not shown); feedGen numbers feeds.
 	feed    *feedState
 	feedGen int
+	// table is the project table (bubbles' table: it scrolls to keep
+	// the selection in view).
+	table table.Model
 }
 
 // projectAsk is a project operation waiting for the user's confirmation.
@@ -141,7 +145,7 @@ func (s *inspectState) selected() *engine.ProjectStatus {
 
 func (m *Model) openInspect(t Target) tea.Cmd {
 	m.closeInspect()
-	m.insp = &inspectState{target: t}
+	m.insp = &inspectState{target: t, table: m.newTable()}
 	m.screen, m.help = screenInspect, false
 	if w, ok := m.opts.Backend.(Watcher); ok {
 		return m.watchInspect(w)

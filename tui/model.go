@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"charm.land/bubbles/v2/spinner"
+	"charm.land/bubbles/v2/table"
 	"charm.land/bubbles/v2/textinput"
 	tea "charm.land/bubbletea/v2"
 	"charm.land/lipgloss/v2"
@@ -156,6 +157,7 @@ type Model struct {
 	homeErr     string
 	homeLoading bool
 	homeSel     int
+	homeTable   table.Model
 	homeLoaded  bool   // the first discovery arrived (initial selection made)
 	homeNote    string // why the last key did nothing
 	// regions are the locations a SearchReporter's discovery searches
@@ -278,6 +280,7 @@ func New(opts Options) *Model {
 	m.instanceIn = m.newInput("(optional) default: t3.medium")
 	m.profileIn = m.newInput("(optional) default credential chain")
 	m.destIn = m.newInput("")
+	m.homeTable = m.newTable()
 	m.fitInputs()
 	return m
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"charm.land/bubbles/v2/key"
+	"charm.land/bubbles/v2/table"
 	tea "charm.land/bubbletea/v2"
 	"charm.land/lipgloss/v2"
 	"github.com/charmbracelet/x/ansi"
@@ -310,7 +311,8 @@ func (m *Model) viewHome(p *page, rows int) {
 	case len(m.clusters) == 0:
 		p.line("No kiln cluster found. Press n to create one.")
 	default:
-		p.row(m.st.faint.Render(fmt.Sprintf("  %-6s %-16s %-18s %-10s %s", "PROV", "NAME", "CONTEXT", "PLATFORM", "TOKEN DIR")))
+		cols := []table.Column{{Title: "PROV", Width: 7}, {Title: "NAME", Width: 17}, {Title: "CONTEXT", Width: 19}, {Title: "PLATFORM", Width: 11}, {Title: "TOKEN DIR"}}
+		trows := make([]table.Row, len(m.clusters))
 		for i, c := range m.clusters {
 			td := "not found"
 			if c.TokenDir != "" {
@@ -323,13 +325,10 @@ func (m *Model) viewHome(p *page, rows int) {
 			if name == "" {
 				name = "-"
 			}
-			row := fmt.Sprintf("%-6s %-16s %-18s %-10s %s", c.Provider, name, c.Location, c.Platform, td)
-			if i == m.homeSel {
-				p.row("> " + m.st.selected.Render(row))
-				p.markFocus()
-			} else {
-				p.row("  " + row)
-			}
+			trows[i] = table.Row{c.Provider, name, c.Location, c.Platform, td}
+		}
+		for _, l := range m.renderTable(&m.homeTable, cols, trows, m.homeSel, p.width, max(rows-len(p.lines)-9, 4)) {
+			p.row(l)
 		}
 		if m.homeLoading {
 			p.line(m.spinner() + m.st.faint.Render(" refreshing…"))
@@ -901,7 +900,8 @@ func (m *Model) viewInspect(p *page, rows int) {
 	case len(shownProjects) == 0:
 		p.line(m.st.faint.Render("  no project matches /" + s.filter))
 	default:
-		p.row(m.st.faint.Render("  " + cell("TENANT/PROJECT", 24) + " " + cell("STATE", 10) + " " + cell("STACK", 10) + " " + fmt.Sprintf("%4s", "AGE") + "  REASONS"))
+		cols := []table.Column{{Title: "TENANT/PROJECT", Width: 25}, {Title: "STATE", Width: 11}, {Title: "STACK", Width: 11}, {Title: " AGE", Width: 6}, {Title: "REASONS"}}
+		trows := make([]table.Row, len(shownProjects))
 		for i, pr := range shownProjects {
 			a := "-"
 			if c := pr.Created; !c.IsZero() {
@@ -911,14 +911,10 @@ func (m *Model) viewInspect(p *page, rows int) {
 			if pr.Operation != "" {
 				reasons = "(" + pr.Operation + ") " + reasons
 			}
-			state := m.projectState(pr.State).Render(cell(pr.State, 10))
-			row := fmt.Sprintf("%s %s %s %4s  %s", cell(ref(pr), 24), state, cell(pr.Stack, 10), a, reasons)
-			if i == s.sel {
-				p.row("> " + m.st.selected.Render(ansi.Strip(row)))
-				p.markFocus()
-			} else {
-				p.row("  " + row)
-			}
+			trows[i] = table.Row{ref(pr), m.projectState(pr.State).Render(pr.State), pr.Stack, fmt.Sprintf("%4s", a), reasons}
+		}
+		for _, l := range m.renderTable(&s.table, cols, trows, s.sel, p.width, max(rows-len(p.lines)-4, 4)) {
+			p.row(l)
 		}
 	}
 	m.inspectActions(p, shownProjects)
