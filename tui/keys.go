@@ -105,6 +105,13 @@ func (m *Model) keys(short bool) []key.Binding {
 		default:
 			ks = []keyHelp{{"esc", "back"}, {"s", "start"}, {"p", "suspend"}, {"r", "restack"}, {"↑/↓", "scroll"}}
 		}
+		if fd := m.feed(); fd != nil && m.screen == screenProject && (m.insp.ask == nil) {
+			if fd.focusLog {
+				ks = append(ks, keyHelp{"tab", "page"}, keyHelp{"end", "follow the log"})
+			} else {
+				ks = append(ks, keyHelp{"tab", "scroll the log"})
+			}
+		}
 	}
 	if short {
 		ks = append(ks, keyHelp{"?", "help"})
