@@ -20,6 +20,7 @@ import (
 	"charm.land/bubbles/v2/spinner"
 	"charm.land/bubbles/v2/table"
 	"charm.land/bubbles/v2/textinput"
+	"charm.land/bubbles/v2/viewport"
 	tea "charm.land/bubbletea/v2"
 	"charm.land/lipgloss/v2"
 
@@ -238,6 +239,9 @@ const (
 type detailView struct {
 	title string
 	lines []string
+	// vp shows the lines, wrapped to the terminal, scrolled with ↑/↓,
+	// pgup/pgdn, home/end.
+	vp viewport.Model
 }
 
 // cfgCheck is the result of checking the config file field.
@@ -602,11 +606,22 @@ func (m *Model) key(k tea.KeyPressMsg) tea.Cmd {
 		return nil
 	}
 	if m.detail != nil {
+		v := &m.detail.vp
 		switch s {
 		case "esc", "q", "enter":
 			m.detail = nil
-		default:
-			m.scrollKey(s)
+		case "up", "k":
+			v.ScrollUp(1)
+		case "down", "j":
+			v.ScrollDown(1)
+		case "pgup":
+			v.PageUp()
+		case "pgdown", "space":
+			v.PageDown()
+		case "home", "g":
+			v.GotoTop()
+		case "end", "G":
+			v.GotoBottom()
 		}
 		return nil
 	}

@@ -164,7 +164,7 @@ func (m *Model) View() tea.View {
 		m.viewHelp(body)
 	case m.detail != nil:
 		title = m.detail.title
-		m.viewDetail(body)
+		m.viewDetail(body, rows)
 	default:
 		title = m.renderScreen(body, rows)
 	}
@@ -280,9 +280,28 @@ func (m *Model) footer(w int) []string {
 	return m.helpLines(keys, w)
 }
 
-func (m *Model) viewDetail(p *page) {
+// viewDetail shows the detail's lines, wrapped, in its viewport of the
+// body's rows; when they do not fit, the last row says which are shown.
+func (m *Model) viewDetail(p *page, rows int) {
+	var lines []string
 	for _, l := range m.detail.lines {
-		p.line(l)
+		plain := ansi.Strip(l)
+		lines = append(lines, wrap(l, p.width, len(plain)-len(strings.TrimLeft(plain, " ")))...)
+	}
+	v := &m.detail.vp
+	v.SetWidth(p.width)
+	v.SetContentLines(lines)
+	h := max(rows, 1)
+	if len(lines) > h {
+		h = max(rows-1, 1) // one row says there is more
+	}
+	v.SetHeight(h)
+	for _, l := range strings.Split(v.View(), "\n") {
+		p.row(strings.TrimRight(l, " "))
+	}
+	if len(lines) > h {
+		first := v.YOffset() + 1
+		p.row(m.st.faint.Render(fmt.Sprintf("── lines %d–%d of %d · ↑/↓ pgup/pgdn scroll ──", first, min(first+h-1, len(lines)), len(lines))))
 	}
 }
 
