@@ -15,11 +15,22 @@ type keyHelp struct{ key, desc string }
 // is up and down, "enter/y" is enter and y) bound with their help.
 func (k keyHelp) binding() key.Binding {
 	var keys []string
-	for _, n := range strings.Split(k.key, "/") {
-		keys = append(keys, map[string]string{"↑": "up", "↓": "down", "←": "left", "→": "right", "pgdn": "pgdown"}[n]+n)
+	names := strings.Split(k.key, "/")
+	if k.key == "/" {
+		names = []string{"/"} // the filter key itself
+	}
+	for _, n := range names {
+		if name, ok := keyNames[n]; ok {
+			n = name
+		}
+		keys = append(keys, n)
 	}
 	return key.NewBinding(key.WithKeys(keys...), key.WithHelp(k.key, k.desc))
 }
+
+// keyNames are the key names (tea.KeyPressMsg.String) of the symbols
+// help shows.
+var keyNames = map[string]string{"↑": "up", "↓": "down", "←": "left", "→": "right", "pgdn": "pgdown"}
 
 func bindings(ks []keyHelp) []key.Binding {
 	out := make([]key.Binding, len(ks))
