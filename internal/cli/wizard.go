@@ -36,6 +36,15 @@ func (g *globals) runWizardWith(ctx context.Context, opts tui.Options) error {
 	return tui.RunWith(ctx, opts, g.stdin, g.stdout, os.Environ())
 }
 
+// The wizard's backend is live (Watch), feeds the project screen (Events,
+// followed logs) and reports each AWS region's search.
+var (
+	_ tui.Watcher        = (*wizardBackend)(nil)
+	_ tui.ProjectFeed    = (*wizardBackend)(nil)
+	_ tui.SearchReporter = (*wizardBackend)(nil)
+	_ tui.AWSChecker     = (*wizardBackend)(nil)
+)
+
 // wizardBackend runs the engine for the wizard with the global flags
 // (--kubeconfig, --token-dir, --timeout, --keyring-backend).
 type wizardBackend struct {
