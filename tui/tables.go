@@ -1,6 +1,7 @@
 package tui
 
 import (
+	"slices"
 	"strings"
 
 	"charm.land/bubbles/v2/table"
@@ -49,10 +50,17 @@ func (m *Model) renderTable(t *table.Model, cols []table.Column, rows []table.Ro
 		}
 		full[i] = append(table.Row{mark}, r...)
 	}
-	t.SetColumns(cols)
-	t.SetWidth(width)
+	// Each setter re-renders the rows in view: set only what changed.
+	if !slices.Equal(t.Columns(), cols) {
+		t.SetColumns(cols)
+	}
+	if t.Width() != width {
+		t.SetWidth(width)
+	}
+	if h := max(height, 2); t.Height() != h-1 { // the header takes a row
+		t.SetHeight(h)
+	}
 	t.SetRows(full)
-	t.SetHeight(max(height, 2))
 	// Move (not SetCursor), so the table scrolls the selection into view.
 	if d := sel - t.Cursor(); d > 0 {
 		t.MoveDown(d)

@@ -930,7 +930,11 @@ func (m *Model) viewInspect(p *page, rows int) {
 			if pr.Operation != "" {
 				reasons = "(" + pr.Operation + ") " + reasons
 			}
-			trows[i] = table.Row{ref(pr), m.projectState(pr.State).Render(pr.State), pr.Stack, fmt.Sprintf("%4s", a), reasons}
+			state := pr.State
+			if i-s.sel < 2*rows && s.sel-i < 2*rows {
+				state = m.projectState(pr.State).Render(state) // styled only where the table can show it
+			}
+			trows[i] = table.Row{ref(pr), state, pr.Stack, fmt.Sprintf("%4s", a), reasons}
 		}
 		for _, l := range m.renderTable(&s.table, cols, trows, s.sel, p.width, max(rows-len(p.lines)-4, 4)) {
 			p.row(l)
