@@ -76,3 +76,14 @@ func (m *Model) renderTable(t *table.Model, cols []table.Column, rows []table.Ro
 	}
 	return out
 }
+
+// addTable adds a table's lines to p, keeping the selected row in view
+// when the page scrolls.
+func (p *page) addTable(lines []string) {
+	for _, l := range lines {
+		p.row(l)
+		if strings.HasPrefix(ansi.Strip(l), ">") {
+			p.markFocus()
+		}
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	tea "charm.land/bubbletea/v2"
 	"github.com/charmbracelet/x/ansi"
 
 	"github.com/kilnctl/kiln/engine"
@@ -71,4 +72,22 @@ func TestInspectTableScrollsToSelection(t *testing.T) {
 		h.Key("up")
 	}
 	h.WaitFor(t, "> team-a/p05")
+}
+
+// TestHomeKeepsSelectionInView: on a terminal too short for the cluster
+// list the selected row stays on screen as it moves down.
+func TestHomeKeepsSelectionInView(t *testing.T) {
+	b := backend()
+	b.List = nil
+	for i := range 12 {
+		b.List = append(b.List, tui.Cluster{Provider: "kube", Name: fmt.Sprintf("c%02d", i), Location: fmt.Sprintf("ctx%02d", i), Platform: engine.PlatformInstalled})
+	}
+	h := tuitest.Start(t, b, tui.Options{})
+	h.WaitFor(t, "c00")
+	h.Send(tea.WindowSizeMsg{Width: 80, Height: 10})
+	for range 11 {
+		h.Key("down")
+	}
+	got := h.WaitFor(t, "> kube   c11")
+	checkWidth(t, got, 80, 10)
 }

@@ -346,9 +346,7 @@ func (m *Model) viewHome(p *page, rows int) {
 			}
 			trows[i] = table.Row{c.Provider, name, c.Location, c.Platform, td}
 		}
-		for _, l := range m.renderTable(&m.homeTable, cols, trows, m.homeSel, p.width, max(rows-len(p.lines)-9, 4)) {
-			p.row(l)
-		}
+		p.addTable(m.renderTable(&m.homeTable, cols, trows, m.homeSel, p.width, max(rows-len(p.lines)-9, 4)))
 		if m.homeLoading {
 			p.line(m.spinner() + m.st.faint.Render(" refreshing…"))
 		}
@@ -936,9 +934,7 @@ func (m *Model) viewInspect(p *page, rows int) {
 			}
 			trows[i] = table.Row{ref(pr), state, pr.Stack, fmt.Sprintf("%4s", a), reasons}
 		}
-		for _, l := range m.renderTable(&s.table, cols, trows, s.sel, p.width, max(rows-len(p.lines)-4, 4)) {
-			p.row(l)
-		}
+		p.addTable(m.renderTable(&s.table, cols, trows, s.sel, p.width, max(rows-len(p.lines)-4, 4)))
 	}
 	m.inspectActions(p, shownProjects)
 }
