@@ -117,10 +117,13 @@ func (m *Model) keys(short bool) []key.Binding {
 			ks = []keyHelp{{"esc", "back"}, {"s", "start"}, {"p", "suspend"}, {"r", "restack"}, {"↑/↓", "scroll"}}
 		}
 		if fd := m.feed(); fd != nil && m.screen == screenProject && (m.insp.ask == nil) {
-			if fd.focusLog {
+			switch fd.pane {
+			case paneLog:
 				ks = append(ks, keyHelp{"tab", "page"}, keyHelp{"end", "follow the log"})
-			} else {
-				ks = append(ks, keyHelp{"tab", "scroll the log"})
+			case paneEvents:
+				ks = append(ks, keyHelp{"tab", "the log"})
+			default:
+				ks = append(ks, keyHelp{"tab", "scroll events/log"})
 			}
 		}
 	}

@@ -1271,7 +1271,7 @@ func (m *Model) inspectKey(s string) tea.Cmd {
 	p := st.selected()
 	if m.screen == screenProject {
 		p = st.project()
-		if m.logKey(s) {
+		if m.paneKey(s) {
 			return nil
 		}
 	}

@@ -54,12 +54,21 @@ type feedState struct {
 	logs     []engine.PodLogLine
 	logErr   string
 	logEnded bool
-	// log is the log pane; follow keeps it at the newest line, focusLog
-	// gives it ↑/↓.
-	log      viewport.Model
-	follow   bool
-	focusLog bool
+	// ev and log are the Events and log panes; follow keeps the log at
+	// its newest line; pane is the one tab gave ↑/↓ (paneNone: the page).
+	ev     viewport.Model
+	log    viewport.Model
+	follow bool
+	pane   int
 }
+
+// The project screen's panes, in tab order.
+const (
+	paneNone = iota
+	paneEvents
+	paneLog
+	panes
+)
 
 // logBuf hands the follower's lines to the program: the follower appends
 // (never blocks), a command waits for the kick and takes them all.
@@ -139,7 +148,7 @@ func (m *Model) syncFeed() tea.Cmd {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s.feedGen++
-	s.feed = &feedState{ref: want, stop: cancel, gen: s.feedGen, follow: true, log: viewport.New()}
+	s.feed = &feedState{ref: want, stop: cancel, gen: s.feedGen, follow: true, log: viewport.New(), ev: viewport.New()}
 	s.feed.log.SoftWrap = true
 	buf := &logBuf{kick: make(chan struct{}, 1)}
 	t, gen := s.target, s.feedGen
@@ -244,8 +253,12 @@ func (m *Model) feed() *feedState {
 	return m.insp.feed
 }
 
-// logRows is the height of the project screen's log pane.
-const logRows = 8
+// logRows and eventRows are the heights of the project screen's log and
+// Events panes.
+const (
+	logRows   = 8
+	eventRows = 10
+)
 
 // viewFeed renders the project screen's pods (from the live read), the
 // project's Events and its followed log.
@@ -281,7 +294,13 @@ func (m *Model) viewFeed(p *page, pr *engine.ProjectStatus) {
 	if fd.eventsRead {
 		head = fmt.Sprintf("Events (%d, newest first)", len(fd.events))
 	}
-	p.line(m.st.header.Render(head))
+	head = m.st.header.Render(head)
+	if fd.pane == paneEvents {
+		head += m.st.faint.Render("  ↑/↓ pgup/pgdn scroll · tab: log")
+	} else if len(fd.events) > eventRows {
+		head += m.st.faint.Render(fmt.Sprintf("  %d shown · tab: scroll the events", eventRows))
+	}
+	p.row(head)
 	switch {
 	case fd.eventsErr != "":
 		p.hang(m.st.errorText.Render("  ✗ "+fd.eventsErr), 4)
@@ -294,6 +313,7 @@ func (m *Model) viewFeed(p *page, pr *engine.ProjectStatus) {
 		p.row(m.st.faint.Render("  " + fmt.Sprintf("%4s", "AGE") + " " + cell("REASON", 18) + " " + cell("COUNT", 5) + " " + cell("OBJECT", 22) + " MESSAGE"))
 	}
 	now := m.opts.Now()
+	var rows []string
 	for _, ev := range fd.events {
 		a := time.Duration(ev.AgeS) * time.Second
 		if !ev.Last.IsZero() {
@@ -303,7 +323,10 @@ func (m *Model) viewFeed(p *page, pr *engine.ProjectStatus) {
 		if ev.Type == "Warning" {
 			reason = m.st.warn.Render(reason)
 		}
-		p.row(fmt.Sprintf("  %4s %s %5d %s %s", age(a), reason, ev.Count, cell(ev.Object, 22), ev.Message))
+		rows = append(rows, fmt.Sprintf("  %4s %s %5d %s %s", age(a), reason, ev.Count, cell(ev.Object, 22), ev.Message))
+	}
+	if len(rows) > 0 {
+		m.viewPane(p, &fd.ev, rows, eventRows, false)
 	}
 	p.blank()
 	m.viewLogPane(p, fd)
@@ -323,9 +346,9 @@ func (m *Model) viewLogPane(p *page, fd *feedState) {
 	default:
 		head += m.st.faint.Render(" (scrolled back · end: follow)")
 	}
-	if fd.focusLog {
+	if fd.pane == paneLog {
 		head = m.st.header.Render(head) + m.st.faint.Render("  ↑/↓ pgup/pgdn scroll · tab: page")
-	} else {
+	} else if len(fd.events) <= eventRows {
 		head += m.st.faint.Render("  tab: scroll the log")
 	}
 	p.row(head)
@@ -342,11 +365,16 @@ func (m *Model) viewLogPane(p *page, fd *feedState) {
 	for i, l := range fd.logs {
 		lines[i] = "  " + m.st.faint.Render("["+l.Pod+"]") + " " + l.Line
 	}
-	v := &fd.log
+	m.viewPane(p, &fd.log, lines, logRows, fd.follow)
+}
+
+// viewPane renders lines in the viewport v, at most height rows (fewer
+// when there are fewer lines), at its newest line when follow.
+func (m *Model) viewPane(p *page, v *viewport.Model, lines []string, height int, follow bool) {
 	v.SetWidth(p.width)
 	v.SetContentLines(lines)
-	v.SetHeight(min(v.TotalLineCount(), logRows))
-	if fd.follow {
+	v.SetHeight(min(v.TotalLineCount(), height))
+	if follow {
 		v.GotoBottom()
 	}
 	for _, l := range strings.Split(v.View(), "\n") {
@@ -354,21 +382,28 @@ func (m *Model) viewLogPane(p *page, fd *feedState) {
 	}
 }
 
-// logKey scrolls the log pane when it has the focus (tab); reports whether
-// it took the key.
-func (m *Model) logKey(s string) bool {
+// paneKey handles the project screen's panes: tab moves ↑/↓ from the
+// page to the Events, the log and back; the pane that has them scrolls.
+// Reports whether it took the key.
+func (m *Model) paneKey(s string) bool {
 	fd := m.feed()
 	if fd == nil {
 		return false
 	}
 	if s == "tab" {
-		fd.focusLog = !fd.focusLog
+		fd.pane = (fd.pane + 1) % panes
+		if fd.pane == paneEvents && len(fd.events) <= eventRows {
+			fd.pane = paneLog // every event shows: nothing to scroll
+		}
 		return true
 	}
-	if !fd.focusLog {
-		return false
-	}
 	v := &fd.log
+	switch fd.pane {
+	case paneNone:
+		return false
+	case paneEvents:
+		v = &fd.ev
+	}
 	switch s {
 	case "up", "k":
 		v.ScrollUp(1)
@@ -385,6 +420,8 @@ func (m *Model) logKey(s string) bool {
 	default:
 		return false
 	}
-	fd.follow = v.AtBottom()
+	if fd.pane == paneLog {
+		fd.follow = v.AtBottom()
+	}
 	return true
 }

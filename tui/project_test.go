@@ -1,6 +1,7 @@
 package tui_test
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -123,4 +124,38 @@ func TestProjectLogPaneScrolls(t *testing.T) {
 	h.Send(tea.KeyPressMsg{Code: tea.KeyEnd})
 	h.WaitFor(t, "line new")
 	h.WaitFor(t, "following")
+}
+
+// TestProjectEventsPaneScrolls: more Events than the pane's rows show the
+// newest; tab gives the pane ↑/↓ and the oldest come into view, a second
+// tab moves on to the log.
+func TestProjectEventsPaneScrolls(t *testing.T) {
+	f := feedBackend()
+	f.Events = nil
+	for i := range 15 {
+		f.Events = append(f.Events, engine.EventInfo{Object: "Pod/api-7d9f5-q8w1z", Type: "Normal", Reason: fmt.Sprintf("Reason%02d", i), Count: 1,
+			Last: tuitest.T0.Add(-time.Duration(i) * time.Minute), Message: "event"})
+	}
+	h := tuitest.Start(t, f, tui.Options{})
+	h.WaitFor(t, "dev1")
+	h.Send(tea.WindowSizeMsg{Width: 100, Height: 60})
+	h.Key("i")
+	h.WaitFor(t, "Projects (3)")
+	h.Key("down")
+	h.Key("enter")
+	got := ansi.Strip(h.WaitFor(t, "Events (15, newest first)"))
+	if !strings.Contains(got, "Reason00") || strings.Contains(got, "Reason14") || !strings.Contains(got, "10 shown") {
+		t.Errorf("the Events pane does not show the newest 10:\n%s", got)
+	}
+	h.Key("tab")
+	h.WaitFor(t, "tab: log")
+	for range 5 {
+		h.Key("down")
+	}
+	got = ansi.Strip(h.WaitFor(t, "Reason14"))
+	if strings.Contains(got, "Reason00") {
+		t.Errorf("scrolled to the oldest, the newest still shows:\n%s", got)
+	}
+	h.Key("tab")
+	h.WaitFor(t, "tab: page")
 }
