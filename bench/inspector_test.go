@@ -15,7 +15,9 @@ import (
 
 // BenchmarkInspector measures the wizard's live inspector (engine.Watch,
 // what kiln inspect and the inspect screens run) on the bench cluster with
-// KILN_BENCH_INSPECT_PROJECTS projects (default 100):
+// KILN_BENCH_INSPECT_PROJECTS projects (default 100), once their
+// Deployments are available or KILN_BENCH_SETTLE_S seconds (default 150)
+// have passed:
 //
 //   - update latency: from a change made by another client (the template
 //     project's Service deleted, then created again) to the first status
@@ -37,7 +39,7 @@ func BenchmarkInspector(b *testing.B) {
 		}
 	}
 	start0 := time.Now()
-	avail := settle(c, n, 150*time.Second)
+	avail := settle(c, n, time.Duration(envInt("KILN_BENCH_SETTLE_S", 150))*time.Second)
 	b.Logf("%d of %d project Deployments available after %s", avail, n, time.Since(start0).Round(time.Second))
 	p := startAPIProxy(b, c, "bench")
 	target := engine.Target{Provider: kube.New(p.Kubeconfig, p.ContextName), Name: projCluster, TokenDir: b.TempDir()}

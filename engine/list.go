@@ -25,6 +25,10 @@ type ListRequest struct {
 	Optional []Provider
 	// TokenDir is the token dir the user named ("" to look it up).
 	TokenDir string
+	// Progress, when set, hears each location's search start and end
+	// from providers that search locations one by one (the aws provider's
+	// regions), concurrently: the wizard's spinner per region.
+	Progress func(SearchProgress)
 }
 
 // List finds every kiln cluster in every location of every provider, all
@@ -33,6 +37,7 @@ type ListRequest struct {
 // locations are reported, never fatal. Nothing is changed.
 func (e *Engine) List(ctx context.Context, req ListRequest) ([]ClusterSummary, error) {
 	all := append(append([]Provider{}, req.Providers...), req.Optional...)
+	ctx = WithSearchProgress(ctx, req.Progress)
 	rows := make([][]ClusterSummary, len(all))
 	errs := make([]error, len(all))
 	var wg sync.WaitGroup

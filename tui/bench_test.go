@@ -103,3 +103,21 @@ func BenchmarkIngest10000Events(b *testing.B) {
 	}
 	b.ReportMetric(float64(n*b.N)/total.Seconds(), "events/s")
 }
+
+// BenchmarkViewInspect1000Projects renders the inspect screen with 1,000
+// projects at 80x24, the selection in the middle: the bubbles table gets
+// every row and renders the ones around the selection.
+func BenchmarkViewInspect1000Projects(b *testing.B) {
+	m := New(Options{Static: true, Now: func() time.Time { return time.Unix(1e6, 0) }})
+	st := &engine.ClusterStatus{Provider: "kube", Name: "dev1", Location: "kiln-local", Installed: true, Ready: true, Tenants: []string{"t"}}
+	for i := range 1000 {
+		st.Projects = append(st.Projects, engine.ProjectStatus{Tenant: "t", Project: fmt.Sprintf("p%04d", i), State: "running", Desired: "running",
+			Stack: "default", Created: time.Unix(0, 0), Reasons: []string{}})
+	}
+	m.insp = &inspectState{target: Target{Provider: "kube", Name: "dev1", Location: "kiln-local"}, table: m.newTable(),
+		data: &Inspection{Status: st, Stacks: []string{"default"}}, sel: 500}
+	m.screen = screenInspect
+	for b.Loop() {
+		_ = m.View()
+	}
+}

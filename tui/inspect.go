@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"charm.land/bubbles/v2/table"
 	tea "charm.land/bubbletea/v2"
 
 	"github.com/kilnctl/kiln/engine"
@@ -63,6 +64,13 @@ type inspectState struct {
 	// is set while / is typing it.
 	filter    string
 	filtering bool
+	// feed is the project screen's events and followed log (nil when the
+	// project screen is not shown); feedGen numbers feeds.
+	feed    *feedState
+	feedGen int
+	// table is the project table (bubbles' table: it scrolls to keep
+	// the selection in view).
+	table table.Model
 }
 
 // projectAsk is a project operation waiting for the user's confirmation.
@@ -137,7 +145,7 @@ func (s *inspectState) selected() *engine.ProjectStatus {
 
 func (m *Model) openInspect(t Target) tea.Cmd {
 	m.closeInspect()
-	m.insp = &inspectState{target: t}
+	m.insp = &inspectState{target: t, table: m.newTable()}
 	m.screen, m.help = screenInspect, false
 	if w, ok := m.opts.Backend.(Watcher); ok {
 		return m.watchInspect(w)
@@ -147,6 +155,7 @@ func (m *Model) openInspect(t Target) tea.Cmd {
 
 // closeInspect ends the inspect screens' watch, if any.
 func (m *Model) closeInspect() {
+	m.stopFeed()
 	if m.insp != nil && m.insp.stop != nil {
 		m.insp.stop()
 		m.insp.stop = nil
@@ -246,12 +255,15 @@ func (m *Model) inspectResult(msg inspectMsg) tea.Cmd {
 	}
 	s.sel = clamp(s.sel, 0, len(s.projects())-1)
 	if msg.watch != nil {
+		// The cluster changed: the project screen's Events may have too
+		// (Events are not watched; they are read again on a change).
+		events := m.readEvents()
 		if msg.ended {
 			s.stop = nil
-			return nil
+			return events
 		}
 		s.loading = false
-		return waitInspect(msg.ctx, msg.watch)
+		return tea.Batch(events, waitInspect(msg.ctx, msg.watch))
 	}
 	every := m.opts.InspectEvery
 	if every <= 0 {

@@ -1,10 +1,82 @@
 package tui
 
+import (
+	"strings"
+
+	"charm.land/bubbles/v2/help"
+	"charm.land/bubbles/v2/key"
+	"charm.land/lipgloss/v2"
+)
+
+// keyHelp is an action offered in a screen's body ([s] start).
 type keyHelp struct{ key, desc string }
+
+// binding is the key binding of a help entry: the keys it names ("↑/↓"
+// is up and down, "enter/y" is enter and y) bound with their help.
+func (k keyHelp) binding() key.Binding {
+	var keys []string
+	names := strings.Split(k.key, "/")
+	if k.key == "/" {
+		names = []string{"/"} // the filter key itself
+	}
+	for _, n := range names {
+		if name, ok := keyNames[n]; ok {
+			n = name
+		}
+		keys = append(keys, n)
+	}
+	return key.NewBinding(key.WithKeys(keys...), key.WithHelp(k.key, k.desc))
+}
+
+// keyNames are the key names (tea.KeyPressMsg.String) of the symbols
+// help shows.
+var keyNames = map[string]string{"↑": "up", "↓": "down", "←": "left", "→": "right", "pgdn": "pgdown"}
+
+func bindings(ks []keyHelp) []key.Binding {
+	out := make([]key.Binding, len(ks))
+	for i, k := range ks {
+		out[i] = k.binding()
+	}
+	return out
+}
+
+// helpModel renders key help lines in the wizard's styles.
+func (m *Model) helpModel(width int) help.Model {
+	h := help.New()
+	h.ShortSeparator = "  "
+	h.Styles.ShortKey, h.Styles.ShortDesc = m.st.key, m.st.faint
+	h.Styles.FullKey, h.Styles.FullDesc = m.st.key, m.st.faint
+	h.Styles.ShortSeparator, h.Styles.FullSeparator = lipgloss.NewStyle(), lipgloss.NewStyle()
+	h.SetWidth(width)
+	return h
+}
+
+// helpLines renders bindings as help lines of at most width columns,
+// wrapped between bindings (the short help view cuts; the footer wraps).
+func (m *Model) helpLines(bs []key.Binding, width int) []string {
+	h := m.helpModel(0)
+	var out []string
+	var line []key.Binding
+	w := 0
+	for _, b := range bs {
+		bw := lipgloss.Width(h.ShortHelpView([]key.Binding{b}))
+		if len(line) > 0 && w+2+bw > width {
+			out, line, w = append(out, h.ShortHelpView(line)), nil, 0
+		}
+		if len(line) > 0 {
+			w += 2
+		}
+		line, w = append(line, b), w+bw
+	}
+	if len(line) > 0 {
+		out = append(out, h.ShortHelpView(line))
+	}
+	return out
+}
 
 // keys lists the keys of the current screen: the footer shows them (with
 // ? help), wrapped; ? lists them.
-func (m *Model) keys(short bool) []keyHelp {
+func (m *Model) keys(short bool) []key.Binding {
 	var ks []keyHelp
 	switch m.screen {
 	case screenHome:
@@ -48,9 +120,19 @@ func (m *Model) keys(short bool) []keyHelp {
 			ks = append([]keyHelp{{"esc", "back"}, {"s", "start"}, {"p", "suspend"}, {"r", "restack"}}, dayTwoActions()...)
 			ks = append(ks, keyHelp{"↑/↓", "scroll"})
 		}
+		if fd := m.feed(); fd != nil && m.screen == screenProject && (m.insp.ask == nil) {
+			switch fd.pane {
+			case paneLog:
+				ks = append(ks, keyHelp{"tab", "page"}, keyHelp{"end", "follow the log"})
+			case paneEvents:
+				ks = append(ks, keyHelp{"tab", "the log"})
+			default:
+				ks = append(ks, keyHelp{"tab", "scroll events/log"})
+			}
+		}
 	}
 	if short {
 		ks = append(ks, keyHelp{"?", "help"})
 	}
-	return ks
+	return bindings(ks)
 }

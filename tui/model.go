@@ -17,7 +17,10 @@ import (
 	"sync"
 	"time"
 
+	"charm.land/bubbles/v2/spinner"
+	"charm.land/bubbles/v2/table"
 	"charm.land/bubbles/v2/textinput"
+	"charm.land/bubbles/v2/viewport"
 	tea "charm.land/bubbletea/v2"
 	"charm.land/lipgloss/v2"
 
@@ -147,7 +150,9 @@ type Model struct {
 	height int
 	screen screen
 	help   bool
-	frame  int
+	// spin is the one spinner every in-progress line shows (bubbles'
+	// spinner; still under Options.Static).
+	spin spinner.Model
 
 	// scroll is how far the current screen's body is scrolled when it does
 	// not fit; it resets when the screen changes. maxScroll is the last
@@ -166,8 +171,13 @@ type Model struct {
 	homeErr     string
 	homeLoading bool
 	homeSel     int
+	homeTable   table.Model
 	homeLoaded  bool   // the first discovery arrived (initial selection made)
 	homeNote    string // why the last key did nothing
+	// regions are the locations a SearchReporter's discovery searches
+	// (aws regions), as they go; homeGen numbers discoveries.
+	regions []regionState
+	homeGen int
 
 	// create form
 	contexts []string
@@ -243,6 +253,9 @@ const (
 type detailView struct {
 	title string
 	lines []string
+	// vp shows the lines, wrapped to the terminal, scrolled with ↑/↓,
+	// pgup/pgdn, home/end.
+	vp viewport.Model
 }
 
 // cfgCheck is the result of checking the config file field.
@@ -255,7 +268,6 @@ type cfgCheck struct {
 }
 
 type (
-	tickMsg     struct{}
 	clustersMsg struct {
 		clusters []Cluster
 		err      error
@@ -277,6 +289,7 @@ func New(opts Options) *Model {
 		opts.Now = time.Now
 	}
 	m := &Model{opts: opts, st: newStyles(), width: 80, height: 24}
+	m.spin = spinner.New(spinner.WithSpinner(spinner.Spinner{Frames: spinner.MiniDot.Frames, FPS: 120 * time.Millisecond}), spinner.WithStyle(m.st.progress))
 	m.nameIn = m.newInput("e.g. dev1")
 	m.configIn = m.newInput("(optional) path to a ClusterConfig file")
 	m.tokenIn = m.newInput("(optional) default: kiln's state dir")
@@ -285,6 +298,7 @@ func New(opts Options) *Model {
 	m.instanceIn = m.newInput("(optional) default: t3.medium")
 	m.profileIn = m.newInput("(optional) default credential chain")
 	m.destIn = m.newInput("")
+	m.homeTable = m.newTable()
 	m.fitInputs()
 	return m
 }
@@ -331,11 +345,12 @@ func (m *Model) Init() tea.Cmd {
 	return tea.Batch(m.refresh(), m.loadLocations(), m.tick())
 }
 
+// tick starts the spinner (it then ticks itself); Static keeps it still.
 func (m *Model) tick() tea.Cmd {
 	if m.opts.Static {
 		return nil
 	}
-	return tea.Tick(120*time.Millisecond, func(time.Time) tea.Msg { return tickMsg{} })
+	return m.spin.Tick
 }
 
 func (m *Model) refresh() tea.Cmd {
@@ -344,6 +359,9 @@ func (m *Model) refresh() tea.Cmd {
 		return nil
 	}
 	m.homeLoading = true
+	if r, ok := b.(SearchReporter); ok {
+		return m.refreshWithProgress(r)
+	}
 	return func() tea.Msg {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
@@ -366,6 +384,9 @@ func (m *Model) loadLocations() tea.Cmd {
 // Update handles every message; it never does I/O.
 func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	cmd := m.update(msg)
+	if c := m.syncFeed(); c != nil {
+		cmd = tea.Batch(cmd, c)
+	}
 	if m.screen != m.prevScreen {
 		m.prevScreen, m.scroll, m.detail = m.screen, 0, nil
 	}
@@ -378,9 +399,10 @@ func (m *Model) update(msg tea.Msg) tea.Cmd {
 		m.width, m.height = msg.Width, msg.Height
 		m.fitInputs()
 		return nil
-	case tickMsg:
-		m.frame++
-		return m.tick()
+	case spinner.TickMsg:
+		var cmd tea.Cmd
+		m.spin, cmd = m.spin.Update(msg)
+		return cmd
 	case clustersMsg:
 		m.homeLoading = false
 		m.clusters, m.homeErr = msg.clusters, ""
@@ -428,6 +450,12 @@ func (m *Model) update(msg tea.Msg) tea.Cmd {
 		return m.wheel(msg)
 	case inspectTickMsg:
 		return m.inspectTick(msg)
+	case searchMsg:
+		return m.searchProgress(msg)
+	case feedEventsMsg:
+		return m.feedEvents(msg)
+	case feedLogMsg:
+		return m.feedLog(msg)
 	case tea.KeyPressMsg:
 		return m.key(msg)
 	case dayTwoMsg:
@@ -597,11 +625,22 @@ func (m *Model) key(k tea.KeyPressMsg) tea.Cmd {
 		return nil
 	}
 	if m.detail != nil {
+		v := &m.detail.vp
 		switch s {
 		case "esc", "q", "enter":
 			m.detail = nil
-		default:
-			m.scrollKey(s)
+		case "up", "k":
+			v.ScrollUp(1)
+		case "down", "j":
+			v.ScrollDown(1)
+		case "pgup":
+			v.PageUp()
+		case "pgdown", "space":
+			v.PageDown()
+		case "home", "g":
+			v.GotoTop()
+		case "end", "G":
+			v.GotoBottom()
 		}
 		return nil
 	}
@@ -1261,6 +1300,9 @@ func (m *Model) inspectKey(s string) tea.Cmd {
 	p := st.selected()
 	if m.screen == screenProject {
 		p = st.project()
+		if m.paneKey(s) {
+			return nil
+		}
 	}
 	if m.opts.ReadOnly && (s == "s" || s == "p" || s == "r" || isDayTwoKey(s)) {
 		st.note = "read-only: this inspector changes nothing (kiln inspect --read-only)"

@@ -5,14 +5,14 @@ import (
 	"strings"
 	"time"
 
+	"charm.land/bubbles/v2/key"
+	"charm.land/bubbles/v2/table"
 	tea "charm.land/bubbletea/v2"
 	"charm.land/lipgloss/v2"
 	"github.com/charmbracelet/x/ansi"
 
 	"github.com/kilnctl/kiln/engine"
 )
-
-var spinnerFrames = []string{"⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧", "⠇", "⠏"}
 
 // page collects a screen's lines and where the terminal cursor goes. Lines
 // added with line wrap to the page's width (messages are never cut); rows
@@ -164,7 +164,7 @@ func (m *Model) View() tea.View {
 		m.viewHelp(body)
 	case m.detail != nil:
 		title = m.detail.title
-		m.viewDetail(body)
+		m.viewDetail(body, rows)
 	default:
 		title = m.renderScreen(body, rows)
 	}
@@ -270,46 +270,52 @@ func (m *Model) footer(w int) []string {
 	case m.cancelling && m.run != nil && m.run.running:
 		return wrap(m.st.warn.Render("cancelling… waiting for the engine to stop safely"), w, 0)
 	}
-	var keys []keyHelp
+	var keys []key.Binding
 	switch {
 	case m.help:
-		keys = []keyHelp{{"?/esc", "close help"}}
+		keys = bindings([]keyHelp{{"?/esc", "close help"}})
 	case m.detail != nil:
-		keys = []keyHelp{{"↑/↓", "scroll"}, {"esc", "back"}}
+		keys = bindings([]keyHelp{{"↑/↓", "scroll"}, {"esc", "back"}})
 	default:
 		keys = m.keys(true)
 	}
-	var out []string
-	cur := ""
-	for _, k := range keys {
-		part := m.st.key.Render(k.key) + " " + m.st.faint.Render(k.desc)
-		switch {
-		case cur == "":
-			cur = part
-		case ansi.StringWidth(cur)+2+ansi.StringWidth(part) <= w:
-			cur += "  " + part
-		default:
-			out, cur = append(out, cur), part
-		}
-	}
-	return append(out, cur)
+	return m.helpLines(keys, w)
 }
 
-func (m *Model) viewDetail(p *page) {
+// viewDetail shows the detail's lines, wrapped, in its viewport of the
+// body's rows; when they do not fit, the last row says which are shown.
+func (m *Model) viewDetail(p *page, rows int) {
+	var lines []string
 	for _, l := range m.detail.lines {
-		p.line(l)
+		plain := ansi.Strip(l)
+		lines = append(lines, wrap(l, p.width, len(plain)-len(strings.TrimLeft(plain, " ")))...)
+	}
+	v := &m.detail.vp
+	v.SetWidth(p.width)
+	v.SetContentLines(lines)
+	h := max(rows, 1)
+	if len(lines) > h {
+		h = max(rows-1, 1) // one row says there is more
+	}
+	v.SetHeight(h)
+	for _, l := range strings.Split(v.View(), "\n") {
+		p.row(strings.TrimRight(l, " "))
+	}
+	if len(lines) > h {
+		first := v.YOffset() + 1
+		p.row(m.st.faint.Render(fmt.Sprintf("── lines %d–%d of %d · ↑/↓ pgup/pgdn scroll ──", first, min(first+h-1, len(lines)), len(lines))))
 	}
 }
 
 func (m *Model) spinner() string {
-	return m.st.progress.Render(spinnerFrames[m.frame%len(spinnerFrames)])
+	return m.spin.View()
 }
 
 func (m *Model) viewHelp(p *page) {
 	p.line(m.st.header.Render("Keys on this screen"))
 	p.blank()
 	for _, k := range m.keys(false) {
-		p.hang(fmt.Sprintf("  %-12s %s", k.key, k.desc), 15)
+		p.hang(fmt.Sprintf("  %-12s %s", k.Help().Key, k.Help().Desc), 15)
 	}
 	p.blank()
 	p.line(m.st.faint.Render("Everywhere: ? shows this help (also in a text field: it never types), esc goes back, q quits from the home screen. ctrl+c at a question answers no; during a run it asks, then cancels safely; elsewhere it asks before quitting."))
@@ -326,7 +332,8 @@ func (m *Model) viewHome(p *page, rows int) {
 	case len(m.clusters) == 0:
 		p.line("No kiln cluster found. Press n to create one.")
 	default:
-		p.row(m.st.faint.Render(fmt.Sprintf("  %-6s %-16s %-18s %-10s %s", "PROV", "NAME", "CONTEXT", "PLATFORM", "TOKEN DIR")))
+		cols := []table.Column{{Title: "PROV", Width: 7}, {Title: "NAME", Width: 17}, {Title: "CONTEXT", Width: 19}, {Title: "PLATFORM", Width: 11}, {Title: "TOKEN DIR"}}
+		trows := make([]table.Row, len(m.clusters))
 		for i, c := range m.clusters {
 			td := "not found"
 			if c.TokenDir != "" {
@@ -339,14 +346,9 @@ func (m *Model) viewHome(p *page, rows int) {
 			if name == "" {
 				name = "-"
 			}
-			row := fmt.Sprintf("%-6s %-16s %-18s %-10s %s", c.Provider, name, c.Location, c.Platform, td)
-			if i == m.homeSel {
-				p.row("> " + m.st.selected.Render(row))
-				p.markFocus()
-			} else {
-				p.row("  " + row)
-			}
+			trows[i] = table.Row{c.Provider, name, c.Location, c.Platform, td}
 		}
+		p.addTable(m.renderTable(&m.homeTable, cols, trows, m.homeSel, p.width, max(rows-len(p.lines)-9, 4)))
 		if m.homeLoading {
 			p.line(m.spinner() + m.st.faint.Render(" refreshing…"))
 		}
@@ -364,6 +366,7 @@ func (m *Model) viewHome(p *page, rows int) {
 			p.hang(m.st.errorText.Render(fmt.Sprintf("✗ %s %s: %s", locationNoun(c.Provider), c.Location, c.Err)), 2)
 		}
 	}
+	m.viewRegions(p)
 	if m.homeNote != "" {
 		p.blank()
 		p.hang(m.st.warn.Render("! "+m.homeNote), 2)
@@ -916,7 +919,8 @@ func (m *Model) viewInspect(p *page, rows int) {
 	case len(shownProjects) == 0:
 		p.line(m.st.faint.Render("  no project matches /" + s.filter))
 	default:
-		p.row(m.st.faint.Render("  " + cell("TENANT/PROJECT", 24) + " " + cell("STATE", 10) + " " + cell("STACK", 10) + " " + fmt.Sprintf("%4s", "AGE") + "  REASONS"))
+		cols := []table.Column{{Title: "TENANT/PROJECT", Width: 25}, {Title: "STATE", Width: 11}, {Title: "STACK", Width: 11}, {Title: " AGE", Width: 6}, {Title: "REASONS"}}
+		trows := make([]table.Row, len(shownProjects))
 		for i, pr := range shownProjects {
 			a := "-"
 			if c := pr.Created; !c.IsZero() {
@@ -926,15 +930,13 @@ func (m *Model) viewInspect(p *page, rows int) {
 			if pr.Operation != "" {
 				reasons = "(" + pr.Operation + ") " + reasons
 			}
-			state := m.projectState(pr.State).Render(cell(pr.State, 10))
-			row := fmt.Sprintf("%s %s %s %4s  %s", cell(ref(pr), 24), state, cell(pr.Stack, 10), a, reasons)
-			if i == s.sel {
-				p.row("> " + m.st.selected.Render(ansi.Strip(row)))
-				p.markFocus()
-			} else {
-				p.row("  " + row)
+			state := pr.State
+			if i-s.sel < 2*rows && s.sel-i < 2*rows {
+				state = m.projectState(pr.State).Render(state) // styled only where the table can show it
 			}
+			trows[i] = table.Row{ref(pr), state, pr.Stack, fmt.Sprintf("%4s", a), reasons}
 		}
+		p.addTable(m.renderTable(&s.table, cols, trows, s.sel, p.width, max(rows-len(p.lines)-4, 4)))
 	}
 	m.inspectActions(p, shownProjects)
 }
@@ -1051,6 +1053,7 @@ func (m *Model) viewProject(p *page) {
 	for _, r := range pr.Reasons {
 		p.hang("  • "+r, 4)
 	}
+	m.viewFeed(p, pr)
 	m.inspectActions(p, nil)
 }
 

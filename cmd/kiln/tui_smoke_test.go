@@ -136,12 +136,36 @@ func TestWizardSmokeInTmux(t *testing.T) {
 	if strings.Contains(filtered, "default/api") {
 		t.Errorf("filter /web still shows default/api:\n%s", filtered)
 	}
+	// The project screen shows why: the pod's status, the project's
+	// Kubernetes Events, and its pod log followed live (kwok serves the
+	// log from the test cluster's ClusterLogs file; it answers a follow
+	// once a line comes, so lines are appended until one shows).
+	x.resize(120, 70)
+	x.keys("Enter")
+	proj := x.waitFor(60*time.Second, "Project default/web", "Pods (1)", "Events (", "Scheduled", "Log")
+	if !strings.Contains(proj, "restarts 0") {
+		t.Errorf("project screen lacks the pod's restarts:\n%s", proj)
+	}
+	marker := fmt.Sprintf("wizard-log-%d", time.Now().UnixNano())
+	deadline := time.Now().Add(60 * time.Second)
+	for !strings.Contains(x.screen(), marker) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the project screen never showed the followed log line %s:\n%s", marker, x.screen())
+		}
+		if err := clusterB.AppendPodLog(marker); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(300 * time.Millisecond) // polling the pane
+	}
+	x.keys("Escape") // back to the (filtered) project table
+	x.waitFor(10*time.Second, "Projects (1 of 2 match)")
+	x.resize(100, 30)
 	x.keys("Escape") // clears the filter
 	x.waitFor(10*time.Second, "Projects (2)")
 	x.keys("Escape")
 	x.waitFor(30*time.Second, "Kiln clusters")
 	x.keys("q")
-	deadline := time.Now().Add(10 * time.Second)
+	deadline = time.Now().Add(10 * time.Second)
 	for {
 		if _, err := x.run("has-session", "-t", x.session); err != nil {
 			break // kiln exited, and its session with it
@@ -164,6 +188,19 @@ func TestWizardSmokeInTmux(t *testing.T) {
 	}
 	ro.keys("s")
 	ro.waitFor(10*time.Second, "read-only: this inspector changes nothing")
+	// The project screen, read-only too: its events and log, no action.
+	ro.resize(120, 70)
+	ro.keys("Enter")
+	scr = ro.waitFor(60*time.Second, "Project default/", "Events (", "read-only: no start, suspend or restack")
+	for _, bad := range []string{"[s] start", "[p] suspend", "[r] restack"} {
+		if strings.Contains(scr, bad) {
+			t.Errorf("read-only project screen offers %q:\n%s", bad, scr)
+		}
+	}
+	ro.keys("p")
+	ro.waitFor(10*time.Second, "read-only: this inspector changes nothing")
+	ro.keys("Escape")
+	ro.waitFor(10*time.Second, "Projects (2)")
 	ro.keys("q")
 	deadline = time.Now().Add(10 * time.Second)
 	for {

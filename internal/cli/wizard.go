@@ -36,6 +36,15 @@ func (g *globals) runWizardWith(ctx context.Context, opts tui.Options) error {
 	return tui.RunWith(ctx, opts, g.stdin, g.stdout, os.Environ())
 }
 
+// The wizard's backend is live (Watch), feeds the project screen (Events,
+// followed logs) and reports each AWS region's search.
+var (
+	_ tui.Watcher        = (*wizardBackend)(nil)
+	_ tui.ProjectFeed    = (*wizardBackend)(nil)
+	_ tui.SearchReporter = (*wizardBackend)(nil)
+	_ tui.AWSChecker     = (*wizardBackend)(nil)
+)
+
 // wizardBackend runs the engine for the wizard with the global flags
 // (--kubeconfig, --token-dir, --timeout, --keyring-backend).
 type wizardBackend struct {
@@ -108,11 +117,17 @@ func (b *wizardBackend) Locations() ([]string, string, error) {
 // screen shows the list). An AWS that cannot be searched is one row with
 // its cause.
 func (b *wizardBackend) Clusters(ctx context.Context) ([]tui.Cluster, error) {
+	return b.ClustersProgress(ctx, nil)
+}
+
+// ClustersProgress is Clusters reporting each AWS region's search as it
+// starts and ends (the home screen's spinner per region).
+func (b *wizardBackend) ClustersProgress(ctx context.Context, progress func(engine.SearchProgress)) ([]tui.Cluster, error) {
 	kp, err := b.providerAt("kube", "")
 	if err != nil {
 		return nil, err
 	}
-	req := engine.ListRequest{Providers: []engine.Provider{kp}, TokenDir: b.g.tokenDir}
+	req := engine.ListRequest{Providers: []engine.Provider{kp}, TokenDir: b.g.tokenDir, Progress: progress}
 	if awsConfigured(b.g, os.Getenv) {
 		ap, err := b.providerAt("aws", "")
 		if err != nil {
@@ -274,4 +289,37 @@ func (b *wizardBackend) Destroy(ctx context.Context, t tui.Target, sink engine.S
 		return err
 	}
 	return b.engine(sink, confirm).Destroy(ctx, engine.DestroyRequest{Target: r, Timeout: b.g.timeout})
+}
+
+// ProjectEvents reads the project's Kubernetes Events for the project
+// screen, as kiln project inspect does (events discarded: the screen
+// shows the result).
+func (b *wizardBackend) ProjectEvents(ctx context.Context, t tui.Target, ref string) ([]engine.EventInfo, error) {
+	ctx = b.opContext(ctx)
+	r, err := b.target(t.Provider, t.Location, t.Name)
+	if err != nil {
+		return nil, err
+	}
+	quiet := engine.SinkFunc(func(engine.Event) {})
+	st, err := b.engine(quiet, nil).Project(ctx, engine.ProjectRequest{Target: r, Op: engine.ProjectInspect, Ref: ref})
+	if err != nil || len(st) == 0 {
+		return nil, err
+	}
+	return st[0].Events, nil
+}
+
+// FollowLogs follows the project's pod logs for the project screen, as
+// kiln project logs -f --tail N does, until ctx ends.
+func (b *wizardBackend) FollowLogs(ctx context.Context, t tui.Target, ref string, tail int, fn func(engine.PodLogLine)) error {
+	ctx = b.opContext(ctx)
+	r, err := b.target(t.Provider, t.Location, t.Name)
+	if err != nil {
+		return err
+	}
+	quiet := engine.SinkFunc(func(engine.Event) {})
+	err = b.engine(quiet, nil).ProjectLogs(ctx, engine.ProjectLogsRequest{Target: r, Ref: ref, Follow: true, Tail: int64(tail)}, fn)
+	if ctx.Err() != nil {
+		return nil // the screen was left
+	}
+	return err
 }

@@ -108,7 +108,9 @@ func (p *Provider) eachRegion(ctx context.Context, search func(region string, ti
 				return
 			}
 			defer func() { <-sem }()
+			engine.ReportSearch(ctx, "aws", r, false)
 			perRegion[i] = search(r, timeout)
+			engine.ReportSearch(ctx, "aws", r, true, perRegion[i]...)
 		})
 	}
 	wg.Wait()

@@ -1,0 +1,55 @@
+package tui_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+
+	tea "charm.land/bubbletea/v2"
+	"github.com/charmbracelet/x/ansi"
+
+	"github.com/kilnctl/kiln/engine"
+	"github.com/kilnctl/kiln/internal/exit"
+	"github.com/kilnctl/kiln/tui"
+	"github.com/kilnctl/kiln/tui/tuitest"
+)
+
+// TestDetailViewScrolls: the whole log in full (enter on the log) is a
+// viewport: the last row says which lines show, end shows the last ones
+// and the result, home the first again.
+func TestDetailViewScrolls(t *testing.T) {
+	b := backend()
+	b.OnCreate = func(ctx context.Context, sink engine.Sink, _ engine.Confirmer) error {
+		sink.Emit(engine.Event{Type: engine.TypePhase, Phase: "discover", State: engine.PhaseStarted})
+		for i := range 60 {
+			sink.Emit(engine.Event{Type: engine.TypeLog, Level: engine.LevelInfo, Message: fmt.Sprintf("log line %02d", i)})
+		}
+		sink.Emit(engine.Event{Type: engine.TypePhase, Phase: "discover", State: engine.PhaseFailed})
+		sink.Emit(engine.Event{Type: engine.TypeResult, ExitCode: 5, Message: "timed out"})
+		return exit.Deadline("timed out")
+	}
+	h := tuitest.Start(t, b, tui.Options{})
+	h.WaitFor(t, "dev1")
+	h.Key("c")
+	h.WaitFor(t, "(exit 5)")
+	h.Key("tab")
+	h.Key("enter")
+	got := ansi.Strip(h.WaitFor(t, "── lines 1–"))
+	if !strings.Contains(got, "log line 00") || strings.Contains(got, "log line 59") {
+		t.Errorf("the log in full does not start at its first line:\n%s", got)
+	}
+	checkWidth(t, h.Screen(), 80, 24)
+	h.Send(keyEnd())
+	got = ansi.Strip(h.WaitFor(t, "Result (exit 5): timed out"))
+	if !strings.Contains(got, "log line 59") || strings.Contains(got, "log line 00") {
+		t.Errorf("end does not show the last lines:\n%s", got)
+	}
+	h.Send(keyHome())
+	h.WaitFor(t, "log line 00")
+	h.Key("esc")
+	h.WaitFor(t, "Resources (0)")
+}
+
+func keyEnd() tea.KeyPressMsg  { return tea.KeyPressMsg{Code: tea.KeyEnd} }
+func keyHome() tea.KeyPressMsg { return tea.KeyPressMsg{Code: tea.KeyHome} }
