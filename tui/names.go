@@ -1,6 +1,9 @@
 package tui
 
-import "github.com/kilnctl/kiln/engine"
+import (
+	"github.com/kilnctl/kiln/engine"
+	"github.com/kilnctl/kiln/engine/input"
+)
 
 // InputName words an engine input as the wizard offers it: its own form
 // fields and keys, never a CLI flag. The wizard's engine uses it as its
@@ -38,6 +41,8 @@ func InputName(in engine.Input) string {
 		return "the Keep old key field of the rotate key screen (K)"
 	case engine.InputFinish:
 		return "Finish rotation (K, while a rotation is under way)"
+	case input.KubernetesVersion:
+		return "the EKS Kubernetes version (the wizard keeps the version that runs; the headless kiln upgrade aws changes it)"
 	case engine.InputAll:
 		return "one project at a time (the wizard acts on the selected project)"
 	}

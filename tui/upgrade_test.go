@@ -1,6 +1,7 @@
 package tui_test
 
 import (
+	"github.com/kilnctl/kiln/engine/input"
 	"reflect"
 	"strings"
 	"testing"
@@ -233,7 +234,7 @@ func TestReadOnlyInspectOffersNoUpgradeOrRotate(t *testing.T) {
 // TestDayTwoInputNamesAreTheWizards: the engine's messages about the
 // upgrade and rotate-key inputs name the wizard's options, not flags.
 func TestDayTwoInputNamesAreTheWizards(t *testing.T) {
-	for _, in := range []engine.Input{engine.InputDeleteProjects, engine.InputRestack, engine.InputKeepOld, engine.InputFinish} {
+	for _, in := range []engine.Input{engine.InputDeleteProjects, engine.InputRestack, engine.InputKeepOld, engine.InputFinish, input.KubernetesVersion} {
 		got := tui.InputName(in)
 		if strings.Contains(got, "--") || got == string(in) {
 			t.Errorf("%s is worded %q", in, got)
