@@ -12,6 +12,7 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -27,6 +28,12 @@ import (
 // locked runs fn holding Lease kiln-project-P (exit 4 naming the holder
 // when another operation has it). fn's context ends if the lease is lost.
 func (o *Ops) locked(ctx context.Context, r Ref, op string, fn func(context.Context, *lock.Lock) error) error {
+	return o.lockedSeen(ctx, r, op, nil, fn)
+}
+
+// lockedSeen is locked with the lease as a batch's LIST saw it (see
+// lock.Options.Seen; nil: read it).
+func (o *Ops) lockedSeen(ctx context.Context, r Ref, op string, seen **coordinationv1.Lease, fn func(context.Context, *lock.Lock) error) error {
 	var l *lock.Lock
 	var lctx context.Context
 	err := o.R.Phase(ctx, "lock", func(ctx context.Context) error {
@@ -44,8 +51,8 @@ func (o *Ops) locked(ctx context.Context, r Ref, op string, fn func(context.Cont
 		l, lctx, err = lock.Acquire(ctx, o.Client, lock.Options{
 			Namespace: r.Namespace(), Name: LeaseName(r.Project),
 			Operation: "project " + op + " " + r.String(), Labels: o.labels(r),
-			Excludes: excludes,
-			Logf:     func(f string, a ...any) { o.R.Logf("info", f, a...) },
+			Excludes: excludes, Seen: seen,
+			Logf: func(f string, a ...any) { o.R.Logf("info", f, a...) },
 		})
 		if err == nil {
 			o.R.Logf("info", "holding lease %s/%s as %s", r.Namespace(), LeaseName(r.Project), l.Holder())
@@ -258,6 +265,14 @@ func phaseName(ref readiness.Ref) string {
 // provision applies Secret → Deployment → Service → Ingress, each confirmed
 // ready through the API (watched) before the next is applied.
 func (o *Ops) provision(ctx context.Context, r Ref, spec *Spec) error {
+	return o.provisionThen(ctx, r, spec, nil)
+}
+
+// provisionThen is provision calling deployed (when set) once the
+// Deployment is ready, before the Service: a batch frees its slot there,
+// so the next project's Deployment rolls out while this one's Service and
+// Ingress are confirmed.
+func (o *Ops) provisionThen(ctx context.Context, r Ref, spec *Spec, deployed func()) error {
 	var key, hash string
 	err := o.R.Phase(ctx, "secret", func(ctx context.Context) error {
 		var err error
@@ -281,6 +296,9 @@ func (o *Ops) provision(ctx context.Context, r Ref, spec *Spec) error {
 	if err != nil {
 		return err
 	}
+	if deployed != nil {
+		deployed()
+	}
 	if err := o.R.Phase(ctx, "service", func(ctx context.Context) error { return o.ensureReady(ctx, o.serviceObject(r)) }); err != nil {
 		return err
 	}
@@ -300,12 +318,19 @@ func (o *Ops) deprovision(ctx context.Context, r Ref) error {
 }
 
 func (o *Ops) ensureReady(ctx context.Context, obj platform.Object) error {
-	if _, err := platform.Ensure(ctx, o.Client, obj); err != nil {
+	w := o.R.Watcher()
+	if absent, ok := w.Shared.Absent(ctx, obj.Ref); ok && absent {
+		// A batch's informers show it missing: apply without reading it
+		// first (the apply is right either way, should the cache lag).
+		if err := platform.Apply(ctx, o.Client, obj); err != nil {
+			return err
+		}
+	} else if _, err := platform.Ensure(ctx, o.Client, obj); err != nil {
 		return err
 	}
 	wctx, cancel := o.withTimeout(ctx)
 	defer cancel()
-	_, err := o.R.Watcher().Until(wctx, []readiness.Ref{obj.Ref}, readiness.Ready)
+	_, err := w.Until(wctx, []readiness.Ref{obj.Ref}, readiness.Ready)
 	return err
 }
 
