@@ -23,7 +23,8 @@ var ProgressEvery = 3 * time.Second
 
 // Bulk runs op (start or suspend) on every project, of tenant if given,
 // and returns the projects it did and those that failed (a failure does not
-// stop the others). Every project keeps what a single operation
+// stop the others), and the failures joined in TENANT/PROJECT order (the
+// exit code is the first one's). Every project keeps what a single operation
 // guarantees — its own Lease, the ordered steps each confirmed from the
 // live objects — while the batch shares what can be shared:
 //
@@ -69,7 +70,7 @@ func (o *Ops) Bulk(ctx context.Context, op, tenant string, concurrency int) (ok,
 	done := map[string]string{"start": StateRunning, "suspend": StateSuspended}[op]
 	var mu sync.Mutex
 	var running int
-	var errs []error
+	errs := map[string]error{}
 	summary := func() string {
 		mu.Lock()
 		defer mu.Unlock()
@@ -127,7 +128,7 @@ func (o *Ops) Bulk(ctx context.Context, op, tenant string, concurrency int) (ok,
 			if err != nil {
 				o.R.Logf("error", "%s %s: %v", op, r, err)
 				failed = append(failed, r.String())
-				errs = append(errs, fmt.Errorf("%s: %w", r, err))
+				errs[r.String()] = fmt.Errorf("%s: %w", r, err)
 				return
 			}
 			ok = append(ok, r.String())
@@ -141,7 +142,13 @@ func (o *Ops) Bulk(ctx context.Context, op, tenant string, concurrency int) (ok,
 	o.R.Logf("info", "%s --all: %d projects in %s; %s", op, len(list), time.Since(began).Round(time.Millisecond), br.breakdown())
 	sort.Strings(ok)
 	sort.Strings(failed)
-	return ok, failed, errors.Join(errs...)
+	// In TENANT/PROJECT order, so the exit code (that of the first failed
+	// project) does not depend on which finished first.
+	joined := make([]error, 0, len(failed))
+	for _, f := range failed {
+		joined = append(joined, errs[f])
+	}
+	return ok, failed, errors.Join(joined...)
 }
 
 // seenLeases lists the project Leases of the batch's tenant namespaces,
