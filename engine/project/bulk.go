@@ -35,10 +35,14 @@ var ProgressEvery = 3 * time.Second
 //     telling every project's waits when to look, instead of a list and
 //     watches per object; an object the informers show missing is applied
 //     without a read;
-//   - pipelined steps: concurrency bounds the projects whose lease, spec,
-//     Secret and Deployment are under way; a project whose Deployment is
-//     ready frees its slot and confirms its Service and Ingress while the
-//     next project's Deployment rolls out.
+//   - pipelined steps: concurrency bounds the projects whose writes are
+//     under way — lease, spec, Secret, and the Deployment's apply (start)
+//     or deletion request (suspend). A project frees its slot there and
+//     goes on outside it, still in order, each step verified: its
+//     Deployment rolls out (or goes) while the next projects write, then
+//     its Service and Ingress follow. The rollouts, which the cluster's
+//     controllers pace, overlap as they would were every project applied
+//     at once.
 //
 // Resource events stream as each object changes; a log line every
 // ProgressEvery counts the projects done, in progress and failed, and a
@@ -119,7 +123,7 @@ func (o *Ops) Bulk(ctx context.Context, op, tenant string, concurrency int) (ok,
 					if _, err := bo.setState(ctx, r, "suspend", l.Holder(), DesiredSuspended); err != nil {
 						return err
 					}
-					return bo.deprovision(ctx, r)
+					return bo.deprovisionThen(ctx, r, release)
 				})
 			}
 			mu.Lock()

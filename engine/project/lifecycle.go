@@ -268,11 +268,11 @@ func (o *Ops) provision(ctx context.Context, r Ref, spec *Spec) error {
 	return o.provisionThen(ctx, r, spec, nil)
 }
 
-// provisionThen is provision calling deployed (when set) once the
-// Deployment is ready, before the Service: a batch frees its slot there,
-// so the next project's Deployment rolls out while this one's Service and
-// Ingress are confirmed.
-func (o *Ops) provisionThen(ctx context.Context, r Ref, spec *Spec, deployed func()) error {
+// provisionThen is provision calling applied (when set) once the
+// Deployment is applied, before its rollout is awaited: a batch frees its
+// slot there, so the next projects' writes go while this one's Deployment
+// rolls out and its Service and Ingress follow, in order, each verified.
+func (o *Ops) provisionThen(ctx context.Context, r Ref, spec *Spec, applied func()) error {
 	var key, hash string
 	err := o.R.Phase(ctx, "secret", func(ctx context.Context) error {
 		var err error
@@ -283,7 +283,7 @@ func (o *Ops) provisionThen(ctx context.Context, r Ref, spec *Spec, deployed fun
 		return err
 	}
 	err = o.R.Phase(ctx, "deployment", func(ctx context.Context) error {
-		if err := o.ensureReady(ctx, o.deploymentObject(r, spec.Stack, key, hash)); err != nil {
+		if err := o.ensureReadyThen(ctx, o.deploymentObject(r, spec.Stack, key, hash), applied); err != nil {
 			return err
 		}
 		// The Deployment runs with key: any other key is a rotation that
@@ -296,9 +296,6 @@ func (o *Ops) provisionThen(ctx context.Context, r Ref, spec *Spec, deployed fun
 	if err != nil {
 		return err
 	}
-	if deployed != nil {
-		deployed()
-	}
 	if err := o.R.Phase(ctx, "service", func(ctx context.Context) error { return o.ensureReady(ctx, o.serviceObject(r)) }); err != nil {
 		return err
 	}
@@ -308,9 +305,20 @@ func (o *Ops) provisionThen(ctx context.Context, r Ref, spec *Spec, deployed fun
 // deprovision removes Ingress → Service → Deployment, each watched until it
 // is gone before the next is deleted.
 func (o *Ops) deprovision(ctx context.Context, r Ref) error {
+	return o.deprovisionThen(ctx, r, nil)
+}
+
+// deprovisionThen is deprovision calling deleted (when set) once the
+// Deployment's deletion is requested, before it is confirmed gone (a
+// batch's slot, as in provisionThen).
+func (o *Ops) deprovisionThen(ctx context.Context, r Ref, deleted func()) error {
 	_, dep, svc, ing, _ := refs(r)
 	for _, ref := range []readiness.Ref{ing, svc, dep} {
-		if err := o.R.Phase(ctx, phaseName(ref), func(ctx context.Context) error { return o.gone(ctx, ref) }); err != nil {
+		then := func() {}
+		if ref == dep && deleted != nil {
+			then = deleted
+		}
+		if err := o.R.Phase(ctx, phaseName(ref), func(ctx context.Context) error { return o.goneThen(ctx, ref, then) }); err != nil {
 			return err
 		}
 	}
@@ -318,6 +326,12 @@ func (o *Ops) deprovision(ctx context.Context, r Ref) error {
 }
 
 func (o *Ops) ensureReady(ctx context.Context, obj platform.Object) error {
+	return o.ensureReadyThen(ctx, obj, nil)
+}
+
+// ensureReadyThen is ensureReady calling applied (when set) between the
+// write and the wait.
+func (o *Ops) ensureReadyThen(ctx context.Context, obj platform.Object, applied func()) error {
 	w := o.R.Watcher()
 	if absent, ok := w.Shared.Absent(ctx, obj.Ref); ok && absent {
 		// A batch's informers show it missing: apply without reading it
@@ -328,6 +342,9 @@ func (o *Ops) ensureReady(ctx context.Context, obj platform.Object) error {
 	} else if _, err := platform.Ensure(ctx, o.Client, obj); err != nil {
 		return err
 	}
+	if applied != nil {
+		applied()
+	}
 	wctx, cancel := o.withTimeout(ctx)
 	defer cancel()
 	_, err := w.Until(wctx, []readiness.Ref{obj.Ref}, readiness.Ready)
@@ -335,8 +352,15 @@ func (o *Ops) ensureReady(ctx context.Context, obj platform.Object) error {
 }
 
 func (o *Ops) gone(ctx context.Context, ref readiness.Ref) error {
+	return o.goneThen(ctx, ref, nil)
+}
+
+func (o *Ops) goneThen(ctx context.Context, ref readiness.Ref, deleted func()) error {
 	if err := platform.Delete(ctx, o.Client, ref); err != nil {
 		return err
+	}
+	if deleted != nil {
+		deleted()
 	}
 	wctx, cancel := o.withTimeout(ctx)
 	defer cancel()
