@@ -47,8 +47,13 @@ type nsCache struct {
 
 	deps, svcs, slices, ings cache.SharedIndexInformer
 
-	mu      sync.Mutex
+	mu sync.Mutex
+	// changed is closed on every event of the namespace; byName[n] on
+	// every event of the objects named n (Deployment, Service, Ingress n,
+	// and the EndpointSlices of Service n), so a wait wakes only for what
+	// can change its object's status, not for every project's events.
 	changed chan struct{}
+	byName  map[string]chan struct{}
 }
 
 // NewShared returns an empty Shared on cs; Close stops its informers.
@@ -87,7 +92,7 @@ func (s *Shared) namespace(ctx context.Context, ns string) (*nsCache, error) {
 	}
 	c, ok := s.ns[ns]
 	if !ok {
-		c = &nsCache{synced: make(chan struct{}), changed: make(chan struct{})}
+		c = &nsCache{synced: make(chan struct{}), changed: make(chan struct{}), byName: map[string]chan struct{}{}}
 		s.ns[ns] = c
 		go c.start(s.Client, ns, s.stop)
 	}
@@ -122,9 +127,9 @@ func (c *nsCache) start(cs kubernetes.Interface, ns string, stop chan struct{}) 
 	}})
 	c.ings = informer(ctx, &networkingv1.Ingress{}, in.List, in.Watch, nil)
 	h := cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(any) { c.bump() },
-		UpdateFunc: func(any, any) { c.bump() },
-		DeleteFunc: func(any) { c.bump() },
+		AddFunc:    func(obj any) { c.bump(obj) },
+		UpdateFunc: func(_, obj any) { c.bump(obj) },
+		DeleteFunc: func(obj any) { c.bump(obj) },
 	}
 	all := []cache.SharedIndexInformer{c.deps, c.svcs, c.slices, c.ings}
 	var syncs []cache.InformerSynced
@@ -143,18 +148,66 @@ func (c *nsCache) start(cs kubernetes.Interface, ns string, stop chan struct{}) 
 	close(c.synced)
 }
 
-// bump wakes every wait of the namespace: something in it changed.
-func (c *nsCache) bump() {
-	c.mu.Lock()
-	close(c.changed)
-	c.changed = make(chan struct{})
-	c.mu.Unlock()
-}
-
-func (c *nsCache) signal() <-chan struct{} {
+// bump wakes the waits that obj's event concerns: those on its name (an
+// EndpointSlice's: its Service's), and those on the whole namespace. An
+// object of unknown name (a deletion seen only as a tombstone) wakes all.
+func (c *nsCache) bump(obj any) {
+	name, known := "", true
+	switch o := obj.(type) {
+	case *discoveryv1.EndpointSlice:
+		name = o.Labels[discoveryv1.LabelServiceName]
+	case metav1.Object:
+		name = o.GetName()
+	default:
+		known = false
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.changed
+	close(c.changed)
+	c.changed = make(chan struct{})
+	if !known {
+		for n, ch := range c.byName {
+			close(ch)
+			delete(c.byName, n)
+		}
+		return
+	}
+	if ch, ok := c.byName[name]; ok {
+		close(ch)
+		delete(c.byName, name)
+	}
+}
+
+// signal returns a channel closed on the next event concerning name, or
+// any event of the namespace for name "".
+func (c *nsCache) signal(name string) <-chan struct{} {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if name == "" {
+		return c.changed
+	}
+	ch, ok := c.byName[name]
+	if !ok {
+		ch = make(chan struct{})
+		c.byName[name] = ch
+	}
+	return ch
+}
+
+// key is the name whose events can change ref's status: its own, unless
+// it is an Ingress with a backend of another name (then the namespace's).
+func (c *nsCache) key(ref Ref) string {
+	if ref.Kind != KindIngress {
+		return ref.Name
+	}
+	if ing := cached[networkingv1.Ingress](c.ings, ref.Namespace, ref.Name); ing != nil {
+		for _, b := range IngressBackends(ing) {
+			if b != ref.Name {
+				return ""
+			}
+		}
+	}
+	return ref.Name
 }
 
 func cached[T any](i cache.SharedIndexInformer, ns, name string) *T {
@@ -278,7 +331,7 @@ func (w *Watcher) followShared(ctx context.Context, ref Ref, goal Goal, record f
 	var lastErr error
 	backoff := 100 * time.Millisecond
 	for {
-		ch := c.signal() // before judging, so no change between is missed
+		ch := c.signal(c.key(ref)) // before judging, so no change between is missed
 		var retry *time.Timer
 		r := c.judge(ref)
 		if !goal(r) && r.Status != Failed {

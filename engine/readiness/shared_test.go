@@ -30,6 +30,9 @@ func TestSharedReadyThenGone(t *testing.T) {
 	svc := Ref{Kind: KindService, Namespace: ns, Name: "web"}
 	ing := Ref{Kind: KindIngress, Namespace: ns, Name: "web"}
 	cm := Ref{Kind: KindConfigMap, Namespace: ns, Name: "cfg"} // not a shared kind: followed alone
+	// An Ingress whose backend has another name wakes on the namespace's
+	// events, not only on its own name's.
+	front := Ref{Kind: KindIngress, Namespace: ns, Name: "front"}
 
 	if absent, ok := sh.Absent(ctx, dep); !ok || !absent {
 		t.Fatalf("Absent(%s) before it exists = %v, %v", dep, absent, ok)
@@ -37,8 +40,9 @@ func TestSharedReadyThenGone(t *testing.T) {
 	if _, ok := sh.Absent(ctx, cm); ok {
 		t.Errorf("Absent answers for a ConfigMap, which no informer follows")
 	}
-	done := startUntil(ctx, w, []Ref{dep, svc, ing, cm}, Ready)
-	rec.waitSeen(t, ctx, is(NotFound), dep, svc, ing, cm)
+	done := startUntil(ctx, w, []Ref{dep, svc, ing, cm, front}, Ready)
+	rec.waitSeen(t, ctx, is(NotFound), dep, svc, ing, cm, front)
+	must[*networkingv1.Ingress](t)(cs.NetworkingV1().Ingresses(ns).Create(ctx, ingress(ns, "front", "web"), metav1.CreateOptions{}))
 	must[*corev1.ConfigMap](t)(cs.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "cfg"}}, metav1.CreateOptions{}))
 	must[*networkingv1.Ingress](t)(cs.NetworkingV1().Ingresses(ns).Create(ctx, ingress(ns, "web", "web"), metav1.CreateOptions{}))
 	must[*corev1.Service](t)(cs.CoreV1().Services(ns).Create(ctx, service(ns, "web", "web"), metav1.CreateOptions{}))
@@ -52,7 +56,7 @@ func TestSharedReadyThenGone(t *testing.T) {
 	}
 	for ref, want := range map[Ref]Result{
 		dep: {Current, "1/1 replicas available"}, svc: {Current, "1 ready endpoint"},
-		ing: {Current, "1 backend ready"}, cm: {Current, "exists"},
+		ing: {Current, "1 backend ready"}, cm: {Current, "exists"}, front: {Current, "1 backend ready"},
 	} {
 		if r.res[ref] != want {
 			t.Errorf("%s: %+v, want %+v", ref, r.res[ref], want)
