@@ -18,10 +18,15 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/kilnctl/kiln/internal/testcluster"
 )
@@ -441,8 +446,16 @@ func BenchmarkProjectScale(b *testing.B) {
 //	         kiln writes), kubectl rollout status, kubectl wait (a ready
 //	         endpoint)
 //
+//	unordered: the cluster's own limit — one kubectl apply --server-side
+//	         of every project's objects at once, unordered, then one
+//	         informer per kind until every Deployment is available and
+//	         every Service has a ready endpoint
+//
+// The log gives kiln's time per step and the ratios kiln ÷ unordered (goal
+// ≤ 1.10) and kiln ÷ script (goal < 1).
+//
 // kiln's projects start from their ConfigMap and Secret (what suspend
-// keeps); the peer's from nothing. Between iterations kiln's projects are
+// keeps); the peers' from nothing. Between iterations kiln's projects are
 // suspended again and the peer's deleted (not timed).
 func BenchmarkProjectBulkStart(b *testing.B) {
 	c := needCluster(b)
@@ -462,6 +475,7 @@ func BenchmarkProjectBulkStart(b *testing.B) {
 		var walls durations
 		var total apiCounts
 		var rss int64
+		var breakdownLine string
 		first := true
 		for b.Loop() {
 			b.StopTimer()
@@ -480,6 +494,7 @@ func BenchmarkProjectBulkStart(b *testing.B) {
 			walls = append(walls, m.wall)
 			rss = max(rss, m.rssKB)
 			total.add(p.take())
+			breakdownLine = logLine(m.stdout, "per step: ")
 		}
 		out, err := exec.Command(e.bin, "project", "list", "kube", projCluster, "--tenant", "bulk", "-o", "json",
 			"--context", p.ContextName, "--kubeconfig", p.Kubeconfig, "--headless").Output()
@@ -496,23 +511,26 @@ func BenchmarkProjectBulkStart(b *testing.B) {
 		b.ReportMetric(float64(total.Total())/k, "requests/op")
 		b.ReportMetric(float64(rss)/1024, "rss-MB")
 		b.Logf("kiln start --all: %d ops: %s; then %s", len(walls), short(total), states)
+		b.Logf("kiln start --all, where the time went (last run): %s", breakdownLine)
+		bulkWalls["kiln"] = walls.meanMS()
 	})
+	// The peers' manifests: every project's objects, one List per project.
+	dir := b.TempDir()
+	names := projectNames("peer", 0, n)
+	for _, name := range names {
+		var items []string
+		for _, kind := range []string{"ConfigMap", "Secret", "Deployment", "Service", "Ingress"} {
+			items = append(items, tmpl.object(kind, "peer", name, false))
+		}
+		list := `{"apiVersion":"v1","kind":"List","items":[` + strings.Join(items, ",") + `]}`
+		if err := os.WriteFile(filepath.Join(dir, name+".json"), []byte(list), 0o600); err != nil {
+			b.Fatal(err)
+		}
+	}
+	const ns = "kiln-tenant-peer"
 	b.Run(fmt.Sprintf("kubectl/projects=%d/concurrency=%d", n, conc), func(b *testing.B) {
 		p := startAPIProxy(b, c, "bench")
-		dir := b.TempDir()
-		names := projectNames("peer", 0, n)
-		for _, name := range names {
-			var items []string
-			for _, kind := range []string{"ConfigMap", "Secret", "Deployment", "Service", "Ingress"} {
-				items = append(items, tmpl.object(kind, "peer", name, false))
-			}
-			list := `{"apiVersion":"v1","kind":"List","items":[` + strings.Join(items, ",") + `]}`
-			if err := os.WriteFile(filepath.Join(dir, name+".json"), []byte(list), 0o600); err != nil {
-				b.Fatal(err)
-			}
-		}
 		k := &kubectlScript{p: p}
-		const ns = "kiln-tenant-peer"
 		var walls durations
 		var total apiCounts
 		first := true
@@ -549,7 +567,157 @@ func BenchmarkProjectBulkStart(b *testing.B) {
 		b.ReportMetric(float64(total.OtherWrites()+total.LeaseWrites())/kk, "writes/op")
 		b.ReportMetric(float64(total.Total())/kk, "requests/op")
 		b.Logf("kubectl script: %d ops: %s", len(walls), short(total))
+		bulkWalls["script"] = walls.meanMS()
+		// The script's objects go before the unordered peer applies the
+		// same ones again (not timed).
+		if err := k.run("delete", "-f", dir, "--wait=true", "--cascade=foreground", "--timeout=3m"); err != nil {
+			b.Fatal(err)
+		}
 	})
+	// The cluster's own limit: every project's objects applied at once,
+	// unordered, by one kubectl apply --server-side of all manifests, then
+	// one informer per kind waiting until every Deployment is available
+	// and every Service has a ready endpoint (what kiln's Ingress step
+	// confirms). No lease, no order, no verification between objects.
+	b.Run(fmt.Sprintf("unordered/projects=%d/concurrency=%d", n, conc), func(b *testing.B) {
+		p := startAPIProxy(b, c, "bench")
+		k := &kubectlScript{p: p}
+		var walls durations
+		var total apiCounts
+		first := true
+		for b.Loop() {
+			b.StopTimer()
+			if !first {
+				if err := k.run("delete", "-f", dir, "--wait=true", "--cascade=foreground", "--timeout=3m"); err != nil {
+					b.Fatal(err)
+				}
+			}
+			first = false
+			p.take()
+			b.StartTimer()
+			start := time.Now()
+			if err := k.run("apply", "--server-side", "--field-manager=bench", "-f", dir); err != nil {
+				b.Fatal(err)
+			}
+			if err := waitAllReady(p, ns, names, 3*time.Minute); err != nil {
+				b.Fatal(err)
+			}
+			walls = append(walls, time.Since(start))
+			total.add(p.take())
+		}
+		kk := float64(len(walls))
+		b.ReportMetric(walls.meanMS(), "wall-ms")
+		b.ReportMetric(float64(total.OtherWrites()+total.LeaseWrites())/kk, "writes/op")
+		b.ReportMetric(float64(total.Total())/kk, "requests/op")
+		b.Logf("unordered apply + watch: %d ops: %s", len(walls), short(total))
+		bulkWalls["unordered"] = walls.meanMS()
+		if kl, u, sc := bulkWalls["kiln"], bulkWalls["unordered"], bulkWalls["script"]; kl > 0 && u > 0 && sc > 0 {
+			b.Logf("ratios: kiln ÷ unordered limit = %.2f (goal ≤ 1.10), kiln ÷ ordered script = %.2f (goal < 1)", kl/u, kl/sc)
+		}
+	})
+}
+
+// bulkWalls are the mean walls of one BenchmarkProjectBulkStart run, by
+// peer, for the ratios it logs.
+var bulkWalls = map[string]float64{}
+
+// waitAllReady waits until every Deployment of names in ns is available
+// and every Service of names has a ready endpoint: one informer per kind
+// (through the proxy, so counted), judged on every event.
+func waitAllReady(p *apiProxy, ns string, names []string, limit time.Duration) error {
+	rc, err := clientcmd.BuildConfigFromFlags("", p.Kubeconfig)
+	if err != nil {
+		return err
+	}
+	rc.QPS, rc.Burst = 200, 400
+	cs, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
+	defer cancel()
+	want := map[string]bool{}
+	for _, n := range names {
+		want[n] = true
+	}
+	kick := make(chan struct{}, 1)
+	h := cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { notify(kick) },
+		UpdateFunc: func(any, any) { notify(kick) },
+		DeleteFunc: func(any) { notify(kick) },
+	}
+	d, s := cs.AppsV1().Deployments(ns), cs.DiscoveryV1().EndpointSlices(ns)
+	deps := cache.NewSharedIndexInformer(&cache.ListWatch{
+		ListFunc:  func(o metav1.ListOptions) (runtime.Object, error) { return d.List(ctx, o) },
+		WatchFunc: func(o metav1.ListOptions) (watch.Interface, error) { return d.Watch(ctx, o) },
+	}, &appsv1.Deployment{}, 0, cache.Indexers{})
+	slices := cache.NewSharedIndexInformer(&cache.ListWatch{
+		ListFunc:  func(o metav1.ListOptions) (runtime.Object, error) { return s.List(ctx, o) },
+		WatchFunc: func(o metav1.ListOptions) (watch.Interface, error) { return s.Watch(ctx, o) },
+	}, &discoveryv1.EndpointSlice{}, 0, cache.Indexers{})
+	for _, i := range []cache.SharedIndexInformer{deps, slices} {
+		if _, err := i.AddEventHandler(h); err != nil {
+			return err
+		}
+		go i.Run(ctx.Done())
+	}
+	for {
+		avail, ready := 0, 0
+		for _, o := range deps.GetStore().List() {
+			dep := o.(*appsv1.Deployment)
+			if want[dep.Name] && dep.Status.ObservedGeneration >= dep.Generation && dep.Status.AvailableReplicas >= 1 && dep.Status.UpdatedReplicas >= 1 {
+				avail++
+			}
+		}
+		seen := map[string]bool{}
+		for _, o := range slices.GetStore().List() {
+			es := o.(*discoveryv1.EndpointSlice)
+			svc := es.Labels[discoveryv1.LabelServiceName]
+			if !want[svc] || seen[svc] {
+				continue
+			}
+			for _, ep := range es.Endpoints {
+				if ep.Conditions.Ready == nil || *ep.Conditions.Ready {
+					seen[svc] = true
+					ready++
+					break
+				}
+			}
+		}
+		if avail == len(names) && ready == len(names) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("unordered peer: %d/%d Deployments available, %d/%d Services with a ready endpoint after %s", avail, len(names), ready, len(names), limit)
+		case <-kick:
+		}
+	}
+}
+
+func notify(kick chan struct{}) {
+	select {
+	case kick <- struct{}{}:
+	default:
+	}
+}
+
+// logLine is the message of the last log event of NDJSON output that
+// contains sub.
+func logLine(out []byte, sub string) string {
+	msg := ""
+	for _, line := range bytes.Split(out, []byte("\n")) {
+		if !bytes.Contains(line, []byte(`"type":"log"`)) || !bytes.Contains(line, []byte(sub)) {
+			continue
+		}
+		var ev struct {
+			Message string `json:"message"`
+		}
+		if json.Unmarshal(line, &ev) == nil {
+			msg = ev.Message
+		}
+	}
+	return msg
 }
 
 // short is the counts with writes grouped by verb and resource type,

@@ -3,9 +3,12 @@ package engine
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/kilnctl/kiln/creds"
@@ -76,7 +79,9 @@ func (e *Engine) destroy(ctx context.Context, req DestroyRequest) (string, error
 			if err != nil {
 				return err
 			}
-			return e.deleteAndWait(ctx, cs, e.watcher(cs), req.Timeout, append(tenants, platform.NamespaceObject(req.Name).Ref)...)
+			// Tenant namespaces first, then kiln-system (held by the
+			// destroy finalizer until they are gone).
+			return e.finishNamespaces(ctx, cs, e.watcher(cs), req.Timeout, tenants)
 		})
 		if err != nil {
 			return "", err
@@ -144,19 +149,29 @@ func (e *Engine) destroyRest(ctx context.Context, req DestroyRequest, loc Locati
 	return aside, err
 }
 
-// removePlatform deletes the platform, confirming every object gone, as
-// fast as the order allows:
+// DestroyFinalizer holds kiln-system in Terminating, once destroy has
+// deleted it, until every tenant namespace is confirmed gone (see
+// removePlatform).
+const DestroyFinalizer = "kiln.dev/destroy"
+
+// removePlatform deletes the platform, confirming every object gone, with
+// everything that can go in parallel going in parallel:
 //
-//  1. at once: every tenant namespace (they are independent of each other
-//     and of the gateway) and the gateway's objects; the gateway's are
-//     confirmed gone (the namespaces keep terminating meanwhile);
-//  2. kiln-config (the "installed" marker), then kiln-auth: the marker
-//     never exists without the key it was installed with;
-//  3. kiln-system itself, holding the Lease. From its deletion on, the
-//     terminating namespace refuses every new object in it — a Lease, a
-//     kiln-config — so no other run can take the lock or install until it
-//     is gone, and destroy needs no renewal; then every namespace is
-//     confirmed gone.
+//  1. at once: every tenant namespace and the gateway's objects, and
+//     kiln-config (the "installed" marker); kiln-config confirmed gone,
+//     then kiln-auth: the marker never exists without the key it was
+//     installed with. The Lease, in kiln-system, is renewed throughout.
+//  2. kiln-system itself, with finalizer kiln.dev/destroy put on it first.
+//     From its deletion on, the terminating namespace refuses every new
+//     object in it — a Lease, a kiln-config — so no other run can take the
+//     lock or install, and destroy needs no renewal; the finalizer keeps it
+//     terminating (its other contents go meanwhile) until
+//  3. every tenant namespace and gateway object is confirmed gone; then
+//     destroy removes its finalizer and confirms kiln-system gone.
+//
+// So the lock's protection lasts until the last tenant namespace is gone,
+// and the namespaces terminate side by side, as kubectl delete of all of
+// them would.
 func (e *Engine) removePlatform(ctx context.Context, cs kubernetes.Interface, req DestroyRequest, cfg *config.ClusterConfig, l *lock.Lock) error {
 	refs := platformRefs(req.Name, cfg)
 	// Also remove tenant namespaces of tenants the config no longer lists
@@ -178,18 +193,18 @@ func (e *Engine) removePlatform(ctx context.Context, cs kubernetes.Interface, re
 	}
 	tenants = append(tenants, extra...)
 	w := e.watcher(cs)
-	for _, ref := range tenants {
+	for _, ref := range append(append([]readiness.Ref{}, tenants...), gateway...) {
 		if err := platform.Delete(ctx, cs, ref); err != nil {
 			return err
 		}
-	}
-	if err := e.deleteAndWait(ctx, cs, w, req.Timeout, gateway...); err != nil {
-		return err
 	}
 	for _, name := range []string{platform.ConfigMapName, platform.AuthName} {
 		if err := e.deleteAndWait(ctx, cs, w, req.Timeout, readiness.Ref{Kind: readiness.KindConfigMap, Namespace: platform.Namespace, Name: name}); err != nil {
 			return err
 		}
+	}
+	if err := holdNamespace(ctx, cs, platform.Namespace, true); err != nil {
+		return err
 	}
 	checkpoint(ctx, "before-namespace-delete")
 	l.StopRenewing()
@@ -197,9 +212,52 @@ func (e *Engine) removePlatform(ctx context.Context, cs kubernetes.Interface, re
 		return err
 	}
 	checkpoint(ctx, "after-namespace-delete")
-	// The tenant namespaces are already terminating: deleting them again is
-	// a no-op (see platform.Delete).
-	return e.deleteAndWait(ctx, cs, w, req.Timeout, append(tenants, refs[0])...)
+	return e.finishNamespaces(ctx, cs, w, req.Timeout, append(tenants, gateway...))
+}
+
+// finishNamespaces confirms refs gone (the tenant namespaces, already
+// deleted; deleting again is a no-op), then lets kiln-system go and
+// confirms it gone.
+func (e *Engine) finishNamespaces(ctx context.Context, cs kubernetes.Interface, w *readiness.Watcher, timeout time.Duration, refs []readiness.Ref) error {
+	if err := e.deleteAndWait(ctx, cs, w, timeout, refs...); err != nil {
+		return err
+	}
+	if err := holdNamespace(ctx, cs, platform.Namespace, false); err != nil {
+		return err
+	}
+	return e.deleteAndWait(ctx, cs, w, timeout, platform.NamespaceObject("").Ref)
+}
+
+// holdNamespace adds (hold) or removes DestroyFinalizer on namespace ns,
+// with resourceVersion-preconditioned updates. A namespace already gone
+// needs neither.
+func holdNamespace(ctx context.Context, cs kubernetes.Interface, ns string, hold bool) error {
+	for attempt := 0; ; attempt++ {
+		cur, err := cs.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("get namespace %s: %w", ns, err)
+		}
+		has := slices.Contains(cur.Finalizers, DestroyFinalizer)
+		if has == hold {
+			return nil
+		}
+		if hold {
+			cur.Finalizers = append(cur.Finalizers, DestroyFinalizer)
+		} else {
+			cur.Finalizers = slices.DeleteFunc(cur.Finalizers, func(f string) bool { return f == DestroyFinalizer })
+		}
+		_, err = cs.CoreV1().Namespaces().Update(ctx, cur, metav1.UpdateOptions{FieldManager: platform.FieldManager})
+		switch {
+		case err == nil, apierrors.IsNotFound(err):
+			return nil
+		case apierrors.IsConflict(err) && attempt < 5:
+			continue
+		}
+		return fmt.Errorf("namespace %s: %s finalizer %s: %w", ns, map[bool]string{true: "add", false: "remove"}[hold], DestroyFinalizer, err)
+	}
 }
 
 // deleteAndWait deletes refs together and confirms every one gone with w.

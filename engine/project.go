@@ -7,6 +7,9 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
 	"github.com/kilnctl/kiln/engine/config"
 	"github.com/kilnctl/kiln/engine/project"
 	"github.com/kilnctl/kiln/engine/readiness"
@@ -47,8 +50,9 @@ type ProjectRequest struct {
 
 // reporter adapts the engine's event sink to project.Reporter.
 type reporter struct {
-	e *Engine
-	w *readiness.Watcher
+	e    *Engine
+	w    *readiness.Watcher
+	rest *rest.Config
 }
 
 func (r *reporter) Phase(ctx context.Context, name string, run func(context.Context) error) error {
@@ -72,10 +76,38 @@ func (e *Engine) projectOps(ctx context.Context, req Target, timeout time.Durati
 	return e.opsFor(loc, req, timeout), nil
 }
 
+// Client-side rate limits of a batch (start|suspend --all): the
+// one-operation client's 50 QPS (burst 100) would make a batch of 100
+// projects, about 20 requests each, wait on kiln's own limiter rather than
+// on the cluster. The API server's priority and fairness still applies.
+const (
+	batchQPS   = 250
+	batchBurst = 500
+)
+
+// batchClient gives ops a client of its own with the batch's rate limits
+// (the same REST config otherwise: transport, retries, credentials).
+func batchClient(ops *project.Ops) error {
+	r, ok := ops.R.(*reporter)
+	if !ok || r.rest == nil {
+		return nil
+	}
+	rc := rest.CopyConfig(r.rest)
+	rc.QPS, rc.Burst = batchQPS, batchBurst
+	rc.RateLimiter = nil
+	cs, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return fmt.Errorf("batch client for cluster %s: %w", ops.Cluster, err)
+	}
+	ops.Client = cs
+	r.w = r.e.watcher(cs)
+	return nil
+}
+
 func (e *Engine) opsFor(loc Location, req Target, timeout time.Duration) *project.Ops {
 	return &project.Ops{
 		Client: loc.Client, Cluster: req.Name, Config: loc.State.Config, Timeout: timeout,
-		R: &reporter{e: e, w: e.watcher(loc.Client)}, Now: e.Now,
+		R: &reporter{e: e, w: e.watcher(loc.Client), rest: loc.REST}, Now: e.Now,
 	}
 }
 
@@ -142,6 +174,11 @@ func (e *Engine) project(ctx context.Context, req ProjectRequest, opsOut **proje
 	ops, err := e.projectOps(ctx, req.Target, req.Timeout)
 	if err != nil {
 		return nil, "", err
+	}
+	if req.All {
+		if err := batchClient(ops); err != nil {
+			return nil, "", err
+		}
 	}
 	*opsOut = ops
 	if !single {

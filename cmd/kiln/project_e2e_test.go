@@ -24,6 +24,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/kilnctl/kiln/engine/lock"
 )
 
 const projectConfig = `apiVersion: kiln.dev/v1alpha1
@@ -592,6 +594,48 @@ func TestProjectLifecycle(t *testing.T) {
 		}
 		if p := inspect("default/blog"); p["state"] != "suspended" {
 			t.Errorf("start --all --tenant staging touched default/blog: %v", p)
+		}
+	})
+
+	t.Run("start --all: ordered per project, a failed one named, the others started", func(t *testing.T) {
+		expect(t, kp("suspend", "--all"), 0)
+		// Another operation holds staging/shop's Lease for the whole batch.
+		held, _, err := lock.Acquire(ctx, cs, lock.Options{Namespace: "kiln-tenant-staging", Name: "kiln-project-shop", Operation: "project restack staging/shop (another run)"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec.reset()
+		r := kp("start", "--all", "--concurrency", "4")
+		if rerr := held.Release(ctx); rerr != nil {
+			t.Fatal(rerr)
+		}
+		expect(t, r, 4)
+		if !strings.Contains(r.stderr+r.stdout, "1 failed (staging/shop)") {
+			t.Errorf("start --all does not name the failed project:\n%s", r)
+		}
+		summary := false
+		for _, ev := range r.events(t) {
+			if msg, _ := ev["message"].(string); ev["type"] == "log" && strings.HasPrefix(msg, "start --all: 1/2 running, 0 in progress, 1 failed") {
+				summary = true
+			}
+		}
+		if !summary {
+			t.Errorf("no progress line in\n%s", r.stdout)
+		}
+		assertOrder(t, []string{"Deployment created", "Service created", "Ingress created"}, []int64{
+			rec.first(t, "ADDED", "Deployment", "blog", false),
+			rec.first(t, "ADDED", "Service", "blog", false),
+			rec.first(t, "ADDED", "Ingress", "blog", false),
+		})
+		if p := inspect("default/blog"); p["state"] != "running" {
+			t.Errorf("default/blog after start --all: %v", p)
+		}
+		if p := inspect("staging/shop"); p["state"] != "suspended" {
+			t.Errorf("staging/shop (locked) after start --all: %v", p)
+		}
+		expect(t, kp("start", "--all"), 0)
+		if p := inspect("staging/shop"); p["state"] != "running" {
+			t.Errorf("staging/shop after the second start --all: %v", p)
 		}
 	})
 

@@ -71,6 +71,13 @@ type Options struct {
 	// whether its timestamps look plausible (tests inject a skewed one).
 	// Expiry and the holder's own deadline use the monotonic clock.
 	Now func() time.Time
+	// Seen, when set, is the lease as a recent read (a batch's one LIST)
+	// found it: *Seen nil means absent. The first attempt writes from it
+	// instead of reading the lease again when it was free or absent (a copy
+	// showing a holder is read again); a stale copy costs nothing but that
+	// read, because the create or resourceVersion-preconditioned
+	// update it leads to fails and the next attempt reads.
+	Seen **coordinationv1.Lease
 }
 
 // Exclusion names leases that exclude the operation. Having taken its own
@@ -163,7 +170,18 @@ func (l *Lock) take(ctx context.Context) (time.Time, error) {
 		}
 	}
 	for attempt := 0; attempt < 8; attempt++ {
-		cur, err := l.leases().Get(ctx, o.Name, metav1.GetOptions{})
+		var cur *coordinationv1.Lease
+		var err error
+		switch {
+		case attempt == 0 && o.Seen != nil && *o.Seen != nil && holderOf(*o.Seen) == "":
+			// Only a free copy is trusted: one showing a holder is read
+			// again, so a batch never refuses on what a LIST saw earlier.
+			cur = (*o.Seen).DeepCopy()
+		case attempt == 0 && o.Seen != nil:
+			err = apierrors.NewNotFound(coordinationv1.Resource("leases"), o.Name)
+		default:
+			cur, err = l.leases().Get(ctx, o.Name, metav1.GetOptions{})
+		}
 		switch {
 		case apierrors.IsNotFound(err):
 			now := l.stamp(nil)

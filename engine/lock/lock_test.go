@@ -849,3 +849,79 @@ func TestClusterAndProjectExclusion(t *testing.T) {
 	// The project operation finished: destroy proceeds.
 	acquire(t, ctx, clusterOp("destroy", true))
 }
+
+// countingRT counts the requests of a client by method.
+type countingRT struct {
+	next http.RoundTripper
+	mu   sync.Mutex
+	n    map[string]int
+}
+
+func (c *countingRT) RoundTrip(req *http.Request) (*http.Response, error) {
+	c.mu.Lock()
+	c.n[req.Method]++
+	c.mu.Unlock()
+	return c.next.RoundTrip(req)
+}
+
+func (c *countingRT) count(method string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.n[method]
+}
+
+// Options.Seen: a free or absent lease as a LIST saw it is taken without a
+// read; a stale copy never lets a second holder in (the write it leads to
+// fails and the lease is read), and a copy showing a holder is read again.
+func TestSeenSkipsTheReadAndStaleSeenIsSafe(t *testing.T) {
+	ctx := testCtx(t)
+	ns := cluster.Namespace(t)
+	rc := rest.CopyConfig(cluster.RESTConfig)
+	cnt := &countingRT{n: map[string]int{}}
+	rc.Wrap(func(rt http.RoundTripper) http.RoundTripper { cnt.next = rt; return cnt })
+	cs, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var absent *coordinationv1.Lease
+	l, _, err := Acquire(ctx, cs, Options{Namespace: ns, Name: leaseName, Operation: "first", Seen: &absent})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := cnt.count(http.MethodGet); n != 0 {
+		t.Errorf("acquire of a lease seen absent: %d GETs, want 0", n)
+	}
+	// Stale: seen absent, but held now.
+	_, _, err = Acquire(ctx, cluster.Client, Options{Namespace: ns, Name: leaseName, Operation: "second", Seen: &absent})
+	if exit.Code(err) != exit.Locked {
+		t.Errorf("acquire with a stale absent copy while held: exit %d (%v), want 4", exit.Code(err), err)
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	free := getLease(t, ctx, cluster.Client, ns)
+	before := cnt.count(http.MethodGet)
+	l, _, err = Acquire(ctx, cs, Options{Namespace: ns, Name: leaseName, Operation: "third", Seen: &free})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := cnt.count(http.MethodGet) - before; n != 0 {
+		t.Errorf("acquire of a lease seen free: %d GETs, want 0", n)
+	}
+	// Stale: seen free, but held now (its resourceVersion has moved on).
+	_, _, err = Acquire(ctx, cluster.Client, Options{Namespace: ns, Name: leaseName, Operation: "fourth", Seen: &free})
+	if exit.Code(err) != exit.Locked {
+		t.Errorf("acquire with a stale free copy while held: exit %d (%v), want 4", exit.Code(err), err)
+	}
+	heldCopy := getLease(t, ctx, cluster.Client, ns)
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// A copy showing a holder is not trusted: the lease is read, found
+	// free, and taken.
+	l, _, err = Acquire(ctx, cluster.Client, Options{Namespace: ns, Name: leaseName, Operation: "fifth", Seen: &heldCopy})
+	if err != nil {
+		t.Fatalf("acquire with a held copy of a lease since released: %v", err)
+	}
+	_ = l.Release(ctx)
+}

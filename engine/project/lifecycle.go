@@ -12,6 +12,7 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -27,6 +28,12 @@ import (
 // locked runs fn holding Lease kiln-project-P (exit 4 naming the holder
 // when another operation has it). fn's context ends if the lease is lost.
 func (o *Ops) locked(ctx context.Context, r Ref, op string, fn func(context.Context, *lock.Lock) error) error {
+	return o.lockedSeen(ctx, r, op, nil, fn)
+}
+
+// lockedSeen is locked with the lease as a batch's LIST saw it (see
+// lock.Options.Seen; nil: read it).
+func (o *Ops) lockedSeen(ctx context.Context, r Ref, op string, seen **coordinationv1.Lease, fn func(context.Context, *lock.Lock) error) error {
 	var l *lock.Lock
 	var lctx context.Context
 	err := o.R.Phase(ctx, "lock", func(ctx context.Context) error {
@@ -44,8 +51,8 @@ func (o *Ops) locked(ctx context.Context, r Ref, op string, fn func(context.Cont
 		l, lctx, err = lock.Acquire(ctx, o.Client, lock.Options{
 			Namespace: r.Namespace(), Name: LeaseName(r.Project),
 			Operation: "project " + op + " " + r.String(), Labels: o.labels(r),
-			Excludes: excludes,
-			Logf:     func(f string, a ...any) { o.R.Logf("info", f, a...) },
+			Excludes: excludes, Seen: seen,
+			Logf: func(f string, a ...any) { o.R.Logf("info", f, a...) },
 		})
 		if err == nil {
 			o.R.Logf("info", "holding lease %s/%s as %s", r.Namespace(), LeaseName(r.Project), l.Holder())
@@ -258,6 +265,14 @@ func phaseName(ref readiness.Ref) string {
 // provision applies Secret → Deployment → Service → Ingress, each confirmed
 // ready through the API (watched) before the next is applied.
 func (o *Ops) provision(ctx context.Context, r Ref, spec *Spec) error {
+	return o.provisionThen(ctx, r, spec, nil)
+}
+
+// provisionThen is provision calling applied (when set) once the
+// Deployment is applied, before its rollout is awaited: a batch frees its
+// slot there, so the next projects' writes go while this one's Deployment
+// rolls out and its Service and Ingress follow, in order, each verified.
+func (o *Ops) provisionThen(ctx context.Context, r Ref, spec *Spec, applied func()) error {
 	var key, hash string
 	err := o.R.Phase(ctx, "secret", func(ctx context.Context) error {
 		var err error
@@ -268,7 +283,7 @@ func (o *Ops) provision(ctx context.Context, r Ref, spec *Spec) error {
 		return err
 	}
 	err = o.R.Phase(ctx, "deployment", func(ctx context.Context) error {
-		if err := o.ensureReady(ctx, o.deploymentObject(r, spec.Stack, key, hash)); err != nil {
+		if err := o.ensureReadyThen(ctx, o.deploymentObject(r, spec.Stack, key, hash), applied); err != nil {
 			return err
 		}
 		// The Deployment runs with key: any other key is a rotation that
@@ -290,9 +305,20 @@ func (o *Ops) provision(ctx context.Context, r Ref, spec *Spec) error {
 // deprovision removes Ingress → Service → Deployment, each watched until it
 // is gone before the next is deleted.
 func (o *Ops) deprovision(ctx context.Context, r Ref) error {
+	return o.deprovisionThen(ctx, r, nil)
+}
+
+// deprovisionThen is deprovision calling deleted (when set) once the
+// Deployment's deletion is requested, before it is confirmed gone (a
+// batch's slot, as in provisionThen).
+func (o *Ops) deprovisionThen(ctx context.Context, r Ref, deleted func()) error {
 	_, dep, svc, ing, _ := refs(r)
 	for _, ref := range []readiness.Ref{ing, svc, dep} {
-		if err := o.R.Phase(ctx, phaseName(ref), func(ctx context.Context) error { return o.gone(ctx, ref) }); err != nil {
+		then := func() {}
+		if ref == dep && deleted != nil {
+			then = deleted
+		}
+		if err := o.R.Phase(ctx, phaseName(ref), func(ctx context.Context) error { return o.goneThen(ctx, ref, then) }); err != nil {
 			return err
 		}
 	}
@@ -300,18 +326,41 @@ func (o *Ops) deprovision(ctx context.Context, r Ref) error {
 }
 
 func (o *Ops) ensureReady(ctx context.Context, obj platform.Object) error {
-	if _, err := platform.Ensure(ctx, o.Client, obj); err != nil {
+	return o.ensureReadyThen(ctx, obj, nil)
+}
+
+// ensureReadyThen is ensureReady calling applied (when set) between the
+// write and the wait.
+func (o *Ops) ensureReadyThen(ctx context.Context, obj platform.Object, applied func()) error {
+	w := o.R.Watcher()
+	if absent, ok := w.Shared.Absent(ctx, obj.Ref); ok && absent {
+		// A batch's informers show it missing: apply without reading it
+		// first (the apply is right either way, should the cache lag).
+		if err := platform.Apply(ctx, o.Client, obj); err != nil {
+			return err
+		}
+	} else if _, err := platform.Ensure(ctx, o.Client, obj); err != nil {
 		return err
+	}
+	if applied != nil {
+		applied()
 	}
 	wctx, cancel := o.withTimeout(ctx)
 	defer cancel()
-	_, err := o.R.Watcher().Until(wctx, []readiness.Ref{obj.Ref}, readiness.Ready)
+	_, err := w.Until(wctx, []readiness.Ref{obj.Ref}, readiness.Ready)
 	return err
 }
 
 func (o *Ops) gone(ctx context.Context, ref readiness.Ref) error {
+	return o.goneThen(ctx, ref, nil)
+}
+
+func (o *Ops) goneThen(ctx context.Context, ref readiness.Ref, deleted func()) error {
 	if err := platform.Delete(ctx, o.Client, ref); err != nil {
 		return err
+	}
+	if deleted != nil {
+		deleted()
 	}
 	wctx, cancel := o.withTimeout(ctx)
 	defer cancel()

@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 
-	"github.com/kilnctl/kiln/engine/input"
 	"github.com/kilnctl/kiln/engine/lock"
 	"github.com/kilnctl/kiln/engine/platform"
 	"github.com/kilnctl/kiln/engine/readiness"
@@ -95,50 +93,4 @@ func (o *Ops) repairOne(ctx context.Context, r Ref) (bool, error) {
 		return nil
 	})
 	return did, err
-}
-
-// Bulk runs op (start or suspend) on every project, of tenant if given,
-// at most concurrency at a time. Each project's events stream as it goes;
-// failures are collected and the first exit code by severity returned.
-func (o *Ops) Bulk(ctx context.Context, op, tenant string, concurrency int) (ok, failed []string, err error) {
-	if op != "start" && op != "suspend" {
-		return nil, nil, input.New(exit.BadInput, input.All, op, "{input}: only for start and suspend, not %s", op)
-	}
-	if concurrency <= 0 {
-		concurrency = defaultBulkLimit
-	}
-	list, err := o.List(ctx, tenant)
-	if err != nil {
-		return nil, nil, err
-	}
-	sem := make(chan struct{}, concurrency)
-	var mu sync.Mutex
-	var wg sync.WaitGroup
-	var errs []error
-	for _, st := range list {
-		r := Ref{Tenant: st.Tenant, Project: st.Project}
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			var err error
-			if op == "start" {
-				err = o.Start(ctx, r)
-			} else {
-				err = o.Suspend(ctx, r)
-			}
-			mu.Lock()
-			defer mu.Unlock()
-			if err != nil {
-				o.R.Logf("error", "%s %s: %v", op, r, err)
-				failed = append(failed, r.String())
-				errs = append(errs, fmt.Errorf("%s: %w", r, err))
-				return
-			}
-			ok = append(ok, r.String())
-		}()
-	}
-	wg.Wait()
-	return ok, failed, errors.Join(errs...)
 }

@@ -37,6 +37,10 @@ type Watcher struct {
 	// OnChange is called (serialized) with the first status seen for each
 	// object and then on every change of status or message.
 	OnChange func(Ref, Result)
+	// Shared, when set, answers the kinds it follows from its informers
+	// (one per namespace and kind for every wait of a batch) instead of
+	// a list and watches per object; see Shared.
+	Shared *Shared
 
 	mu sync.Mutex
 }
@@ -54,11 +58,16 @@ func (w *Watcher) Until(ctx context.Context, refs []Ref, goal Goal) (map[Ref]Res
 	errs := make(chan error, len(refs))
 	for _, ref := range refs {
 		go func() {
-			errs <- w.follow(ctx, ref, goal, func(r Result) {
+			record := func(r Result) {
 				mu.Lock()
 				results[ref] = r
 				mu.Unlock()
-			})
+			}
+			if w.Shared != nil && sharedKinds[ref.Kind] {
+				errs <- w.followShared(ctx, ref, goal, record)
+				return
+			}
+			errs <- w.follow(ctx, ref, goal, record)
 		}()
 	}
 	var first error
