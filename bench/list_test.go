@@ -22,6 +22,10 @@ import (
 //	discovery-timeout=default  kiln list kube (the default bound, 5 s)
 //	discovery-timeout=1s       kiln list kube --discovery-timeout 1s
 //
+// Each case runs at most $KILN_BENCH_LIST_ITER times (default 3) whatever
+// -benchtime says (further iterations do nothing): every default run takes
+// 5 s.
+//
 // Metrics: wall-ms (mean), rss-MB (peak, max over ops), clusters (rows
 // naming a kiln cluster), unreachable (rows reporting a context that could
 // not be inspected). The unreachable context bounds the run: kiln reports
@@ -70,6 +74,7 @@ func BenchmarkList(b *testing.B) {
 		b.Fatal(err)
 	}
 	e := &kilnEnv{bin: tmpl.env.bin, vars: tmpl.env.vars}
+	listIter := envInt("KILN_BENCH_LIST_ITER", 3)
 	for _, v := range []struct{ name, timeout string }{{"default", ""}, {"1s", "1s"}} {
 		b.Run("discovery-timeout="+v.name, func(b *testing.B) {
 			args := []string{"list", "kube"}
@@ -79,7 +84,11 @@ func BenchmarkList(b *testing.B) {
 			var walls durations
 			var rss int64
 			var clusters, unreachable int
+			i := 0
 			for b.Loop() {
+				if i++; i > listIter {
+					continue
+				}
 				m, err := e.runMeasuredIn(kc, args...)
 				if err != nil {
 					b.Fatal(err)

@@ -391,7 +391,7 @@ func projectStates(out []byte) (int, string) {
 // process, start to exit, through the counting proxy; the peer runs
 // $KILN_BENCH_PEER_ITER times (default 1) whatever -benchtime says (its
 // further iterations do nothing), since at 1,000 projects it starts 5,000
-// processes.
+// processes, and only up to $KILN_BENCH_PEER_MAX projects (default 1000).
 //
 //	wall-ms      wall time (mean)
 //	lists/op     LIST requests (collection GETs without watch)
@@ -410,6 +410,7 @@ func BenchmarkProjectScale(b *testing.B) {
 	settleLimit := time.Duration(envInt("KILN_BENCH_SETTLE_S", 150)) * time.Second
 	conc := envInt("KILN_BENCH_CONCURRENCY", 8)
 	peerIter := envInt("KILN_BENCH_PEER_ITER", 1)
+	peerMax := envInt("KILN_BENCH_PEER_MAX", 1000)
 	p := startAPIProxy(b, c, "bench")
 	e := &kilnEnv{bin: tmpl.env.bin, p: p, vars: tmpl.env.vars}
 	_, kubectlErr := exec.LookPath("kubectl")
@@ -474,6 +475,9 @@ func BenchmarkProjectScale(b *testing.B) {
 		b.Run(fmt.Sprintf("kubectl-get/projects=%d", n), func(b *testing.B) {
 			if kubectlErr != nil {
 				b.Skip("kubectl not on PATH")
+			}
+			if n > peerMax {
+				b.Skipf("the script runs up to KILN_BENCH_PEER_MAX=%d projects (%d processes per run here)", peerMax, 5*n)
 			}
 			k := &kubectlScript{p: p}
 			var walls durations
