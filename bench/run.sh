@@ -162,7 +162,9 @@ if [[ -n $run_scale ]]; then
 		-benchtime="${PROJ_ITER}x" -count=1 -timeout 60m ./bench/ 2>&1 | tee "$tmp/scale.txt"
 	for n in ${KILN_BENCH_SCALE_SIZES//,/ }; do
 		need "$tmp/scale.txt" "ProjectScale/list/projects=$n-" "ProjectScale/status/projects=$n-"
-		((n <= ${KILN_BENCH_PEER_MAX:-1000})) && need "$tmp/scale.txt" "ProjectScale/kubectl-get/projects=$n-"
+		if ((n <= ${KILN_BENCH_PEER_MAX:-1000})); then
+			need "$tmp/scale.txt" "ProjectScale/kubectl-get/projects=$n-"
+		fi
 	done
 	block_end scale
 fi
