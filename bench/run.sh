@@ -136,79 +136,6 @@ need() { # need FILE PATTERN...: fail unless every benchmark has a result line
 	done
 }
 
-touch "$tmp/out.txt" "$tmp/scale.txt" "$tmp/proj.txt" "$tmp/fault.txt" "$tmp/disc.txt"
-
-# Main: two invocations because -benchtime is per invocation: many short
-# iterations for detection, --continue and list (BenchmarkList runs
-# LIST_ITER of them), a few long create+destroy cycles. Each starts its own
-# control plane (about 10 s).
-if [[ -n $run_main ]]; then
-	block main
-	go test -run '^$' -bench '^Benchmark(ReadinessDetection|CreateContinueReady|List)$' \
-		-benchtime="${ITER}x" -count=1 -timeout 30m ./bench/ 2>&1 | tee "$tmp/out.txt"
-	go test -run '^$' -bench '^BenchmarkCreateDestroy$' \
-		-benchtime="${CYCLES}x" -count=1 -timeout 20m ./bench/ 2>&1 | tee -a "$tmp/out.txt"
-	need "$tmp/out.txt" ReadinessDetection/kiln-wait ReadinessDetection/kiln-watch CreateContinueReady/kiln- \
-		CreateContinueReady/kubectl-apply-server-side List/discovery-timeout=default List/discovery-timeout=1s CreateDestroy/kiln
-	block_end main
-fi
-
-# Scale: kiln project list / status and the kubectl-get script at every
-# size of KILN_BENCH_SCALE_SIZES on one control plane (projects are added,
-# never removed, between sizes).
-if [[ -n $run_scale ]]; then
-	block scale
-	go test -run '^$' -bench '^BenchmarkProjectScale$' \
-		-benchtime="${PROJ_ITER}x" -count=1 -timeout 60m ./bench/ 2>&1 | tee "$tmp/scale.txt"
-	for n in ${KILN_BENCH_SCALE_SIZES//,/ }; do
-		need "$tmp/scale.txt" "ProjectScale/list/projects=$n-" "ProjectScale/status/projects=$n-"
-		if ((n <= ${KILN_BENCH_PEER_MAX:-1000})); then
-			need "$tmp/scale.txt" "ProjectScale/kubectl-get/projects=$n-"
-		fi
-	done
-	block_end scale
-fi
-
-# The bulk start: its own control plane, so the scale benchmark's projects
-# do not load it.
-if [[ -n $run_proj ]]; then
-	block proj
-	go test -run '^$' -bench 'ProjectBulkStart' \
-		-benchtime="${BULK_CYCLES}x" -count=1 -timeout 20m ./bench/ 2>&1 | tee "$tmp/proj.txt"
-	for want in "ProjectBulkStart/kiln/" "ProjectBulkStart/kubectl/"; do
-		if ! grep -q "^Benchmark$want" "$tmp/proj.txt"; then
-			echo "run.sh: no result for Benchmark$want (skipped or failed; see above)" >&2
-			exit 1
-		fi
-	done
-	block_end proj
-fi
-
-# The fault-completion benchmark: its own control plane, kiln and kubectl
-# through the same fault proxy at 3% and 10%.
-if [[ -n $run_fault ]]; then
-	block fault
-	go test -run '^$' -bench 'FaultCompletion' \
-		-benchtime="${FAULT_RUNS}x" -count=1 -timeout 60m ./bench/ 2>&1 | tee "$tmp/fault.txt"
-	need "$tmp/fault.txt" 'FaultCompletion/rate=3%/kiln' 'FaultCompletion/rate=3%/kubectl' \
-		'FaultCompletion/rate=10%/kiln' 'FaultCompletion/rate=10%/kubectl'
-	block_end fault
-fi
-
-# Discovery with 20 contexts: kiln before (BEFORE_REF) and after (the
-# kiln under test), in the same run.
-if [[ -n $run_disc ]]; then
-	block disc
-	before=$(git rev-parse --short "$BEFORE_REF")
-	mkdir "$tmp/before-src"
-	git archive "$BEFORE_REF" | tar -x -C "$tmp/before-src"
-	(cd "$tmp/before-src" && go build -o "$tmp/kiln-before" ./cmd/kiln)
-	KILN_BENCH_KILN_BEFORE="$tmp/kiln-before" go test -run '^$' -bench '^BenchmarkDiscovery$' \
-		-benchtime=1x -count=1 -timeout 30m ./bench/ 2>&1 | tee "$tmp/disc.txt"
-	need "$tmp/disc.txt" Discovery/before Discovery/after
-	block_end disc
-fi
-
 # tables turns the main benchmark lines into markdown tables. Each line is
 # "BenchmarkName-P N value unit value unit ..."; ratios are peer / kiln.
 tables() {
@@ -403,6 +330,7 @@ ftables() {
 }
 
 # The sections: generated text only, each stamped.
+section_main() {
 {
 	echo "$begin"
 	echo
@@ -420,7 +348,9 @@ ftables() {
 	echo
 	echo "$end"
 } >"$tmp/section.md"
+}
 
+section_scale() {
 {
 	echo "$sbegin"
 	echo
@@ -440,7 +370,9 @@ ftables() {
 	echo
 	echo "$send"
 } >"$tmp/ssection.md"
+}
 
+section_proj() {
 {
 	echo "$pbegin"
 	echo
@@ -459,7 +391,9 @@ ftables() {
 	echo
 	echo "$pend"
 } >"$tmp/psection.md"
+}
 
+section_fault() {
 {
 	echo "$fbegin"
 	echo
@@ -477,8 +411,9 @@ ftables() {
 	echo
 	echo "$fend"
 } >"$tmp/fsection.md"
+}
 
-if [[ -n $run_disc ]]; then
+section_disc() {
 	{
 		echo "$dbegin"
 		echo
@@ -507,7 +442,7 @@ if [[ -n $run_disc ]]; then
 		echo
 		echo "$dend"
 	} >"$tmp/dsection.md"
-fi
+}
 
 replace() { # replace BEGIN END SECTIONFILE: the lines from BEGIN to END of $doc by the file
 	awk -v begin="$1" -v end="$2" -v section="$3" '
@@ -518,18 +453,102 @@ replace() { # replace BEGIN END SECTIONFILE: the lines from BEGIN to END of $doc
 	cp "$tmp/doc.md" "$doc"
 }
 
-echo
-[[ -n $run_main ]] && cat "$tmp/section.md"
-[[ -n $run_scale ]] && cat "$tmp/ssection.md"
-[[ -n $run_proj ]] && cat "$tmp/psection.md"
-[[ -n $run_fault ]] && cat "$tmp/fsection.md"
-[[ -n $run_disc ]] && cat "$tmp/dsection.md"
+# publish BLOCK: writes the block's section, prints it and puts it into
+# $doc (unless NO_DOCS), right after the block ran: a later block that
+# fails loses nothing that was measured before it.
+publish() {
+	local f b e
+	case $1 in
+	main) f=section.md b=$begin e=$end ;;
+	scale) f=ssection.md b=$sbegin e=$send ;;
+	proj) f=psection.md b=$pbegin e=$pend ;;
+	fault) f=fsection.md b=$fbegin e=$fend ;;
+	disc) f=dsection.md b=$dbegin e=$dend ;;
+	esac
+	"section_$1"
+	echo
+	cat "$tmp/$f"
+	if [[ -z ${NO_DOCS:-} ]]; then
+		replace "$b" "$e" "$tmp/$f"
+		echo "run.sh: wrote the $1 section into $doc"
+	fi
+}
 
-if [[ -z ${NO_DOCS:-} ]]; then
-	[[ -n $run_main ]] && replace "$begin" "$end" "$tmp/section.md"
-	[[ -n $run_scale ]] && replace "$sbegin" "$send" "$tmp/ssection.md"
-	[[ -n $run_proj ]] && replace "$pbegin" "$pend" "$tmp/psection.md"
-	[[ -n $run_fault ]] && replace "$fbegin" "$fend" "$tmp/fsection.md"
-	[[ -n $run_disc ]] && replace "$dbegin" "$dend" "$tmp/dsection.md"
-	echo "run.sh: wrote the results into $doc"
+touch "$tmp/out.txt" "$tmp/scale.txt" "$tmp/proj.txt" "$tmp/fault.txt" "$tmp/disc.txt"
+
+# Main: two invocations because -benchtime is per invocation: many short
+# iterations for detection, --continue and list (BenchmarkList runs
+# LIST_ITER of them), a few long create+destroy cycles. Each starts its own
+# control plane (about 10 s).
+if [[ -n $run_main ]]; then
+	block main
+	go test -run '^$' -bench '^Benchmark(ReadinessDetection|CreateContinueReady|List)$' \
+		-benchtime="${ITER}x" -count=1 -timeout 30m ./bench/ 2>&1 | tee "$tmp/out.txt"
+	go test -run '^$' -bench '^BenchmarkCreateDestroy$' \
+		-benchtime="${CYCLES}x" -count=1 -timeout 20m ./bench/ 2>&1 | tee -a "$tmp/out.txt"
+	need "$tmp/out.txt" ReadinessDetection/kiln-wait ReadinessDetection/kiln-watch CreateContinueReady/kiln- \
+		CreateContinueReady/kubectl-apply-server-side List/discovery-timeout=default List/discovery-timeout=1s CreateDestroy/kiln
+	block_end main
+	publish main
 fi
+
+# Scale: kiln project list / status and the kubectl-get script at every
+# size of KILN_BENCH_SCALE_SIZES on one control plane (projects are added,
+# never removed, between sizes).
+if [[ -n $run_scale ]]; then
+	block scale
+	go test -run '^$' -bench '^BenchmarkProjectScale$' \
+		-benchtime="${PROJ_ITER}x" -count=1 -timeout 60m ./bench/ 2>&1 | tee "$tmp/scale.txt"
+	for n in ${KILN_BENCH_SCALE_SIZES//,/ }; do
+		need "$tmp/scale.txt" "ProjectScale/list/projects=$n-" "ProjectScale/status/projects=$n-"
+		if ((n <= ${KILN_BENCH_PEER_MAX:-1000})); then
+			need "$tmp/scale.txt" "ProjectScale/kubectl-get/projects=$n-"
+		fi
+	done
+	block_end scale
+	publish scale
+fi
+
+# The bulk start: its own control plane, so the scale benchmark's projects
+# do not load it.
+if [[ -n $run_proj ]]; then
+	block proj
+	go test -run '^$' -bench 'ProjectBulkStart' \
+		-benchtime="${BULK_CYCLES}x" -count=1 -timeout 20m ./bench/ 2>&1 | tee "$tmp/proj.txt"
+	for want in "ProjectBulkStart/kiln/" "ProjectBulkStart/kubectl/"; do
+		if ! grep -q "^Benchmark$want" "$tmp/proj.txt"; then
+			echo "run.sh: no result for Benchmark$want (skipped or failed; see above)" >&2
+			exit 1
+		fi
+	done
+	block_end proj
+	publish proj
+fi
+
+# The fault-completion benchmark: its own control plane, kiln and kubectl
+# through the same fault proxy at 3% and 10%.
+if [[ -n $run_fault ]]; then
+	block fault
+	go test -run '^$' -bench 'FaultCompletion' \
+		-benchtime="${FAULT_RUNS}x" -count=1 -timeout 60m ./bench/ 2>&1 | tee "$tmp/fault.txt"
+	need "$tmp/fault.txt" 'FaultCompletion/rate=3%/kiln' 'FaultCompletion/rate=3%/kubectl' \
+		'FaultCompletion/rate=10%/kiln' 'FaultCompletion/rate=10%/kubectl'
+	block_end fault
+	publish fault
+fi
+
+# Discovery with 20 contexts: kiln before (BEFORE_REF) and after (the
+# kiln under test), in the same run.
+if [[ -n $run_disc ]]; then
+	block disc
+	before=$(git rev-parse --short "$BEFORE_REF")
+	mkdir "$tmp/before-src"
+	git archive "$BEFORE_REF" | tar -x -C "$tmp/before-src"
+	(cd "$tmp/before-src" && go build -o "$tmp/kiln-before" ./cmd/kiln)
+	KILN_BENCH_KILN_BEFORE="$tmp/kiln-before" go test -run '^$' -bench '^BenchmarkDiscovery$' \
+		-benchtime=1x -count=1 -timeout 30m ./bench/ 2>&1 | tee "$tmp/disc.txt"
+	need "$tmp/disc.txt" Discovery/before Discovery/after
+	block_end disc
+	publish disc
+fi
+
