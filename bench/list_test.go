@@ -26,7 +26,8 @@ import (
 // -benchtime says (further iterations do nothing): every default run takes
 // 5 s.
 //
-// Metrics: wall-ms (mean), rss-MB (peak, max over ops), clusters (rows
+// Metrics: wall-ms (mean), wall-max-ms, runs (the kiln runs measured:
+// b.N counts the iterations that did nothing too), rss-MB (peak, max over ops), clusters (rows
 // naming a kiln cluster), unreachable (rows reporting a context that could
 // not be inspected). The unreachable context bounds the run: kiln reports
 // it after the timeout instead of waiting on it.
@@ -102,6 +103,7 @@ func BenchmarkList(b *testing.B) {
 			}
 			b.ReportMetric(walls.meanMS(), "wall-ms")
 			b.ReportMetric(walls.maxMS(), "wall-max-ms")
+			b.ReportMetric(float64(len(walls)), "runs")
 			b.ReportMetric(float64(rss)/1024, "rss-MB")
 			b.ReportMetric(float64(clusters), "clusters")
 			b.ReportMetric(float64(unreachable), "unreachable")

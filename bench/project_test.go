@@ -399,6 +399,7 @@ func projectStates(out []byte) (int, string) {
 //	rss-MB       the process's peak RSS (ru_maxrss), the max over ops; for
 //	             the peer, of its largest kubectl process
 //	projects     the projects the output reported (the peer: read)
+//	runs         the peer's runs (b.N counts its idle iterations too)
 //
 // lists/op must not grow with the number of projects: list and status read
 // every project object with one LIST per kind. The budget at 1,000
@@ -515,6 +516,7 @@ func BenchmarkProjectScale(b *testing.B) {
 			b.ReportMetric(float64(total.OtherWrites()+total.LeaseWrites())/kk, "writes/op")
 			b.ReportMetric(float64(rss)/1024, "rss-MB")
 			b.ReportMetric(float64(len(have)), "projects")
+			b.ReportMetric(kk, "runs")
 			b.Logf("kubectl get per object, %d projects, %d processes per run, %d at a time: %d runs: %s", len(have), 5*len(have), conc, len(walls), short(total))
 		})
 	}

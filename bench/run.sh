@@ -189,7 +189,7 @@ tables() {
 		}
 		print ""
 		k = "List/discovery-timeout=default"
-		print "#### `kiln list kube` across 5 contexts, one of them mute (" n[k] " runs each)"
+		print "#### `kiln list kube` across 5 contexts, one of them mute (" (val(k, "runs") == "" ? n[k] : val(k, "runs")) " runs each)"
 		print ""
 		print "| run | wall-ms (mean) | wall-ms (max) | cluster rows | unreachable rows | peak RSS (MB) |"
 		print "|---|---:|---:|---:|---:|---:|"
@@ -248,7 +248,7 @@ stables() {
 			for (j = 1; j <= 3; j++) {
 				c = cmds[j]
 				if (!((c, z) in n)) continue
-				printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", label[c], num(val(c, z, "projects"), 0), n[c, z],
+				printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", label[c], num(val(c, z, "projects"), 0), (val(c, z, "runs") == "" ? n[c, z] : val(c, z, "runs")),
 					num(val(c, z, "wall-ms"), 0), num(val(c, z, "lists/op"), 0), num(val(c, z, "requests/op"), 0),
 					num(val(c, z, "writes/op"), 0), num(val(c, z, "rss-MB"), 1),
 					(c == "status") ? "–" : ratio(val(c, z, "wall-ms"), val("list", z, "wall-ms"))
