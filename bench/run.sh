@@ -115,11 +115,12 @@ loadavg() { uptime | sed 's/.*load average: *//'; }
 
 # block NAME: starts timing a block (its date, load and seconds).
 # stamp NAME: the header lines of its section.
-declare -A b_date b_load b_start b_secs b_load_after
+declare -A b_date b_load b_start b_secs b_load_after b_commit b_src
+before=$BEFORE_REF
 block() { b_date[$1]=$(date -u +%Y-%m-%dT%H:%M:%SZ); b_load[$1]=$(loadavg); b_start[$1]=$SECONDS; }
 block_end() { b_secs[$1]=$((SECONDS - b_start[$1])); b_load_after[$1]=$(loadavg); }
 stamp() {
-	echo "- commit: $commit (the benchmarks' code); kiln built from $kiln_src"
+	echo "- commit: ${b_commit[$1]:-$commit} (the benchmarks' code); kiln built from ${b_src[$1]:-$kiln_src}"
 	echo "- date: ${b_date[$1]-} (${b_secs[$1]-} s for this section)"
 	echo "- load average (\`uptime\`: 1, 5, 15 min) before / after: ${b_load[$1]-} / ${b_load_after[$1]-}"
 	echo "- \`uname -srm\`: $(uname -srm); $(nproc) cores, ${cpu:-unknown CPU}"
@@ -474,6 +475,25 @@ publish() {
 	fi
 }
 
+# replayed BLOCK FILE: with REPLAY_DIR set and REPLAY_DIR/FILE present, the
+# block is not run: its section is written from that saved raw output (of a
+# run cut short before it wrote its sections), its stamp names the commit
+# REPLAY_COMMIT and says that the date and load were not recorded
+# (REPLAY_NOTE, if set, says which run).
+replayed() {
+	[[ -n ${REPLAY_DIR:-} && -s $REPLAY_DIR/$2 ]] || return 1
+	cp "$REPLAY_DIR/$2" "$tmp/$2"
+	b_date[$1]="not recorded: written from the saved output of an earlier run${REPLAY_NOTE:+ ($REPLAY_NOTE)}"
+	b_secs[$1]="not recorded"
+	b_load[$1]="not recorded"
+	b_load_after[$1]="not recorded"
+	if [[ -n ${REPLAY_COMMIT:-} ]]; then
+		b_commit[$1]=$REPLAY_COMMIT
+		b_src[$1]="the working tree at $REPLAY_COMMIT"
+	fi
+	publish "$1"
+}
+
 touch "$tmp/out.txt" "$tmp/scale.txt" "$tmp/proj.txt" "$tmp/fault.txt" "$tmp/disc.txt"
 
 # Main: two invocations because -benchtime is per invocation: many short
@@ -481,6 +501,7 @@ touch "$tmp/out.txt" "$tmp/scale.txt" "$tmp/proj.txt" "$tmp/fault.txt" "$tmp/dis
 # LIST_ITER of them), a few long create+destroy cycles. Each starts its own
 # control plane (about 10 s).
 if [[ -n $run_main ]]; then
+	if replayed main out.txt; then :; else
 	block main
 	go test -run '^$' -bench '^Benchmark(ReadinessDetection|CreateContinueReady|List)$' \
 		-benchtime="${ITER}x" -count=1 -timeout 30m ./bench/ 2>&1 | tee "$tmp/out.txt"
@@ -490,12 +511,14 @@ if [[ -n $run_main ]]; then
 		CreateContinueReady/kubectl-apply-server-side List/discovery-timeout=default List/discovery-timeout=1s CreateDestroy/kiln
 	block_end main
 	publish main
+	fi
 fi
 
 # Scale: kiln project list / status and the kubectl-get script at every
 # size of KILN_BENCH_SCALE_SIZES on one control plane (projects are added,
 # never removed, between sizes).
 if [[ -n $run_scale ]]; then
+	if replayed scale scale.txt; then :; else
 	block scale
 	go test -run '^$' -bench '^BenchmarkProjectScale$' \
 		-benchtime="${PROJ_ITER}x" -count=1 -timeout 60m ./bench/ 2>&1 | tee "$tmp/scale.txt"
@@ -507,11 +530,13 @@ if [[ -n $run_scale ]]; then
 	done
 	block_end scale
 	publish scale
+	fi
 fi
 
 # The bulk start: its own control plane, so the scale benchmark's projects
 # do not load it.
 if [[ -n $run_proj ]]; then
+	if replayed proj proj.txt; then :; else
 	block proj
 	go test -run '^$' -bench 'ProjectBulkStart' \
 		-benchtime="${BULK_CYCLES}x" -count=1 -timeout 20m ./bench/ 2>&1 | tee "$tmp/proj.txt"
@@ -523,11 +548,13 @@ if [[ -n $run_proj ]]; then
 	done
 	block_end proj
 	publish proj
+	fi
 fi
 
 # The fault-completion benchmark: its own control plane, kiln and kubectl
 # through the same fault proxy at 3% and 10%.
 if [[ -n $run_fault ]]; then
+	if replayed fault fault.txt; then :; else
 	block fault
 	go test -run '^$' -bench 'FaultCompletion' \
 		-benchtime="${FAULT_RUNS}x" -count=1 -timeout 60m ./bench/ 2>&1 | tee "$tmp/fault.txt"
@@ -535,11 +562,13 @@ if [[ -n $run_fault ]]; then
 		'FaultCompletion/rate=10%/kiln' 'FaultCompletion/rate=10%/kubectl'
 	block_end fault
 	publish fault
+	fi
 fi
 
 # Discovery with 20 contexts: kiln before (BEFORE_REF) and after (the
 # kiln under test), in the same run.
 if [[ -n $run_disc ]]; then
+	if replayed disc disc.txt; then :; else
 	block disc
 	before=$(git rev-parse --short "$BEFORE_REF")
 	mkdir "$tmp/before-src"
@@ -550,5 +579,6 @@ if [[ -n $run_disc ]]; then
 	need "$tmp/disc.txt" Discovery/before Discovery/after
 	block_end disc
 	publish disc
+	fi
 fi
 
