@@ -11,7 +11,7 @@ GORELEASER := github.com/goreleaser/goreleaser/v2@v2.15.1
 KUBECONFIG_LOCAL := $(CURDIR)/.cache/cluster/kubeconfig
 TEST_TIMEOUT ?= 40m
 
-.PHONY: all build test unit fmt-check vet testbin cluster-up cluster-down demo bench goreleaser-check clean
+.PHONY: all build test unit fmt-check vet testbin cluster-up cluster-down demo bench bench-smoke goreleaser-check clean
 
 all: build
 
@@ -31,9 +31,25 @@ vet:
 	cd hack/testbin && $(GO) vet ./...
 
 ## test: format, vet, `goreleaser check`, then unit and integration tests
-## against a real control plane, the AWS emulator and a real Secret Service.
+## against a real control plane, the AWS emulator and a real Secret Service,
+## then every benchmark once at tiny sizes (bench-smoke).
 test: fmt-check vet goreleaser-check testbin build
 	hack/with-secret-service.sh env KILN_TEST_SECRET_SERVICE=1 $(GO) test -timeout $(TEST_TIMEOUT) -count=1 ./...
+	$(MAKE) --no-print-directory bench-smoke
+
+## bench-smoke: compile and run every benchmark once (-benchtime=1x) at tiny
+## sizes so none rots; no figures are kept. Three control planes for ./bench
+## (BenchmarkUpgrade and BenchmarkPlatformDestroy install a platform of their
+## own, and a cluster hosts one), none for the others.
+BENCH_SMOKE_ENV := KILN_BENCH_SCALE_SIZES=2,3 KILN_BENCH_PROJECTS=3 KILN_BENCH_BULK=2 \
+	KILN_BENCH_CONCURRENCY=2 KILN_BENCH_SETTLE_S=60 KILN_BENCH_INSPECT_PROJECTS=3 KILN_BENCH_IDLE_S=1 \
+	KILN_BENCH_SLOW_S=1 KILN_BENCH_UPGRADE_PROJECTS=2 KILN_BENCH_FAULT_RATES=10 KILN_BENCH_LIST_ITER=1 \
+	KILN_BENCH_GATEWAY_SECONDS=1
+bench-smoke: testbin
+	$(BENCH_SMOKE_ENV) $(GO) test -run '^$$' -bench . -skip '^Benchmark(Upgrade|PlatformDestroy)$$' -benchtime=1x -count=1 -timeout 15m ./bench/
+	$(BENCH_SMOKE_ENV) $(GO) test -run '^$$' -bench '^BenchmarkUpgrade$$' -benchtime=1x -count=1 -timeout 10m ./bench/
+	$(BENCH_SMOKE_ENV) KILN_BENCH_DESTROY_PROJECTS=1 $(GO) test -run '^$$' -bench '^BenchmarkPlatformDestroy$$' -benchtime=1x -count=1 -timeout 10m ./bench/
+	$(BENCH_SMOKE_ENV) $(GO) test -run '^$$' -bench . -benchtime=1x -count=1 -timeout 10m ./bench/gateway/ ./tui/ ./engine/provider/aws/
 
 ## unit: fast feedback (~1 min): -short skips the end-to-end tests of the
 ## binary; package tests of lock, readiness and testcluster still start a

@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -21,6 +22,10 @@ import (
 //	kubectl-apply: the peer script on the same objects (testdata/platform.yaml):
 //	               kubectl apply -f; kubectl rollout status; kubectl wait (a
 //	               ready endpoint)
+//	kubectl-apply-server-side:
+//	               the same with kubectl apply --server-side --force-conflicts
+//	               --field-manager=kiln-bench: no OpenAPI download and no
+//	               client-side patch computation, as kiln applies
 //
 // Besides the wall time it reports the API requests of each op, counted by
 // a proxy in front of the API server. On a converged cluster kiln's goal is
@@ -51,6 +56,20 @@ func BenchmarkCreateContinueReady(b *testing.B) {
 	})
 	b.Run("kubectl-apply", func(b *testing.B) {
 		k := newKubectlScript(b, c)
+		if err := k.install(); err != nil {
+			b.Fatal(err)
+		}
+		b.Logf("first apply (setup, not measured): %s", k.p.take())
+		b.Cleanup(func() {
+			if err := k.uninstall(); err != nil {
+				b.Error(err)
+			}
+		})
+		rerun(b, k.p, k.install)
+	})
+	b.Run("kubectl-apply-server-side", func(b *testing.B) {
+		k := newKubectlScript(b, c)
+		k.serverSide = true
 		if err := k.install(); err != nil {
 			b.Fatal(err)
 		}
@@ -153,6 +172,9 @@ func cycle(b *testing.B, p *apiProxy, op func(step string) error) {
 type kubectlScript struct {
 	p         *apiProxy
 	manifests string
+	// serverSide applies with kubectl apply --server-side (field manager
+	// kiln-bench, taking over fields another manager set).
+	serverSide bool
 }
 
 func newKubectlScript(b *testing.B, c *testcluster.Cluster) *kubectlScript {
@@ -170,7 +192,11 @@ func newKubectlScript(b *testing.B, c *testcluster.Cluster) *kubectlScript {
 // install applies and waits until the gateway rolled out and its Service
 // has a ready endpoint, as kiln's create does.
 func (k *kubectlScript) install() error {
-	if err := k.run("apply", "-f", k.manifests); err != nil {
+	apply := []string{"apply", "-f", k.manifests}
+	if k.serverSide {
+		apply = append(apply, "--server-side", "--force-conflicts", "--field-manager=kiln-bench")
+	}
+	if err := k.run(apply...); err != nil {
 		return err
 	}
 	if err := k.run("-n", "kiln-system", "rollout", "status", "deployment/kiln-gateway", "--timeout=2m"); err != nil {
@@ -185,6 +211,24 @@ func (k *kubectlScript) install() error {
 // kiln deletes).
 func (k *kubectlScript) uninstall() error {
 	return k.run("delete", "-f", k.manifests, "--cascade=foreground", "--wait=true", "--timeout=2m")
+}
+
+// runRSS runs kubectl like run and returns the process's peak RSS (KiB).
+func (k *kubectlScript) runRSS(args ...string) (int64, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "kubectl", append([]string{"--kubeconfig", k.p.Kubeconfig}, args...)...)
+	out, err := cmd.CombinedOutput()
+	var kb int64
+	if cmd.ProcessState != nil {
+		if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
+			kb = ru.Maxrss
+		}
+	}
+	if err != nil {
+		return kb, fmt.Errorf("kubectl %v: %w\n%s", args, err, out)
+	}
+	return kb, nil
 }
 
 func (k *kubectlScript) run(args ...string) error {
@@ -224,10 +268,11 @@ func (e *kilnEnv) run(args ...string) error {
 // once for all its runs), else built from the working tree once per test
 // binary, on first use.
 var builds struct {
-	once sync.Once
-	dir  string
-	kiln string
-	err  error
+	once  sync.Once
+	dir   string
+	kiln  string
+	err   error
+	extra []string // more directories to remove after the run
 }
 
 func kilnBinary(b *testing.B) string {
@@ -266,5 +311,8 @@ func kilnBinary(b *testing.B) string {
 func cleanupBuilds() {
 	if builds.dir != "" {
 		_ = os.RemoveAll(builds.dir)
+	}
+	for _, d := range builds.extra {
+		_ = os.RemoveAll(d)
 	}
 }

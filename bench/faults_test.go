@@ -23,10 +23,11 @@ import (
 //
 // Metrics: continue-%, project-% (kiln), apply-rollout-% (kubectl): runs
 // that exited 0, in percent; faults/run: faults the proxy injected per
-// iteration. The goal is 100% for kiln, reported beside kubectl.
+// iteration. The goal is 100% for kiln, reported beside kubectl. The rates
+// are $KILN_BENCH_FAULT_RATES (percent, default "3,10").
 func BenchmarkFaultCompletion(b *testing.B) {
 	c := needCluster(b)
-	for _, rate := range []int{3, 10} {
+	for _, rate := range envInts("KILN_BENCH_FAULT_RATES", []int{3, 10}) {
 		b.Run(fmt.Sprintf("rate=%d%%/kiln", rate), func(b *testing.B) {
 			kiln := kilnBinary(b)
 			p := startAPIProxy(b, c, "bench")

@@ -9,10 +9,8 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/utils/ptr"
 
 	"github.com/kilnctl/kiln/engine/platform"
 	"github.com/kilnctl/kiln/engine/readiness"
@@ -32,10 +30,29 @@ const pace = 1500 * time.Millisecond
 // detector blocks until it has concluded that Deployment ns/name is ready.
 type detector func(ctx context.Context, c *testcluster.Cluster, ns, name string) error
 
-// BenchmarkReadinessDetection compares how soon three methods report that a
-// new Deployment is ready. Each iteration creates a fresh one-replica
-// Deployment, runs the method until it says "ready", and removes the
-// Deployment again (untimed); iterations start every pace. Metrics:
+// BenchmarkReadinessDetection compares how soon five methods report that
+// a new Deployment is ready. Every method judges the same object: the
+// gateway Deployment (kiln-system/kiln-gateway) of an installed kiln
+// platform (the project benchmarks' bench-proj), so `kiln wait` can judge
+// it too. Each iteration creates the gateway Deployment afresh (from the
+// one kiln created), runs the method until it says "ready", and removes the
+// Deployment again (untimed); iterations start every pace. After the last
+// method the gateway is created once more and left ready.
+//
+//	kiln-wait               kiln wait kube bench-proj, a process (what a
+//	                        pipeline runs): discovery, the platform read,
+//	                        the watch, the token check
+//	kubectl-rollout-status  kubectl rollout status deployment/kiln-gateway,
+//	                        a process
+//	kubectl-wait            kubectl wait --for=condition=Available
+//	                        deployment/kiln-gateway, a process
+//	kiln-watch              kiln's watcher in this process
+//	                        (readiness.Watcher): the engine overhead, with
+//	                        no process start, discovery or token check
+//	poll-1s                 kiln's judgement (readiness.Compute), once a
+//	                        second, in this process
+//
+// Metrics:
 //
 //   - ready-ms: creation to the moment an independent watch sees the
 //     Deployment's own status say it rolled out (the reference: no method
@@ -45,50 +62,86 @@ type detector func(ctx context.Context, c *testcluster.Cluster, ns, name string)
 //     and worst: the time the method itself adds.
 func BenchmarkReadinessDetection(b *testing.B) {
 	c := needCluster(b)
-	methods := []struct {
-		name   string
-		detect detector
-	}{
-		{"kiln-watch", kilnWatch},
-		{"kubectl-rollout-status", kubectlRolloutStatus},
-		{"poll-1s", poll1s},
+	tmpl := projectPlatform(b, c)
+	const ns, name = "kiln-system", "kiln-gateway"
+	gw, err := c.Client.AppsV1().Deployments(ns).Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		b.Fatalf("the platform's gateway: %v", err)
 	}
+	fresh := func() *appsv1.Deployment {
+		d := &appsv1.Deployment{
+			ObjectMeta: metav1.ObjectMeta{Name: gw.Name, Namespace: gw.Namespace, Labels: gw.Labels, Annotations: map[string]string{}},
+			Spec:       *gw.Spec.DeepCopy(),
+		}
+		for k, v := range gw.Annotations {
+			if k != "deployment.kubernetes.io/revision" {
+				d.Annotations[k] = v
+			}
+		}
+		return d
+	}
+	b.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		if _, err := c.Client.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{}); err == nil {
+			return
+		}
+		if _, err := c.Client.AppsV1().Deployments(ns).Create(ctx, fresh(), metav1.CreateOptions{FieldManager: "kiln"}); err != nil {
+			b.Errorf("restore the gateway: %v", err)
+			return
+		}
+		if err := kilnWatch(ctx, c, ns, name); err != nil {
+			b.Errorf("restored gateway not ready: %v", err)
+		}
+	})
+	env := &kilnEnv{bin: tmpl.env.bin, vars: tmpl.env.vars}
+	kilnWait := func(ctx context.Context, c *testcluster.Cluster, ns, name string) error {
+		return env.runIn(2*time.Minute, c.KubeconfigPath, "wait", "kube", projCluster, "--context", c.ContextName, "--timeout", "2m")
+	}
+	methods := []struct {
+		name    string
+		detect  detector
+		kubectl bool
+	}{
+		{"kiln-wait", kilnWait, false},
+		{"kubectl-rollout-status", kubectlRolloutStatus, true},
+		{"kubectl-wait", kubectlWait, true},
+		{"kiln-watch", kilnWatch, false},
+		{"poll-1s", poll1s, false},
+	}
+	ref := startReference(b, c, ns)
 	for _, m := range methods {
 		b.Run(m.name, func(b *testing.B) {
-			if m.name == "kubectl-rollout-status" {
+			if m.kubectl {
 				if _, err := exec.LookPath("kubectl"); err != nil {
 					b.Skip("kubectl not on PATH")
 				}
 			}
-			ns := c.Namespace(b)
-			ref := startReference(b, c, ns)
 			// One iteration: create, detect, compare with the reference,
-			// then remove (untimed) so every iteration starts from an
-			// empty namespace.
-			i := 0
+			// then remove (untimed) so every iteration starts without the
+			// Deployment.
 			measure := func() (ready, detect, lag time.Duration) {
 				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 				defer cancel()
-				name := fmt.Sprintf("web-%d", i)
-				i++
+				b.StopTimer()
+				removeDeployment(ctx, b, c, ns, name)
+				b.StartTimer()
 				start := time.Now()
-				if _, err := c.Client.AppsV1().Deployments(ns).Create(ctx, benchDeployment(ns, name), metav1.CreateOptions{}); err != nil {
+				d, err := c.Client.AppsV1().Deployments(ns).Create(ctx, fresh(), metav1.CreateOptions{FieldManager: "kiln"})
+				if err != nil {
 					b.Fatalf("create deployment %s/%s: %v", ns, name, err)
 				}
 				if err := m.detect(ctx, c, ns, name); err != nil {
 					b.Fatalf("%s: deployment %s/%s: %v", m.name, ns, name, err)
 				}
 				reported := time.Now()
-				readyAt, err := ref.wait(ctx, name)
+				readyAt, err := ref.wait(ctx, string(d.UID))
 				if err != nil {
 					b.Fatalf("reference watch never saw %s/%s ready, although %s reported it: %v", ns, name, m.name, err)
 				}
-				b.StopTimer()
-				removeDeployment(ctx, b, c, ns, name)
-				b.StartTimer()
 				return readyAt.Sub(start), reported.Sub(start), reported.Sub(readyAt)
 			}
-			// A warm-up, not measured: the first Deployment of a namespace
+			// A warm-up, not measured: the first Deployment of a method
 			// pays for caches (controllers, kubectl discovery) the others
 			// do not.
 			next := time.Now().Add(pace)
@@ -110,7 +163,8 @@ func BenchmarkReadinessDetection(b *testing.B) {
 	}
 }
 
-// kiln-watch is how kiln waits: readiness.Watcher (list+watch, kstatus).
+// kiln-watch is how kiln waits, in this process: readiness.Watcher
+// (list+watch, kstatus). The engine overhead of kiln-wait.
 func kilnWatch(ctx context.Context, c *testcluster.Cluster, ns, name string) error {
 	w := &readiness.Watcher{Client: c.Client}
 	_, err := w.Until(ctx, []readiness.Ref{{Kind: readiness.KindDeployment, Namespace: ns, Name: name}}, readiness.Ready)
@@ -124,6 +178,17 @@ func kubectlRolloutStatus(ctx context.Context, c *testcluster.Cluster, ns, name 
 		"-n", ns, "rollout", "status", "deployment/"+name, "--timeout=2m").CombinedOutput()
 	if err != nil {
 		return fmt.Errorf("kubectl rollout status: %w\n%s", err, out)
+	}
+	return nil
+}
+
+// kubectl-wait is the other thing a script does: a kubectl process that
+// waits for the Deployment's Available condition.
+func kubectlWait(ctx context.Context, c *testcluster.Cluster, ns, name string) error {
+	out, err := exec.CommandContext(ctx, "kubectl", "--kubeconfig", c.KubeconfigPath,
+		"-n", ns, "wait", "--for=condition=Available", "deployment/"+name, "--timeout=2m").CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("kubectl wait: %w\n%s", err, out)
 	}
 	return nil
 }
@@ -148,7 +213,8 @@ func poll1s(ctx context.Context, c *testcluster.Cluster, ns, name string) error 
 }
 
 // reference is an independent watch on a namespace's Deployments that
-// records when each one's status first says it rolled out. It is a plain
+// records when each one (by UID: the benchmark re-creates one name) first
+// says in its status that it rolled out. It is a plain
 // list+watch (client-go's informers would pull a module kiln's go.mod does
 // not carry) and shares no code with the methods it judges.
 type reference struct {
@@ -171,7 +237,7 @@ func startReference(b *testing.B, c *testcluster.Cluster, ns string) *reference 
 		}
 		for i := range l.Items {
 			if rolledOut(&l.Items[i]) {
-				r.record(l.Items[i].Name, time.Now())
+				r.record(string(l.Items[i].UID), time.Now())
 			}
 		}
 		return l.ResourceVersion, nil
@@ -202,7 +268,7 @@ func startReference(b *testing.B, c *testcluster.Cluster, ns string) *reference 
 				}
 				rv = d.ResourceVersion
 				if ev.Type != watch.Bookmark && rolledOut(d) {
-					r.record(d.Name, time.Now())
+					r.record(string(d.UID), time.Now())
 				}
 			}
 			w.Stop()
@@ -217,11 +283,11 @@ func startReference(b *testing.B, c *testcluster.Cluster, ns string) *reference 
 	return r
 }
 
-func (r *reference) record(name string, t time.Time) {
+func (r *reference) record(uid string, t time.Time) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if _, seen := r.readyAt[name]; !seen {
-		r.readyAt[name] = t
+	if _, seen := r.readyAt[uid]; !seen {
+		r.readyAt[uid] = t
 		close(r.changed)
 		r.changed = make(chan struct{})
 	}
@@ -235,11 +301,11 @@ func (r *reference) stop(err error) {
 	r.changed = make(chan struct{})
 }
 
-// wait returns when the informer saw Deployment name ready.
-func (r *reference) wait(ctx context.Context, name string) (time.Time, error) {
+// wait returns when the watch saw the Deployment with uid ready.
+func (r *reference) wait(ctx context.Context, uid string) (time.Time, error) {
 	for {
 		r.mu.Lock()
-		t, ok := r.readyAt[name]
+		t, ok := r.readyAt[uid]
 		ch, err := r.changed, r.err
 		r.mu.Unlock()
 		if ok {
@@ -268,24 +334,6 @@ func rolledOut(d *appsv1.Deployment) bool {
 	return s.ObservedGeneration >= d.Generation &&
 		s.Replicas == want && s.UpdatedReplicas == want &&
 		s.ReadyReplicas == want && s.AvailableReplicas == want
-}
-
-func benchDeployment(ns, name string) *appsv1.Deployment {
-	labels := map[string]string{"app": name}
-	return &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
-		Spec: appsv1.DeploymentSpec{
-			Replicas: ptr.To(int32(1)),
-			Selector: &metav1.LabelSelector{MatchLabels: labels},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: labels},
-				Spec: corev1.PodSpec{Containers: []corev1.Container{{
-					Name: "web", Image: "nginx:1.27-alpine",
-					Ports: []corev1.ContainerPort{{ContainerPort: 80}},
-				}}},
-			},
-		},
-	}
 }
 
 // removeDeployment deletes in the foreground and waits (by watch) until

@@ -135,7 +135,7 @@ var apiVersions = map[string]string{
 // generic runs kstatus on the object. Typed objects read from the API have
 // no TypeMeta, and kstatus picks its rules by kind, so set it here.
 func generic(kind string, obj runtime.Object) (Result, error) {
-	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(withoutManagedFields(obj))
 	if err != nil {
 		return Result{}, err
 	}
@@ -161,6 +161,50 @@ func generic(kind string, obj runtime.Object) (Result, error) {
 		msg = replicaMessage(d)
 	}
 	return Result{InProgress, msg}, nil
+}
+
+// withoutManagedFields returns a shallow copy of obj without
+// metadata.managedFields (and a Deployment without its pod template), which
+// kstatus never reads and which are most of an object's size: converting it to unstructured was most of the CPU time of
+// `kiln project list` with 1,000 projects. The caller's object (perhaps an
+// informer's cached one) is not modified. Kinds kiln does not judge are
+// returned as they are.
+func withoutManagedFields(obj runtime.Object) runtime.Object {
+	switch o := obj.(type) {
+	case *appsv1.Deployment:
+		// kstatus reads a Deployment's generation, spec.replicas,
+		// spec.progressDeadlineSeconds and status, never its pod
+		// template: the template goes too.
+		c := *o
+		c.ManagedFields = nil
+		c.Spec.Template = corev1.PodTemplateSpec{}
+		return &c
+	case *corev1.Service:
+		c := *o
+		c.ManagedFields = nil
+		return &c
+	case *networkingv1.Ingress:
+		c := *o
+		c.ManagedFields = nil
+		return &c
+	case *corev1.Pod:
+		c := *o
+		c.ManagedFields = nil
+		return &c
+	case *corev1.ConfigMap:
+		c := *o
+		c.ManagedFields = nil
+		return &c
+	case *corev1.Secret:
+		c := *o
+		c.ManagedFields = nil
+		return &c
+	case *corev1.Namespace:
+		c := *o
+		c.ManagedFields = nil
+		return &c
+	}
+	return obj
 }
 
 // Judge applies the generic rules (kstatus, and the replica message of a
