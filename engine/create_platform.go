@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/kilnctl/kiln/creds"
@@ -85,6 +87,15 @@ func (r *run) platform(ctx context.Context) error {
 		return err
 	}
 	for _, ref := range platform.StaleTenantPolicies(r.cfg) {
+		// Read first: on a converged platform the stale policy is absent,
+		// and a re-run should send no write but its Lease's.
+		_, err := cs.NetworkingV1().NetworkPolicies(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("read %s: %w", ref, err)
+		}
 		if err := platform.Delete(ctx, cs, ref); err != nil {
 			return err
 		}

@@ -173,7 +173,8 @@ func (e *Engine) statusAt(ctx context.Context, req StatusRequest, loc Location, 
 	}
 	err := e.phase(ctx, PhaseReadiness, func(ctx context.Context) error {
 		// The objects are read in parallel (one round trip of latency, not
-		// one per object), then reported in apply order.
+		// one per object), NetworkPolicies with their drift check, then
+		// reported in apply order.
 		results := make([]readiness.Result, len(refs))
 		errs := make([]error, len(refs))
 		var wg sync.WaitGroup
@@ -182,6 +183,16 @@ func (e *Engine) statusAt(ctx context.Context, req StatusRequest, loc Location, 
 			go func() {
 				defer wg.Done()
 				results[i], errs[i] = readiness.Compute(ctx, loc.Client, ref)
+				if p, ok := policies[ref]; ok && errs[i] == nil && results[i].Status == readiness.Current {
+					// A policy is ready when it holds what kiln applied.
+					drift, err := platform.Drift(ctx, loc.Client, p)
+					switch {
+					case err != nil:
+						errs[i] = err
+					case drift != "":
+						results[i] = readiness.Result{Status: readiness.Failed, Message: drift}
+					}
+				}
 			}()
 		}
 		wg.Wait()
@@ -191,16 +202,6 @@ func (e *Engine) statusAt(ctx context.Context, req StatusRequest, loc Location, 
 				return errs[i]
 			}
 			res := results[i]
-			if p, ok := policies[ref]; ok && res.Status == readiness.Current {
-				// A policy is ready when it holds what kiln applied.
-				drift, err := platform.Drift(ctx, loc.Client, p)
-				if err != nil {
-					return err
-				}
-				if drift != "" {
-					res = readiness.Result{Status: readiness.Failed, Message: drift}
-				}
-			}
 			out.Objects = append(out.Objects, ObjectStatus{ref.Kind, ref.Namespace, ref.Name, res.Status, res.Message})
 			e.resource(ref.Kind, ref.Namespace, ref.Name, res.Status, res.Message)
 			ready = ready && res.Status == readiness.Current
