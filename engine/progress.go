@@ -26,7 +26,9 @@ func WithSearchProgress(ctx context.Context, fn func(SearchProgress)) context.Co
 
 // ReportSearch reports one location's progress to the function ctx
 // carries (WithSearchProgress), if any. locs are the location's results
-// when done: the first error among them is its cause.
+// when done: the first error of a result that is the location itself (no
+// Cluster) is its cause. A cluster found there but unreachable is that
+// cluster's row, not a failed search of the location.
 func ReportSearch(ctx context.Context, provider, location string, done bool, locs ...Location) {
 	fn, _ := ctx.Value(progressKey{}).(func(SearchProgress))
 	if fn == nil {
@@ -34,7 +36,7 @@ func ReportSearch(ctx context.Context, provider, location string, done bool, loc
 	}
 	p := SearchProgress{Provider: provider, Location: location, Done: done}
 	for _, l := range locs {
-		if l.Err != nil {
+		if l.Err != nil && l.Cluster == "" {
 			p.Err = l.Err.Error()
 			break
 		}
