@@ -168,14 +168,7 @@ func (m *Model) backFromDayTwo(r *runState) tea.Cmd {
 		}
 	}
 	if m.insp != nil {
-		m.run, m.screen = nil, screenInspect
-		if m.insp.ref != "" {
-			m.screen = screenProject
-		}
-		if m.insp.loading {
-			return nil
-		}
-		return m.restartInspect()
+		return m.returnToInspect()
 	}
 	return m.goHome()
 }

@@ -1206,14 +1206,7 @@ func (m *Model) runKey(s string) tea.Cmd {
 		case r.kind == opProject && m.insp != nil:
 			// Back to the project the operation ran on, re-read (the read
 			// started when the run ended; it may still be under way).
-			m.run, m.screen = nil, screenInspect
-			if m.insp.ref != "" {
-				m.screen = screenProject
-			}
-			if m.insp.loading {
-				return nil
-			}
-			return m.restartInspect()
+			return m.returnToInspect()
 		case r.kind == opCreate && r.fromForm && !r.userCancel:
 			// A failed create keeps the form as it was typed; bad input
 			// (exit 2) is said again where it is fixed.
