@@ -68,17 +68,13 @@ type (
 // ConfirmUpgrade implements engine.UpgradeConfirmer: the engine goroutine
 // blocks until the user answers on the plan screen.
 func (b *Bridge) ConfirmUpgrade(ctx context.Context, q engine.UpgradeQuestion) (bool, error) {
-	reply := make(chan bool, 1)
-	b.push(upgradeAsk{q: q, reply: reply})
-	return wait(ctx, reply)
+	return b.ask(ctx, func(reply chan<- bool) tea.Msg { return upgradeAsk{q: q, reply: reply} })
 }
 
 // ConfirmRotate implements engine.RotateConfirmer: the user must type the
 // cluster name.
 func (b *Bridge) ConfirmRotate(ctx context.Context, q engine.RotateQuestion) (bool, error) {
-	reply := make(chan bool, 1)
-	b.push(rotateAsk{q: q, reply: reply})
-	return wait(ctx, reply)
+	return b.ask(ctx, func(reply chan<- bool) tea.Msg { return rotateAsk{q: q, reply: reply} })
 }
 
 // dayTwoScreen reports whether s is one of the upgrade and rotate key
