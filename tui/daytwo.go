@@ -135,6 +135,16 @@ func (m *Model) answerDayTwo(ok bool) {
 	m.screen = screenRun
 }
 
+// refuseIfRunEnded answers no to a question asked by a run that has ended
+// (there is nothing to show it on) and reports whether it did.
+func (m *Model) refuseIfRunEnded(reply chan<- bool) bool {
+	if m.run != nil && m.run.running {
+		return false
+	}
+	reply <- false
+	return true
+}
+
 // dayTwoAsking reports whether an upgrade or rotate key question is on
 // screen.
 func (m *Model) dayTwoAsking() bool {

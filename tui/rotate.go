@@ -160,8 +160,7 @@ func (m *Model) submitRotate() tea.Cmd {
 }
 
 func (msg rotateAsk) applyTo(m *Model) tea.Cmd {
-	if m.run == nil || !m.run.running {
-		msg.reply <- false // asked by a run that has ended: nothing to show
+	if m.refuseIfRunEnded(msg.reply) {
 		return nil
 	}
 	r := m.day2.rot

@@ -210,8 +210,7 @@ func (m *Model) submitUpgrade() tea.Cmd {
 }
 
 func (msg upgradeAsk) applyTo(m *Model) tea.Cmd {
-	if m.run == nil || !m.run.running {
-		msg.reply <- false // asked by a run that has ended: nothing to show
+	if m.refuseIfRunEnded(msg.reply) {
 		return nil
 	}
 	u := m.day2.up
