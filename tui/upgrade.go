@@ -294,18 +294,7 @@ func (m *Model) viewUpgrade(p *page) {
 	p.line("kiln computes a plan first (every object to create, update or delete, per tenant and project) and shows it as a diff. Nothing changes until you apply it.")
 	p.blank()
 	p.input(m.dayTwoLabel("Config file", u.focus == upFieldConfig), u.configIn)
-	switch c := u.cfgCheck; {
-	case c.path == "":
-		m.dayTwoNote(p, m.st.faint, "empty: the installed config, re-applied with this kiln's manifests (a new gateway image, say)")
-	case c.pending:
-		m.dayTwoNote(p, m.st.faint, "checking…")
-	case len(c.problems) == 0:
-		m.dayTwoNote(p, m.st.ok, "✓ valid cluster config")
-	default:
-		for _, pr := range c.problems {
-			m.dayTwoNote(p, m.st.errorText, "✗ "+pr)
-		}
-	}
+	m.viewCfgCheck(p, u.cfgCheck, "empty: the installed config, re-applied with this kiln's manifests (a new gateway image, say)", m.dayTwoNote)
 	p.blank()
 	p.row(m.dayTwoLabel("Restack", u.focus == upFieldRestack) + m.toggle(u.restack, u.focus == upFieldRestack))
 	if u.focus == upFieldRestack {
