@@ -306,10 +306,7 @@ func (m *Model) viewUpgrade(p *page) {
 		p.markFocus()
 	}
 	m.dayTwoNote(p, m.st.faint, "on: a tenant the config removes goes with the projects it still has; off: such a plan is refused and nothing changes")
-	btn := m.st.button.Render("[ Plan ]")
-	if u.focus == upFieldButton {
-		btn = m.st.buttonFocus.Render("[ Plan ]")
-	}
+	btn := m.button("[ Plan ]", u.focus == upFieldButton)
 	p.pinButtons(strings.Repeat(" ", 18), btn)
 	if u.err != "" {
 		p.pin(m.st.errorText.Render("✗ the last plan was refused: " + u.err))
@@ -334,11 +331,7 @@ func (m *Model) viewUpgradePlan(p *page, rows int) {
 	p.hang(m.st.faint.Render("Config "+cfg+" · "+strings.Join(opts, " · ")), 2)
 	n := len(q.Changes)
 	b1, b2 := fmt.Sprintf("[ Apply %d change%s ]", n, plural(n)), "[ Cancel ]"
-	if u.planFocus == 0 {
-		b1, b2 = m.st.buttonFocus.Render(b1), m.st.button.Render(b2)
-	} else {
-		b1, b2 = m.st.button.Render(b1), m.st.buttonFocus.Render(b2)
-	}
+	b1, b2 = m.button(b1, u.planFocus == 0), m.button(b2, u.planFocus != 0)
 	p.pinButtons("  ", b1, b2)
 
 	lines := m.planLines(q.Changes, m.planNotes(), p.width)

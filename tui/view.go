@@ -424,6 +424,15 @@ func (m *Model) viewCfgCheck(p *page, c cfgCheck, empty string, note func(p *pag
 	}
 }
 
+// button renders a button's label, in the focused style when it has the
+// focus.
+func (m *Model) button(label string, focused bool) string {
+	if focused {
+		return m.st.buttonFocus.Render(label)
+	}
+	return m.st.button.Render(label)
+}
+
 func (m *Model) viewCreate(p *page) {
 	p.line(m.st.header.Render("New kiln cluster"))
 	p.blank()
@@ -461,10 +470,7 @@ func (m *Model) viewCreate(p *page) {
 	m.viewCfgCheck(p, m.cfgCheck, "empty: tenant default, domain NAME.kiln.test, stack default", m.formNote)
 	p.input(m.label("Token dir", fieldTokenDir), m.tokenIn)
 	m.formNote(p, m.st.faint, "empty: the keyring's entry, else kiln's state dir")
-	btn := m.st.button.Render("[ Create ]")
-	if m.formFocus == fieldButton {
-		btn = m.st.buttonFocus.Render("[ Create ]")
-	}
+	btn := m.button("[ Create ]", m.formFocus == fieldButton)
 	p.pinButtons(strings.Repeat(" ", 15), btn)
 	if m.formErr != "" {
 		p.pin(m.st.errorText.Render("✗ " + m.formErr))
@@ -563,11 +569,7 @@ func (m *Model) viewContinue(p *page) {
 		p.line(m.st.warn.Render("Without a trusted token dir, continuing stops and says where kiln looked; the create form's Token dir field (n) can name the right one."))
 	}
 	b1, b2 := "[ Continue with existing credentials ]", "[ Cancel ]"
-	if m.contFocus == 0 {
-		b1, b2 = m.st.buttonFocus.Render(b1), m.st.button.Render(b2)
-	} else {
-		b1, b2 = m.st.button.Render(b1), m.st.buttonFocus.Render(b2)
-	}
+	b1, b2 = m.button(b1, m.contFocus == 0), m.button(b2, m.contFocus != 0)
 	p.pinButtons("  ", b1, b2)
 }
 
