@@ -125,16 +125,20 @@ func (b *Bridge) Done(err error) { b.push(opDoneMsg{err: err}) }
 // ConfirmContinue implements engine.Confirmer: the engine goroutine blocks
 // until the user answers on the "already installed" screen.
 func (b *Bridge) ConfirmContinue(ctx context.Context, q engine.ContinueQuestion) (bool, error) {
-	reply := make(chan bool, 1)
-	b.push(continueAsk{q: q, reply: reply})
-	return wait(ctx, reply)
+	return b.ask(ctx, func(reply chan<- bool) tea.Msg { return continueAsk{q: q, reply: reply} })
 }
 
 // ConfirmDestroy implements engine.Confirmer: the user must type the
 // cluster name.
 func (b *Bridge) ConfirmDestroy(ctx context.Context, q engine.DestroyQuestion) (bool, error) {
+	return b.ask(ctx, func(reply chan<- bool) tea.Msg { return destroyAsk{q: q, reply: reply} })
+}
+
+// ask queues the question question(reply) behind the events before it and
+// blocks the engine goroutine until the user answers or ctx ends.
+func (b *Bridge) ask(ctx context.Context, question func(reply chan<- bool) tea.Msg) (bool, error) {
 	reply := make(chan bool, 1)
-	b.push(destroyAsk{q: q, reply: reply})
+	b.push(question(reply))
 	return wait(ctx, reply)
 }
 

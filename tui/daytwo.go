@@ -68,17 +68,13 @@ type (
 // ConfirmUpgrade implements engine.UpgradeConfirmer: the engine goroutine
 // blocks until the user answers on the plan screen.
 func (b *Bridge) ConfirmUpgrade(ctx context.Context, q engine.UpgradeQuestion) (bool, error) {
-	reply := make(chan bool, 1)
-	b.push(upgradeAsk{q: q, reply: reply})
-	return wait(ctx, reply)
+	return b.ask(ctx, func(reply chan<- bool) tea.Msg { return upgradeAsk{q: q, reply: reply} })
 }
 
 // ConfirmRotate implements engine.RotateConfirmer: the user must type the
 // cluster name.
 func (b *Bridge) ConfirmRotate(ctx context.Context, q engine.RotateQuestion) (bool, error) {
-	reply := make(chan bool, 1)
-	b.push(rotateAsk{q: q, reply: reply})
-	return wait(ctx, reply)
+	return b.ask(ctx, func(reply chan<- bool) tea.Msg { return rotateAsk{q: q, reply: reply} })
 }
 
 // dayTwoScreen reports whether s is one of the upgrade and rotate key
@@ -139,6 +135,16 @@ func (m *Model) answerDayTwo(ok bool) {
 	m.screen = screenRun
 }
 
+// refuseIfRunEnded answers no to a question asked by a run that has ended
+// (there is nothing to show it on) and reports whether it did.
+func (m *Model) refuseIfRunEnded(reply chan<- bool) bool {
+	if m.run != nil && m.run.running {
+		return false
+	}
+	reply <- false
+	return true
+}
+
 // dayTwoAsking reports whether an upgrade or rotate key question is on
 // screen.
 func (m *Model) dayTwoAsking() bool {
@@ -168,14 +174,7 @@ func (m *Model) backFromDayTwo(r *runState) tea.Cmd {
 		}
 	}
 	if m.insp != nil {
-		m.run, m.screen = nil, screenInspect
-		if m.insp.ref != "" {
-			m.screen = screenProject
-		}
-		if m.insp.loading {
-			return nil
-		}
-		return m.restartInspect()
+		return m.returnToInspect()
 	}
 	return m.goHome()
 }

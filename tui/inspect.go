@@ -215,6 +215,20 @@ func waitInspect(ctx context.Context, ch chan inspectMsg) tea.Cmd {
 	}
 }
 
+// returnToInspect leaves the run view for the inspect screen the run was
+// started from (the project screen when a project was inspected) and reads
+// it again, unless a read is already under way.
+func (m *Model) returnToInspect() tea.Cmd {
+	m.run, m.screen = nil, screenInspect
+	if m.insp.ref != "" {
+		m.screen = screenProject
+	}
+	if m.insp.loading {
+		return nil
+	}
+	return m.restartInspect()
+}
+
 // restartInspect starts a new refresh cycle, ending any older one. A
 // watch needs none: it delivers every change by itself.
 func (m *Model) restartInspect() tea.Cmd {

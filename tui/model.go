@@ -629,18 +629,10 @@ func (m *Model) key(k tea.KeyPressMsg) tea.Cmd {
 		switch s {
 		case "esc", "q", "enter":
 			m.detail = nil
-		case "up", "k":
-			v.ScrollUp(1)
-		case "down", "j":
-			v.ScrollDown(1)
-		case "pgup":
-			v.PageUp()
-		case "pgdown", "space":
+		case "space":
 			v.PageDown()
-		case "home", "g":
-			v.GotoTop()
-		case "end", "G":
-			v.GotoBottom()
+		default:
+			scrollViewport(v, s)
 		}
 		return nil
 	}
@@ -690,6 +682,28 @@ func (m *Model) scrollKey(s string) {
 		m.scroll = m.maxScroll
 	}
 	m.scroll = clamp(m.scroll, 0, m.maxScroll)
+}
+
+// scrollViewport moves v for a scroll key (arrows or j/k, page up/down,
+// home/g, end/G) and reports whether s was one.
+func scrollViewport(v *viewport.Model, s string) bool {
+	switch s {
+	case "up", "k":
+		v.ScrollUp(1)
+	case "down", "j":
+		v.ScrollDown(1)
+	case "pgup":
+		v.PageUp()
+	case "pgdown":
+		v.PageDown()
+	case "home", "g":
+		v.GotoTop()
+	case "end", "G":
+		v.GotoBottom()
+	default:
+		return false
+	}
+	return true
 }
 
 // typing reports whether keys go to a text input (so q is text).
@@ -1206,14 +1220,7 @@ func (m *Model) runKey(s string) tea.Cmd {
 		case r.kind == opProject && m.insp != nil:
 			// Back to the project the operation ran on, re-read (the read
 			// started when the run ended; it may still be under way).
-			m.run, m.screen = nil, screenInspect
-			if m.insp.ref != "" {
-				m.screen = screenProject
-			}
-			if m.insp.loading {
-				return nil
-			}
-			return m.restartInspect()
+			return m.returnToInspect()
 		case r.kind == opCreate && r.fromForm && !r.userCancel:
 			// A failed create keeps the form as it was typed; bad input
 			// (exit 2) is said again where it is fixed.

@@ -404,20 +404,7 @@ func (m *Model) paneKey(s string) bool {
 	case paneEvents:
 		v = &fd.ev
 	}
-	switch s {
-	case "up", "k":
-		v.ScrollUp(1)
-	case "down", "j":
-		v.ScrollDown(1)
-	case "pgup":
-		v.PageUp()
-	case "pgdown":
-		v.PageDown()
-	case "home", "g":
-		v.GotoTop()
-	case "end", "G":
-		v.GotoBottom()
-	default:
+	if !scrollViewport(v, s) {
 		return false
 	}
 	if fd.pane == paneLog {

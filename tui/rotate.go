@@ -160,8 +160,7 @@ func (m *Model) submitRotate() tea.Cmd {
 }
 
 func (msg rotateAsk) applyTo(m *Model) tea.Cmd {
-	if m.run == nil || !m.run.running {
-		msg.reply <- false // asked by a run that has ended: nothing to show
+	if m.refuseIfRunEnded(msg.reply) {
 		return nil
 	}
 	r := m.day2.rot
@@ -249,10 +248,7 @@ func (m *Model) viewRotate(p *page) {
 	if r.finishing() {
 		label = "[ Finish rotation ]"
 	}
-	btn := m.st.button.Render(label)
-	if r.focus == rotFieldButton {
-		btn = m.st.buttonFocus.Render(label)
-	}
+	btn := m.button(label, r.focus == rotFieldButton)
 	p.pinButtons(strings.Repeat(" ", 18), btn)
 	p.pin(m.st.faint.Render("kiln reads the cluster's keys first, then asks: you confirm by typing the cluster name."))
 	if r.err != "" {

@@ -210,8 +210,7 @@ func (m *Model) submitUpgrade() tea.Cmd {
 }
 
 func (msg upgradeAsk) applyTo(m *Model) tea.Cmd {
-	if m.run == nil || !m.run.running {
-		msg.reply <- false // asked by a run that has ended: nothing to show
+	if m.refuseIfRunEnded(msg.reply) {
 		return nil
 	}
 	u := m.day2.up
@@ -295,18 +294,7 @@ func (m *Model) viewUpgrade(p *page) {
 	p.line("kiln computes a plan first (every object to create, update or delete, per tenant and project) and shows it as a diff. Nothing changes until you apply it.")
 	p.blank()
 	p.input(m.dayTwoLabel("Config file", u.focus == upFieldConfig), u.configIn)
-	switch c := u.cfgCheck; {
-	case c.path == "":
-		m.dayTwoNote(p, m.st.faint, "empty: the installed config, re-applied with this kiln's manifests (a new gateway image, say)")
-	case c.pending:
-		m.dayTwoNote(p, m.st.faint, "checking…")
-	case len(c.problems) == 0:
-		m.dayTwoNote(p, m.st.ok, "✓ valid cluster config")
-	default:
-		for _, pr := range c.problems {
-			m.dayTwoNote(p, m.st.errorText, "✗ "+pr)
-		}
-	}
+	m.viewCfgCheck(p, u.cfgCheck, "empty: the installed config, re-applied with this kiln's manifests (a new gateway image, say)", m.dayTwoNote)
 	p.blank()
 	p.row(m.dayTwoLabel("Restack", u.focus == upFieldRestack) + m.toggle(u.restack, u.focus == upFieldRestack))
 	if u.focus == upFieldRestack {
@@ -318,10 +306,7 @@ func (m *Model) viewUpgrade(p *page) {
 		p.markFocus()
 	}
 	m.dayTwoNote(p, m.st.faint, "on: a tenant the config removes goes with the projects it still has; off: such a plan is refused and nothing changes")
-	btn := m.st.button.Render("[ Plan ]")
-	if u.focus == upFieldButton {
-		btn = m.st.buttonFocus.Render("[ Plan ]")
-	}
+	btn := m.button("[ Plan ]", u.focus == upFieldButton)
 	p.pinButtons(strings.Repeat(" ", 18), btn)
 	if u.err != "" {
 		p.pin(m.st.errorText.Render("✗ the last plan was refused: " + u.err))
@@ -346,11 +331,7 @@ func (m *Model) viewUpgradePlan(p *page, rows int) {
 	p.hang(m.st.faint.Render("Config "+cfg+" · "+strings.Join(opts, " · ")), 2)
 	n := len(q.Changes)
 	b1, b2 := fmt.Sprintf("[ Apply %d change%s ]", n, plural(n)), "[ Cancel ]"
-	if u.planFocus == 0 {
-		b1, b2 = m.st.buttonFocus.Render(b1), m.st.button.Render(b2)
-	} else {
-		b1, b2 = m.st.button.Render(b1), m.st.buttonFocus.Render(b2)
-	}
+	b1, b2 = m.button(b1, u.planFocus == 0), m.button(b2, u.planFocus != 0)
 	p.pinButtons("  ", b1, b2)
 
 	lines := m.planLines(q.Changes, m.planNotes(), p.width)

@@ -406,6 +406,33 @@ func (m *Model) formNote(p *page, st lipgloss.Style, text string) {
 	p.hang(strings.Repeat(" ", 15)+st.Render(text), 17)
 }
 
+// viewCfgCheck shows the state of a config file field's check under the
+// field, with note (the form's indent): what an empty field means, that the
+// check is under way, that the file is valid, or each problem.
+func (m *Model) viewCfgCheck(p *page, c cfgCheck, empty string, note func(p *page, st lipgloss.Style, text string)) {
+	switch {
+	case c.path == "":
+		note(p, m.st.faint, empty)
+	case c.pending:
+		note(p, m.st.faint, "checking…")
+	case len(c.problems) == 0:
+		note(p, m.st.ok, "✓ valid cluster config")
+	default:
+		for _, pr := range c.problems {
+			note(p, m.st.errorText, "✗ "+pr)
+		}
+	}
+}
+
+// button renders a button's label, in the focused style when it has the
+// focus.
+func (m *Model) button(label string, focused bool) string {
+	if focused {
+		return m.st.buttonFocus.Render(label)
+	}
+	return m.st.button.Render(label)
+}
+
 func (m *Model) viewCreate(p *page) {
 	p.line(m.st.header.Render("New kiln cluster"))
 	p.blank()
@@ -440,24 +467,10 @@ func (m *Model) viewCreate(p *page) {
 	}
 	p.blank()
 	p.input(m.label("Config file", fieldConfig), m.configIn)
-	switch c := m.cfgCheck; {
-	case c.path == "":
-		m.formNote(p, m.st.faint, "empty: tenant default, domain NAME.kiln.test, stack default")
-	case c.pending:
-		m.formNote(p, m.st.faint, "checking…")
-	case len(c.problems) == 0:
-		m.formNote(p, m.st.ok, "✓ valid cluster config")
-	default:
-		for _, pr := range c.problems {
-			m.formNote(p, m.st.errorText, "✗ "+pr)
-		}
-	}
+	m.viewCfgCheck(p, m.cfgCheck, "empty: tenant default, domain NAME.kiln.test, stack default", m.formNote)
 	p.input(m.label("Token dir", fieldTokenDir), m.tokenIn)
 	m.formNote(p, m.st.faint, "empty: the keyring's entry, else kiln's state dir")
-	btn := m.st.button.Render("[ Create ]")
-	if m.formFocus == fieldButton {
-		btn = m.st.buttonFocus.Render("[ Create ]")
-	}
+	btn := m.button("[ Create ]", m.formFocus == fieldButton)
 	p.pinButtons(strings.Repeat(" ", 15), btn)
 	if m.formErr != "" {
 		p.pin(m.st.errorText.Render("✗ " + m.formErr))
@@ -556,11 +569,7 @@ func (m *Model) viewContinue(p *page) {
 		p.line(m.st.warn.Render("Without a trusted token dir, continuing stops and says where kiln looked; the create form's Token dir field (n) can name the right one."))
 	}
 	b1, b2 := "[ Continue with existing credentials ]", "[ Cancel ]"
-	if m.contFocus == 0 {
-		b1, b2 = m.st.buttonFocus.Render(b1), m.st.button.Render(b2)
-	} else {
-		b1, b2 = m.st.button.Render(b1), m.st.buttonFocus.Render(b2)
-	}
+	b1, b2 = m.button(b1, m.contFocus == 0), m.button(b2, m.contFocus != 0)
 	p.pinButtons("  ", b1, b2)
 }
 

@@ -175,36 +175,34 @@ func withoutManagedFields(obj runtime.Object) runtime.Object {
 		// kstatus reads a Deployment's generation, spec.replicas,
 		// spec.progressDeadlineSeconds and status, never its pod
 		// template: the template goes too.
-		c := *o
-		c.ManagedFields = nil
+		c := copyWithoutManagedFields(o)
 		c.Spec.Template = corev1.PodTemplateSpec{}
-		return &c
+		return c
 	case *corev1.Service:
-		c := *o
-		c.ManagedFields = nil
-		return &c
+		return copyWithoutManagedFields(o)
 	case *networkingv1.Ingress:
-		c := *o
-		c.ManagedFields = nil
-		return &c
+		return copyWithoutManagedFields(o)
 	case *corev1.Pod:
-		c := *o
-		c.ManagedFields = nil
-		return &c
+		return copyWithoutManagedFields(o)
 	case *corev1.ConfigMap:
-		c := *o
-		c.ManagedFields = nil
-		return &c
+		return copyWithoutManagedFields(o)
 	case *corev1.Secret:
-		c := *o
-		c.ManagedFields = nil
-		return &c
+		return copyWithoutManagedFields(o)
 	case *corev1.Namespace:
-		c := *o
-		c.ManagedFields = nil
-		return &c
+		return copyWithoutManagedFields(o)
 	}
 	return obj
+}
+
+// copyWithoutManagedFields is a shallow copy of o without its managedFields.
+func copyWithoutManagedFields[T any, P interface {
+	*T
+	SetManagedFields([]metav1.ManagedFieldsEntry)
+}](o P) P {
+	c := P(new(T))
+	*c = *o
+	c.SetManagedFields(nil)
+	return c
 }
 
 // Judge applies the generic rules (kstatus, and the replica message of a

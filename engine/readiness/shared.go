@@ -315,19 +315,7 @@ func (w *Watcher) followShared(ctx context.Context, ref Ref, goal Goal, record f
 	if err != nil {
 		return fmt.Errorf("%s: %w", ref, err)
 	}
-	var last *Result
-	report := func(r Result) {
-		if last != nil && *last == r {
-			return
-		}
-		last = &r
-		record(r)
-		if w.OnChange != nil {
-			w.mu.Lock()
-			w.OnChange(ref, r)
-			w.mu.Unlock()
-		}
-	}
+	report := w.reportChanges(ref, record)
 	var lastErr error
 	backoff := 100 * time.Millisecond
 	for {
@@ -344,9 +332,7 @@ func (w *Watcher) followShared(ctx context.Context, ref Ref, goal Goal, record f
 			case err != nil:
 				lastErr = err
 				retry = time.NewTimer(backoff)
-				if backoff < 2*time.Second {
-					backoff *= 2
-				}
+				backoff = nextBackoff(backoff)
 			default:
 				backoff = 100 * time.Millisecond
 				report(live)
@@ -365,10 +351,7 @@ func (w *Watcher) followShared(ctx context.Context, ref Ref, goal Goal, record f
 		}
 		select {
 		case <-ctx.Done():
-			if lastErr != nil {
-				return fmt.Errorf("%w (last error: %v)", ctx.Err(), lastErr)
-			}
-			return ctx.Err()
+			return waitEnded(ctx, lastErr)
 		case <-ch:
 		case <-tick:
 		}

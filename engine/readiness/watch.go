@@ -126,16 +126,13 @@ func (w *Watcher) follow(ctx context.Context, ref Ref, goal Goal, record func(Re
 	for _, s := range srcs {
 		go s.run(ctx, notify)
 	}
-	var last *Result
+	report := w.reportChanges(ref, record)
 	var lastErr error
 	backoff := 100 * time.Millisecond
 	for {
 		select {
 		case <-ctx.Done():
-			if lastErr != nil {
-				return fmt.Errorf("%w (last error: %v)", ctx.Err(), lastErr)
-			}
-			return ctx.Err()
+			return waitEnded(ctx, lastErr)
 		case <-kick:
 		}
 		r, err := Compute(ctx, w.Client, ref)
@@ -150,21 +147,11 @@ func (w *Watcher) follow(ctx context.Context, ref Ref, goal Goal, record func(Re
 			// rolled-out Deployment goes quiet), so retry an API error
 			// on a backoff rather than wait for an event that never comes.
 			time.AfterFunc(backoff, notify)
-			if backoff < 2*time.Second {
-				backoff *= 2
-			}
+			backoff = nextBackoff(backoff)
 			continue
 		}
 		backoff = 100 * time.Millisecond
-		if last == nil || *last != r {
-			last = &r
-			record(r)
-			if w.OnChange != nil {
-				w.mu.Lock()
-				w.OnChange(ref, r)
-				w.mu.Unlock()
-			}
-		}
+		report(r)
 		if goal(r) {
 			return nil
 		}
@@ -272,10 +259,44 @@ func retryWait(ctx context.Context, backoff *time.Duration) bool {
 		return false
 	case <-t.C:
 	}
-	if *backoff < 2*time.Second {
-		*backoff *= 2
-	}
+	*backoff = nextBackoff(*backoff)
 	return true
+}
+
+// nextBackoff doubles an API retry's backoff, up to 2s.
+func nextBackoff(d time.Duration) time.Duration {
+	if d < 2*time.Second {
+		return d * 2
+	}
+	return d
+}
+
+// reportChanges returns the function a follow reports each computed status
+// to: it records a status, and tells OnChange, only when it differs from
+// the last one.
+func (w *Watcher) reportChanges(ref Ref, record func(Result)) func(Result) {
+	var last *Result
+	return func(r Result) {
+		if last != nil && *last == r {
+			return
+		}
+		last = &r
+		record(r)
+		if w.OnChange != nil {
+			w.mu.Lock()
+			w.OnChange(ref, r)
+			w.mu.Unlock()
+		}
+	}
+}
+
+// waitEnded is the error of a wait whose ctx ended, with the last API
+// error it retried, if any, so a timeout says what kept failing.
+func waitEnded(ctx context.Context, lastErr error) error {
+	if lastErr != nil {
+		return fmt.Errorf("%w (last error: %v)", ctx.Err(), lastErr)
+	}
+	return ctx.Err()
 }
 
 func byName(name string) metav1.ListOptions {

@@ -623,17 +623,6 @@ func (e *Emulator) updateNodegroupVersion(w http.ResponseWriter, r *http.Request
 	}
 
 	cl, found, err := e.current(r, b, key, "/clusters/"+rt.cluster, "cluster")
-	if err == nil && !found {
-		eksError(w, r, http.StatusNotFound, errResourceNotFound, "No cluster found for name: %s.", rt.cluster)
-
-		return
-	}
-
-	var ng map[string]any
-	if err == nil {
-		ng, found, err = e.current(r, b, key, "/clusters/"+rt.cluster+"/node-groups/"+rt.nodegroup, "nodegroup")
-	}
-
 	if err != nil {
 		eksError(w, r, http.StatusServiceUnavailable, ErrCodeServiceUnavailable, "%v", err)
 
@@ -641,8 +630,13 @@ func (e *Emulator) updateNodegroupVersion(w http.ResponseWriter, r *http.Request
 	}
 
 	if !found {
-		eksError(w, r, http.StatusNotFound, errResourceNotFound, "No node group found for name: %s.", rt.nodegroup)
+		eksError(w, r, http.StatusNotFound, errResourceNotFound, "No cluster found for name: %s.", rt.cluster)
 
+		return
+	}
+
+	ng, ok := e.currentNodegroup(w, r, b, key, rt)
+	if !ok {
 		return
 	}
 
@@ -662,9 +656,7 @@ func (e *Emulator) updateNodegroupVersion(w http.ResponseWriter, r *http.Request
 		have = st.version
 	}
 
-	if st.pending != nil {
-		eksError(w, r, http.StatusConflict, errResourceInUse, "Nodegroup %s has an update in progress (%s); wait for it to finish.", rt.nodegroup, st.pending.ID)
-
+	if refusePendingNodegroupUpdate(w, r, rt, st) {
 		return
 	}
 
@@ -703,6 +695,38 @@ func (e *Emulator) updateNodegroupVersion(w http.ResponseWriter, r *http.Request
 	writeUpdate(w, up, "InProgress")
 }
 
+// currentNodegroup reads node group rt.nodegroup as kumo has it. When it
+// cannot, it answers the request itself (503 when kumo does not answer, 404
+// when the node group is not there) and reports false.
+func (e *Emulator) currentNodegroup(w http.ResponseWriter, r *http.Request, b *backend, key string, rt eksRoute) (map[string]any, bool) {
+	ng, found, err := e.current(r, b, key, "/clusters/"+rt.cluster+"/node-groups/"+rt.nodegroup, "nodegroup")
+	if err != nil {
+		eksError(w, r, http.StatusServiceUnavailable, ErrCodeServiceUnavailable, "%v", err)
+
+		return nil, false
+	}
+
+	if !found {
+		eksError(w, r, http.StatusNotFound, errResourceNotFound, "No node group found for name: %s.", rt.nodegroup)
+
+		return nil, false
+	}
+
+	return ng, true
+}
+
+// refusePendingNodegroupUpdate answers 409 and reports true when the node
+// group already has an update in progress: EKS runs one at a time.
+func refusePendingNodegroupUpdate(w http.ResponseWriter, r *http.Request, rt eksRoute, st *eksNodegroupState) bool {
+	if st.pending == nil {
+		return false
+	}
+
+	eksError(w, r, http.StatusConflict, errResourceInUse, "Nodegroup %s has an update in progress (%s); wait for it to finish.", rt.nodegroup, st.pending.ID)
+
+	return true
+}
+
 // updateNodegroupConfig is UpdateNodegroupConfig: POST
 // /clusters/{name}/node-groups/{ng}/update-config. Only scalingConfig is
 // emulated (labels, taints and the rest are refused, not ignored); the
@@ -733,16 +757,8 @@ func (e *Emulator) updateNodegroupConfig(w http.ResponseWriter, r *http.Request,
 		return
 	}
 
-	ng, found, err := e.current(r, b, key, "/clusters/"+rt.cluster+"/node-groups/"+rt.nodegroup, "nodegroup")
-	if err != nil {
-		eksError(w, r, http.StatusServiceUnavailable, ErrCodeServiceUnavailable, "%v", err)
-
-		return
-	}
-
-	if !found {
-		eksError(w, r, http.StatusNotFound, errResourceNotFound, "No node group found for name: %s.", rt.nodegroup)
-
+	ng, ok := e.currentNodegroup(w, r, b, key, rt)
+	if !ok {
 		return
 	}
 
@@ -752,9 +768,7 @@ func (e *Emulator) updateNodegroupConfig(w http.ResponseWriter, r *http.Request,
 	c := e.eks.state(key)
 	st := c.nodegroup(rt.nodegroup)
 
-	if st.pending != nil {
-		eksError(w, r, http.StatusConflict, errResourceInUse, "Nodegroup %s has an update in progress (%s); wait for it to finish.", rt.nodegroup, st.pending.ID)
-
+	if refusePendingNodegroupUpdate(w, r, rt, st) {
 		return
 	}
 

@@ -65,18 +65,15 @@ func (f *awsFlags) onlyForAWS() error {
 		return exit.Usage("--kube-context-override: only for PROVIDER aws")
 	case f.writeKubeconfig:
 		return exit.Usage("--write-kubeconfig: only for PROVIDER aws")
-	case f.create != nil && f.create.Changed("instance-type"):
-		return exit.Usage("--instance-type: only for PROVIDER aws")
-	case f.create != nil && f.create.Changed("nodes"):
-		return exit.Usage("--nodes: only for PROVIDER aws")
-	case f.create != nil && f.create.Changed("kubernetes-version"):
-		return exit.Usage("--kubernetes-version: only for PROVIDER aws")
-	case f.upgrade != nil && f.upgrade.Changed("instance-type"):
-		return exit.Usage("--instance-type: only for PROVIDER aws")
-	case f.upgrade != nil && f.upgrade.Changed("nodes"):
-		return exit.Usage("--nodes: only for PROVIDER aws")
-	case f.upgrade != nil && f.upgrade.Changed("kubernetes-version"):
-		return exit.Usage("--kubernetes-version: only for PROVIDER aws")
+	}
+	// create and upgrade each register the node group flags on their own
+	// flag set (nil on other commands).
+	for _, fs := range []*pflag.FlagSet{f.create, f.upgrade} {
+		for _, name := range []string{"instance-type", "nodes", "kubernetes-version"} {
+			if fs != nil && fs.Changed(name) {
+				return exit.Usage("--%s: only for PROVIDER aws", name)
+			}
+		}
 	}
 	return nil
 }

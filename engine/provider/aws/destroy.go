@@ -241,22 +241,32 @@ func (in *infra) deleteNodegroups(ctx context.Context) error {
 	}
 	for _, n := range ngs {
 		in.emit(KindNodegroup, n, engine.StatusTerminating, "deleting")
-		_, err := in.eks.DeleteNodegroup(ctx, &eks.DeleteNodegroupInput{ClusterName: aws.String(in.name), NodegroupName: aws.String(n)})
-		if err != nil && apiCode(err) != "ResourceNotFoundException" && apiCode(err) != "ResourceInUseException" {
-			return in.fail(KindNodegroup, n, fmt.Errorf("delete node group %s: %w", n, err))
+		if err := in.deleteNodegroup(ctx, n); err != nil {
+			return err
 		}
-		err = poll(ctx, deleteLimit, func(ctx context.Context) (bool, error) {
-			_, err := in.eks.DescribeNodegroup(ctx, &eks.DescribeNodegroupInput{ClusterName: aws.String(in.name), NodegroupName: aws.String(n)})
-			if apiCode(err) == "ResourceNotFoundException" {
-				return true, nil
-			}
-			return false, err
-		})
-		if err != nil {
-			return in.fail(KindNodegroup, n, fmt.Errorf("confirm node group %s deleted: %w", n, err))
-		}
-		in.emit(KindNodegroup, n, engine.StatusNotFound, "deleted")
 	}
+	return nil
+}
+
+// deleteNodegroup deletes node group n and waits until EKS no longer knows
+// it, so destroy and upgrade's replacement both leave nothing behind. Already
+// gone or already deleting is not an error.
+func (in *infra) deleteNodegroup(ctx context.Context, n string) error {
+	_, err := in.eks.DeleteNodegroup(ctx, &eks.DeleteNodegroupInput{ClusterName: aws.String(in.name), NodegroupName: aws.String(n)})
+	if err != nil && apiCode(err) != "ResourceNotFoundException" && apiCode(err) != "ResourceInUseException" {
+		return in.fail(KindNodegroup, n, fmt.Errorf("delete node group %s: %w", n, err))
+	}
+	err = poll(ctx, deleteLimit, func(ctx context.Context) (bool, error) {
+		_, err := in.eks.DescribeNodegroup(ctx, &eks.DescribeNodegroupInput{ClusterName: aws.String(in.name), NodegroupName: aws.String(n)})
+		if apiCode(err) == "ResourceNotFoundException" {
+			return true, nil
+		}
+		return false, err
+	})
+	if err != nil {
+		return in.fail(KindNodegroup, n, fmt.Errorf("confirm node group %s deleted: %w", n, err))
+	}
+	in.emit(KindNodegroup, n, engine.StatusNotFound, "deleted")
 	return nil
 }
 

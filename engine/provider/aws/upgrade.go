@@ -524,21 +524,9 @@ func (in *infra) removeReplaced(ctx context.Context) error {
 	}
 	for _, n := range pl.remove {
 		in.emit(KindNodegroup, n, engine.StatusTerminating, "deleting (replaced by %s)", aws.ToString(pl.keep.NodegroupName))
-		_, err := in.eks.DeleteNodegroup(ctx, &eks.DeleteNodegroupInput{ClusterName: aws.String(in.name), NodegroupName: aws.String(n)})
-		if err != nil && apiCode(err) != "ResourceNotFoundException" && apiCode(err) != "ResourceInUseException" {
-			return in.fail(KindNodegroup, n, fmt.Errorf("delete node group %s: %w", n, err))
+		if err := in.deleteNodegroup(ctx, n); err != nil {
+			return err
 		}
-		err = poll(ctx, deleteLimit, func(ctx context.Context) (bool, error) {
-			_, err := in.eks.DescribeNodegroup(ctx, &eks.DescribeNodegroupInput{ClusterName: aws.String(in.name), NodegroupName: aws.String(n)})
-			if apiCode(err) == "ResourceNotFoundException" {
-				return true, nil
-			}
-			return false, err
-		})
-		if err != nil {
-			return in.fail(KindNodegroup, n, fmt.Errorf("confirm node group %s deleted: %w", n, err))
-		}
-		in.emit(KindNodegroup, n, engine.StatusNotFound, "deleted")
 	}
 	return nil
 }
