@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -30,6 +31,28 @@ func skipShort(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end test: needs the control plane (run without -short)")
 	}
+}
+
+// skipUnless skips t with why when ok is false, except in CI (CI set, as
+// .ci/run does): there a missing prerequisite is a failure, since .ci/run
+// installs every one and a skip would hide the test's result.
+func skipUnless(t *testing.T, ok bool, why string) {
+	t.Helper()
+	switch {
+	case ok:
+	case os.Getenv("CI") != "":
+		t.Fatalf("CI: %s", why)
+	default:
+		t.Skip(why)
+	}
+}
+
+// needTmux skips (fails in CI) a test that drives the binary in tmux when
+// tmux is not installed.
+func needTmux(t *testing.T) {
+	t.Helper()
+	_, err := exec.LookPath("tmux")
+	skipUnless(t, err == nil, "tmux is not installed: the terminal tests need it (apt-get install tmux)")
 }
 
 // snapshot records the resourceVersion of every kiln object plus
@@ -703,9 +726,8 @@ func readAll(t *testing.T, dir string) map[string][]byte {
 
 func TestSecretServiceKeyring(t *testing.T) {
 	skipShort(t)
-	if os.Getenv("KILN_TEST_SECRET_SERVICE") != "1" {
-		t.Skip("needs a Secret Service session: run under hack/with-secret-service.sh with KILN_TEST_SECRET_SERVICE=1 (make test does)")
-	}
+	skipUnless(t, os.Getenv("KILN_TEST_SECRET_SERVICE") == "1",
+		"needs a Secret Service session: run under hack/with-secret-service.sh with KILN_TEST_SECRET_SERVICE=1 (make test does)")
 	e := newEnv(t)
 	cleanup(t, e, "kappa", "kiln-b")
 	ss := "--keyring-backend=secret-service"

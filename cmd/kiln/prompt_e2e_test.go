@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -19,9 +18,7 @@ import (
 // holding the lock).
 func TestTerminalPromptAsksOnce(t *testing.T) {
 	skipShort(t)
-	if _, err := exec.LookPath("tmux"); err != nil {
-		t.Skip("tmux is not installed: the terminal prompt test needs it (apt-get install tmux)")
-	}
+	needTmux(t)
 	const name = "prompt1"
 	e := newEnv(t)
 	cleanup(t, e, name, "kiln-a")

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"os/exec"
 	"reflect"
 	"strings"
 	"testing"
@@ -22,9 +21,7 @@ import (
 // refused, the right one rotates the key (kiln-auth trusts only the new
 // key, which the token dir holds).
 func TestWizardUpgradeAndRotateKeyInTmux(t *testing.T) {
-	if _, err := exec.LookPath("tmux"); err != nil {
-		t.Skip("tmux is not installed: the terminal smoke test needs it (apt-get install tmux)")
-	}
+	needTmux(t)
 	skipShort(t)
 	const name, kctx = "wizday2", "kiln-b"
 	e := newEnv(t)

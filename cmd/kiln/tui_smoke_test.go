@@ -79,9 +79,7 @@ func (x *tmux) waitFor(d time.Duration, want ...string) string {
 // create form, waits for the final screen's ✓, opens the inspect screen of
 // the new cluster, quits with q, and checks the platform really exists.
 func TestWizardSmokeInTmux(t *testing.T) {
-	if _, err := exec.LookPath("tmux"); err != nil {
-		t.Skip("tmux is not installed: the terminal smoke test needs it (apt-get install tmux)")
-	}
+	needTmux(t)
 	if clusterB == nil {
 		t.Skip("no control plane (-short)")
 	}
@@ -289,9 +287,7 @@ func folded(screen string) string { return strings.Join(strings.Fields(screen), 
 // in an occupied context shows the engine's whole message, wrapped at 80
 // columns.
 func TestWizardContinueCancelResizeInTmux(t *testing.T) {
-	if _, err := exec.LookPath("tmux"); err != nil {
-		t.Skip("tmux is not installed: the terminal smoke test needs it (apt-get install tmux)")
-	}
+	needTmux(t)
 	skipShort(t)
 	const name, other = "wiz11", "wiz11b"
 	e := newEnv(t)

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"github.com/kilnctl/kiln/engine/platform"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -406,9 +405,7 @@ func TestKilledUpgradeConverges(t *testing.T) {
 // applies it.
 func TestUpgradeTerminalPrompt(t *testing.T) {
 	skipShort(t)
-	if _, err := exec.LookPath("tmux"); err != nil {
-		t.Skip("tmux is not installed: the terminal prompt test needs it")
-	}
+	needTmux(t)
 	const name, kctx = "upprompt", "kiln-a"
 	e := newEnv(t)
 	cleanup(t, e, name, kctx)
