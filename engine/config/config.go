@@ -102,7 +102,22 @@ func (s Spec) AllowsSameNamespace() bool { return s.TenantIsolation == Isolation
 type Gateway struct {
 	Image    string `json:"image,omitempty" yaml:"image,omitempty"`
 	Replicas int32  `json:"replicas,omitempty" yaml:"replicas,omitempty"`
+	// Expose is how kiln-gateway is reached from outside the cluster (the
+	// front door, DESIGN.md §5): ExposeLoadBalancer, ExposeIngress,
+	// ExposeNodePort or ExposeNone.
+	Expose string `json:"expose,omitempty" yaml:"expose,omitempty"`
+	// IngressClassName is the ingressClassName of the project routes
+	// (Ingress kiln-system/T.P); unset: the cluster's default class.
+	IngressClassName string `json:"ingressClassName,omitempty" yaml:"ingressClassName,omitempty"`
 }
+
+// Front door modes (spec.gateway.expose).
+const (
+	ExposeLoadBalancer = "loadBalancer"
+	ExposeIngress      = "ingress"
+	ExposeNodePort     = "nodePort"
+	ExposeNone         = "none"
+)
 
 // Stack is an image plus resources that projects run (DESIGN.md §10).
 type Stack struct {
