@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
@@ -56,15 +57,23 @@ func (o *Ops) Logs(ctx context.Context, r Ref, opts LogOptions, out func(LogLine
 	if !opts.Follow {
 		items := list.Items
 		sort.Slice(items, func(i, j int) bool { return items[i].Name < items[j].Name })
+		lines := 0
+		counted := func(l LogLine) { lines++; emit(l) }
+		var looked []string
 		for i := range items {
 			for _, c := range containersOf(&items[i]) {
 				if !logsReadable(&items[i], c, opts.Previous) {
+					looked = append(looked, fmt.Sprintf("%s/%s (%s)", items[i].Name, c, notReadableWhy(opts.Previous)))
 					continue
 				}
-				if err := o.stream(ctx, r, items[i].Name, c, opts, emit); err != nil {
+				looked = append(looked, items[i].Name+"/"+c)
+				if err := o.stream(ctx, r, items[i].Name, c, opts, counted); err != nil {
 					return err
 				}
 			}
+		}
+		if lines == 0 {
+			o.R.Logf("warn", "%s", noLinesMessage(r, looked, opts.Previous))
 		}
 		return nil
 	}
@@ -167,4 +176,25 @@ func (o *Ops) stream(ctx context.Context, r Ref, pod, container string, opts Log
 		return fmt.Errorf("read log of pod %s/%s container %s: %w", r.Namespace(), pod, container, err)
 	}
 	return nil
+}
+
+// noLinesMessage says that project r's pods had no log lines, naming the
+// containers looked at (POD/CONTAINER, with why one could not be read).
+func noLinesMessage(r Ref, looked []string, previous bool) string {
+	what := "no log lines"
+	if previous {
+		what = "no log lines of a previous container instance"
+	}
+	if len(looked) == 0 {
+		return fmt.Sprintf("%s: project %s has no pods (suspended, or not started: kiln project inspect shows its state)", what, r)
+	}
+	return fmt.Sprintf("%s in project %s; looked at %s", what, r, strings.Join(looked, ", "))
+}
+
+// notReadableWhy says why logsReadable refused a container.
+func notReadableWhy(previous bool) string {
+	if previous {
+		return "no previous instance"
+	}
+	return "not started yet"
 }

@@ -68,7 +68,9 @@ func (g *globals) kubeProvider(context string) *kube.Provider {
 // Every event also goes to --log-file; debug events reach it only with -v.
 func (g *globals) sink(quiet bool) engine.Sink {
 	if g.output == "json" {
-		return g.rec.tee(newJSONSink(g.stdout))
+		js := newJSONSink(g.stdout)
+		js.failures = g.stderr
+		return g.rec.tee(js)
 	}
 	return g.rec.tee(&textSink{w: g.stderr, quiet: quiet})
 }

@@ -17,6 +17,10 @@ import (
 type jsonSink struct {
 	mu  sync.Mutex
 	enc *json.Encoder
+	// failures, when set, also gets a failed result's message as one
+	// line, so a CI log shows why a run failed without parsing stdout
+	// (which stays pure NDJSON).
+	failures io.Writer
 }
 
 func newJSONSink(w io.Writer) *jsonSink { return &jsonSink{enc: json.NewEncoder(w)} }
@@ -28,6 +32,14 @@ func (s *jsonSink) Emit(e engine.Event) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	_ = s.enc.Encode(e)
+	if e.Type == engine.TypeResult && !e.OK && s.failures != nil {
+		fmt.Fprintf(s.failures, "kiln: %s (exit %d)\n", oneLine(e.Message), e.ExitCode)
+	}
+}
+
+// oneLine folds a message onto one line.
+func oneLine(s string) string {
+	return strings.Join(strings.Fields(s), " ")
 }
 
 // textSink prints events as readable lines: ✓/✗ per phase with elapsed
