@@ -57,7 +57,9 @@ func (e *Engine) DiscoverClusters(ctx context.Context, p Provider, tokenDir stri
 			continue
 		}
 		c := ClusterSummary{Provider: p.Name(), Name: l.Cluster, Location: l.Name, Platform: PlatformAbsent, KeyIDs: l.State.KeyIDs()}
-		if l.State.Installed {
+		if l.State.PartlyRemoved() {
+			c.Platform = PlatformPartlyRemoved
+		} else if l.State.Installed {
 			c.Platform = PlatformInstalled
 			c.Version = l.State.Version
 			if l.Client != nil {

@@ -2,11 +2,14 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -15,6 +18,7 @@ import (
 	"github.com/kilnctl/kiln/engine/config"
 	"github.com/kilnctl/kiln/engine/lock"
 	"github.com/kilnctl/kiln/engine/platform"
+	"github.com/kilnctl/kiln/engine/project"
 	"github.com/kilnctl/kiln/engine/readiness"
 	"github.com/kilnctl/kiln/internal/exit"
 )
@@ -42,6 +46,10 @@ func (e *Engine) Destroy(ctx context.Context, req DestroyRequest) error {
 
 func (e *Engine) destroy(ctx context.Context, req DestroyRequest) (string, error) {
 	loc, cands, err := e.locate(ctx, req.Target, true)
+	var gone *removedError
+	if errors.As(err, &gone) {
+		return e.destroyRemembered(ctx, req, gone.Location, cands)
+	}
 	if err != nil {
 		return "", err
 	}
@@ -52,11 +60,16 @@ func (e *Engine) destroy(ctx context.Context, req DestroyRequest) (string, error
 	if loc.State.Config != nil {
 		cfg = loc.State.Config
 	}
-	td, _, _ := findTrusted(cands, req.Provider.Name(), req.Name, loc.State.Keys)
+	td, _, _ := findTrusted(cands, req.Provider.Name(), req.Name, destroyTrusted(loc.State))
 	if !req.Yes {
 		q := DestroyQuestion{Provider: req.Provider.Name(), Name: req.Name, Location: loc.Name, Tenants: cfg.Spec.Tenants}
 		if td != nil {
 			q.TokenDir = td.Path
+		}
+		if inv, err := project.TakeInventory(ctx, loc.Client, req.Name, cfg.Spec.Tenants); err == nil {
+			q.Projects = inv.Summary(5)
+		} else {
+			e.logf(LevelWarn, "counting the projects destroy would remove: %v", err)
 		}
 		ok := false
 		if e.Confirm != nil {
@@ -65,7 +78,11 @@ func (e *Engine) destroy(ctx context.Context, req DestroyRequest) (string, error
 			}
 		}
 		if !ok {
-			return "", inputErr(exit.NeedConfirm, InputYes, req.Name, "destroying cluster %s (%s %s) removes its platform and every tenant namespace; nothing was changed. Pass {input} to confirm", req.Name, locationNoun(req.Provider), loc.Name)
+			what := ""
+			if q.Projects != "" {
+				what = " with its " + q.Projects
+			}
+			return "", inputErr(exit.NeedConfirm, InputYes, req.Name, "destroying cluster %s (%s %s) removes its platform and every tenant namespace%s; nothing was changed. Pass {input} to confirm", req.Name, locationNoun(req.Provider), loc.Name, what)
 		}
 	}
 	cs := loc.Client
@@ -101,6 +118,15 @@ func (e *Engine) destroy(ctx context.Context, req DestroyRequest) (string, error
 		_ = l.Release(rctx) // the lease is usually gone with its namespace
 	}()
 	err = e.phase(lctx, PhasePlatform, func(ctx context.Context) error {
+		if loc.State.PartlyRemoved() {
+			e.logf(LevelInfo, "an earlier destroy of %s began at %s and did not finish; finishing it", req.Name, loc.State.DestroyStarted.Format(time.RFC3339))
+		}
+		// Mark kiln-system first: once kiln-auth is gone, a rerun still
+		// knows which token dir belongs to the platform it finishes.
+		if err := markDestroying(ctx, cs, loc.State, e.now()); err != nil {
+			return err
+		}
+		checkpoint(ctx, "destroy-marked")
 		return e.removePlatform(ctx, cs, req, cfg, l)
 	})
 	if err != nil {
@@ -123,13 +149,45 @@ func (e *Engine) destroyRest(ctx context.Context, req DestroyRequest, loc Locati
 	if err != nil {
 		return "", err
 	}
+	checkpoint(ctx, "after-infrastructure-delete")
+	return e.forgetCluster(ctx, req, td)
+}
+
+// destroyRemembered finishes a destroy whose cluster is already gone from
+// loc, the location kiln remembered for it (an earlier destroy stopped
+// after the platform was removed): it forgets the keyring entry and moves
+// aside the token dir of that cluster at loc. Nothing in a cluster is
+// changed, so no confirmation is asked.
+func (e *Engine) destroyRemembered(ctx context.Context, req DestroyRequest, loc Location, cands []candidate) (string, error) {
+	var td *creds.TokenDir
+	for _, c := range cands {
+		d, err := loadCandidate(c, req.Provider.Name(), req.Name)
+		if err != nil {
+			e.logf(LevelWarn, "token dir %s (%s): %v; left as it is", c.Path, c.Source, err)
+			continue
+		}
+		if d != nil && d.Manifest.Location == loc.Name {
+			td = d
+			break
+		}
+	}
+	_ = e.phase(ctx, PhasePlatform, func(context.Context) error {
+		return skip("already removed: no kiln cluster %s in %s %s", req.Name, locationNoun(req.Provider), loc.Name)
+	})
+	return e.forgetCluster(ctx, req, td)
+}
+
+// forgetCluster is destroy's last step: it forgets the keyring entry and
+// moves td (when found) aside.
+func (e *Engine) forgetCluster(ctx context.Context, req DestroyRequest, td *creds.TokenDir) (string, error) {
 	var aside string
-	err = e.phase(ctx, PhaseCredentials, func(ctx context.Context) error {
+	err := e.phase(ctx, PhaseCredentials, func(ctx context.Context) error {
 		if e.Keyring != nil {
 			if err := e.Keyring.Delete(req.Provider.Name(), req.Name); err != nil {
 				e.logf(LevelWarn, "keyring: %v", err)
 			}
 		}
+		checkpoint(ctx, "after-keyring-forget")
 		if td == nil {
 			return skip("no token dir with a trusted key found")
 		}
@@ -198,10 +256,12 @@ func (e *Engine) removePlatform(ctx context.Context, cs kubernetes.Interface, re
 			return err
 		}
 	}
+	checkpoint(ctx, "after-tenants-delete")
 	for _, name := range []string{platform.ConfigMapName, platform.AuthName} {
 		if err := e.deleteAndWait(ctx, cs, w, req.Timeout, readiness.Ref{Kind: readiness.KindConfigMap, Namespace: platform.Namespace, Name: name}); err != nil {
 			return err
 		}
+		checkpoint(ctx, "after-"+name+"-delete")
 	}
 	if err := holdNamespace(ctx, cs, platform.Namespace, true); err != nil {
 		return err
@@ -232,6 +292,46 @@ func (e *Engine) finishNamespaces(ctx context.Context, cs kubernetes.Interface, 
 // with resourceVersion-preconditioned updates. A namespace already gone
 // needs neither.
 func holdNamespace(ctx context.Context, cs kubernetes.Interface, ns string, hold bool) error {
+	what := fmt.Sprintf("%s finalizer %s", map[bool]string{true: "add", false: "remove"}[hold], DestroyFinalizer)
+	return updateNamespace(ctx, cs, ns, what, func(cur *corev1.Namespace) bool {
+		if slices.Contains(cur.Finalizers, DestroyFinalizer) == hold {
+			return false
+		}
+		if hold {
+			cur.Finalizers = append(cur.Finalizers, DestroyFinalizer)
+		} else {
+			cur.Finalizers = slices.DeleteFunc(cur.Finalizers, func(f string) bool { return f == DestroyFinalizer })
+		}
+		return true
+	})
+}
+
+// markDestroying records on kiln-system that a destroy began and which
+// keys the platform trusted then (kept from an earlier destroy's mark
+// when kiln-auth is already gone).
+func markDestroying(ctx context.Context, cs kubernetes.Interface, st *platform.State, now time.Time) error {
+	ids := st.KeyIDs()
+	if len(ids) == 0 {
+		ids = st.DestroyKeyIDs
+	}
+	return updateNamespace(ctx, cs, platform.Namespace, "mark destroy", func(cur *corev1.Namespace) bool {
+		if _, ok := cur.Annotations[platform.AnnotationDestroyKeyIDs]; ok {
+			return false // the first destroy's mark stands
+		}
+		if cur.Annotations == nil {
+			cur.Annotations = map[string]string{}
+		}
+		cur.Annotations[platform.AnnotationDestroyKeyIDs] = strings.Join(ids, ",")
+		cur.Annotations[platform.AnnotationDestroyStarted] = now.UTC().Format(time.RFC3339)
+		return true
+	})
+}
+
+// updateNamespace applies change to namespace ns with
+// resourceVersion-preconditioned updates (re-read on a conflict); change
+// returns false when there is nothing to do. A namespace already gone
+// needs nothing.
+func updateNamespace(ctx context.Context, cs kubernetes.Interface, ns, what string, change func(*corev1.Namespace) bool) error {
 	for attempt := 0; ; attempt++ {
 		cur, err := cs.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
@@ -240,14 +340,8 @@ func holdNamespace(ctx context.Context, cs kubernetes.Interface, ns string, hold
 		if err != nil {
 			return fmt.Errorf("get namespace %s: %w", ns, err)
 		}
-		has := slices.Contains(cur.Finalizers, DestroyFinalizer)
-		if has == hold {
+		if !change(cur) {
 			return nil
-		}
-		if hold {
-			cur.Finalizers = append(cur.Finalizers, DestroyFinalizer)
-		} else {
-			cur.Finalizers = slices.DeleteFunc(cur.Finalizers, func(f string) bool { return f == DestroyFinalizer })
 		}
 		_, err = cs.CoreV1().Namespaces().Update(ctx, cur, metav1.UpdateOptions{FieldManager: platform.FieldManager})
 		switch {
@@ -256,8 +350,25 @@ func holdNamespace(ctx context.Context, cs kubernetes.Interface, ns string, hold
 		case apierrors.IsConflict(err) && attempt < 5:
 			continue
 		}
-		return fmt.Errorf("namespace %s: %s finalizer %s: %w", ns, map[bool]string{true: "add", false: "remove"}[hold], DestroyFinalizer, err)
+		return fmt.Errorf("namespace %s: %s: %w", ns, what, err)
 	}
+}
+
+// destroyTrusted are the keys whose token dir destroy moves aside: those
+// kiln-auth trusts, or, once an interrupted destroy removed kiln-auth,
+// those kiln-system's destroy mark recorded.
+func destroyTrusted(st *platform.State) map[string]string {
+	if st == nil {
+		return nil
+	}
+	if len(st.Keys) > 0 || st.DestroyKeyIDs == nil {
+		return st.Keys
+	}
+	out := make(map[string]string, len(st.DestroyKeyIDs))
+	for _, id := range st.DestroyKeyIDs {
+		out[id] = ""
+	}
+	return out
 }
 
 // deleteAndWait deletes refs together and confirms every one gone with w.

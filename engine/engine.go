@@ -42,6 +42,9 @@ type DestroyQuestion struct {
 	Provider, Name, Location string
 	Tenants                  []string
 	TokenDir                 string
+	// Projects is what the tenants hold, worded ("3 projects (2 meant to
+	// be running: default/a, default/b)"); "" when it could not be read.
+	Projects string
 }
 
 // Keyring remembers which token dir belongs to which cluster.

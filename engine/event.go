@@ -157,6 +157,10 @@ const (
 const (
 	PlatformInstalled = "installed"
 	PlatformAbsent    = "absent"
+	// PlatformPartlyRemoved (kiln list, the wizard; not in the discovery
+	// event, whose values are a contract): a destroy began and did not
+	// finish; running destroy again finishes it.
+	PlatformPartlyRemoved = "partly-removed"
 )
 
 func nullable(s string) *string {

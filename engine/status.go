@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sort"
+	"strings"
 	"sync"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/kilnctl/kiln/engine/config"
 	"github.com/kilnctl/kiln/engine/platform"
@@ -56,6 +59,9 @@ type ClusterStatus struct {
 	KilnSchema  int    `json:"kiln_schema"`
 	// KubernetesVersion is the API server's version (git version).
 	KubernetesVersion string `json:"kubernetes_version"`
+	// PartlyRemoved, when set, says that a destroy began and did not
+	// finish, what is left, and how to finish it.
+	PartlyRemoved string `json:"partly_removed,omitempty"`
 }
 
 // platformRefs lists every platform object in apply order.
@@ -88,25 +94,61 @@ func (e *Engine) locate(ctx context.Context, req Target, infraOK bool) (Location
 	}
 	var loc Location
 	var cands []candidate
+	var gone *removedError
 	err := e.phase(ctx, PhaseDiscover, func(ctx context.Context) error {
 		f, err := e.discoverTarget(ctx, req, false)
 		loc, cands = f.loc, f.cands
 		var nf *notFoundError
 		if errors.As(err, &nf) {
-			return exit.Usage("%s", nf.msg)
+			err = exit.Usage("%s", nf.msg)
 		}
-		if err != nil {
-			return err
-		}
-		if infraOK && infraOnly(loc, req.Name) {
+		if err == nil && infraOK && infraOnly(loc, req.Name) {
 			return nil
 		}
-		if loc.State == nil || (!loc.State.Installed && !loc.State.NamespaceExists) {
-			return exit.Usage("no kiln cluster %s in %s %s", req.Name, locationNoun(req.Provider), loc.Name)
+		if err == nil && (loc.State == nil || (!loc.State.Installed && !loc.State.NamespaceExists)) {
+			err = exit.Usage("no kiln cluster %s in %s %s", req.Name, locationNoun(req.Provider), loc.Name)
 		}
-		return nil
+		if err != nil && infraOK && exit.Code(err) == exit.BadInput {
+			// destroy: nothing of NAME is left in any cluster, but kiln
+			// may still remember it (an interrupted destroy's last step).
+			if l, ok := e.removedLeftovers(ctx, req, cands); ok {
+				gone = &removedError{Location: l, err: err}
+				return skip("no kiln cluster %s is left in %s %s, but this machine still remembers it", req.Name, locationNoun(req.Provider), l.Name)
+			}
+		}
+		return err
 	})
+	if gone != nil {
+		return loc, cands, gone
+	}
 	return loc, cands, err
+}
+
+// removedError is locate's answer for destroy when cluster NAME is gone
+// from its remembered location and only this machine's memory of it (a
+// keyring entry, a token dir) is left.
+type removedError struct {
+	Location Location
+	err      error
+}
+
+func (e *removedError) Error() string { return e.err.Error() }
+func (e *removedError) Unwrap() error { return e.err }
+
+// removedLeftovers says whether req's cluster is gone from the location
+// kiln remembers for it (inspected now, without error: no kiln cluster of
+// that NAME there) while a keyring entry or a token dir for it remains.
+func (e *Engine) removedLeftovers(ctx context.Context, req Target, cands []candidate) (Location, bool) {
+	where, _ := e.remembered(req, cands)
+	insp, ok := req.Provider.(LocationInspector)
+	if where == "" || !ok {
+		return Location{}, false
+	}
+	l := insp.InspectLocation(ctx, req.Name, where)
+	if l.Err != nil || l.Cluster == req.Name && l.State != nil && (l.State.Installed || l.State.NamespaceExists) {
+		return Location{}, false
+	}
+	return l, true
 }
 
 // StatusRequest is what Status needs.
@@ -154,6 +196,10 @@ func (e *Engine) statusAt(ctx context.Context, req StatusRequest, loc Location, 
 		cfg = config.Default(req.Name) // partial install: show what should be there
 	}
 	out.PlatformVersion, out.PlatformSchema = ps.Version, ps.Schema
+	if ps.PartlyRemoved() {
+		out.PartlyRemoved = partlyRemoved(ctx, loc.Client, req.Target, ps)
+		e.logf(LevelWarn, "cluster %s is partly removed: %s", req.Name, out.PartlyRemoved)
+	}
 	out.KilnVersion, out.KilnSchema = e.version(), platform.SchemaVersion
 	if v, err := loc.Client.Discovery().ServerVersion(); err == nil {
 		out.KubernetesVersion = v.GitVersion
@@ -277,4 +323,30 @@ func (s *ClusterStatus) Versions() string {
 		note = "; the platform is newer than this kiln, which will not change it"
 	}
 	return fmt.Sprintf("platform %s, this kiln %s (schema %d), Kubernetes %s%s", plat, s.KilnVersion, s.KilnSchema, s.KubernetesVersion, note)
+}
+
+// partlyRemoved says what an unfinished destroy left of cluster t: its
+// namespaces (kiln-system last), and the command that finishes it.
+func partlyRemoved(ctx context.Context, cs kubernetes.Interface, t Target, ps *platform.State) string {
+	began := "a destroy began"
+	if !ps.DestroyStarted.IsZero() {
+		began += " at " + ps.DestroyStarted.UTC().Format(time.RFC3339)
+	}
+	left := "namespace " + platform.Namespace
+	if ps.Terminating {
+		left += " (terminating)"
+	}
+	if list, err := cs.CoreV1().Namespaces().List(ctx, listByCluster(t.Name)); err == nil {
+		var tenants []string
+		for _, ns := range list.Items {
+			if ns.Name != platform.Namespace {
+				tenants = append(tenants, ns.Name)
+			}
+		}
+		sort.Strings(tenants)
+		if len(tenants) > 0 {
+			left = fmt.Sprintf("tenant namespace%s %s and %s", plural(len(tenants)), strings.Join(tenants, ", "), left)
+		}
+	}
+	return fmt.Sprintf("%s and did not finish; left: %s. Run kiln destroy %s %s again to finish it", began, left, t.Provider.Name(), t.Name)
 }

@@ -579,6 +579,9 @@ func (m *Model) viewDestroy(p *page) {
 	p.blank()
 	p.add("This removes kiln cluster %s from %s context %s: its platform objects and tenant namespaces (%s), each verified gone. The keyring entry is removed.",
 		q.Name, q.Provider, q.Location, strings.Join(q.Tenants, ", "))
+	if q.Projects != "" {
+		p.add("Their %s are removed with them.", q.Projects)
+	}
 	if q.TokenDir != "" {
 		p.add("The token dir %s is moved aside, never deleted.", q.TokenDir)
 	}
@@ -830,6 +833,8 @@ func (m *Model) inspectHeader(p *page) *engine.ClusterStatus {
 	state := ""
 	switch {
 	case st == nil:
+	case st.PartlyRemoved != "":
+		state = " · " + m.st.warn.Render("! partly removed")
 	case st.Ready:
 		state = " · " + m.st.ok.Render("✓ platform ready")
 	case !st.Installed:
@@ -901,6 +906,9 @@ func (m *Model) viewInspect(p *page, rows int) {
 	if n := len(st.Objects) - len(shown); n > 0 {
 		p.line(m.st.faint.Render(fmt.Sprintf("   … %d more, current", n)))
 	}
+	if st.PartlyRemoved != "" {
+		p.hang(m.st.warn.Render("! Partly removed: "+st.PartlyRemoved), 2)
+	}
 	p.hang(fmt.Sprintf("Tenants  %s", strings.Join(st.Tenants, ", ")), 9)
 	switch {
 	case st.TokenProblem != "":
@@ -924,7 +932,7 @@ func (m *Model) viewInspect(p *page, rows int) {
 	}
 	switch {
 	case len(st.Projects) == 0:
-		p.line(m.st.faint.Render("  none; kiln project create TENANT/PROJECT adds one"))
+		p.hang(m.st.faint.Render("  none; "+CreateProjectHint(s.target, st.Tenants)+" adds one"), 4)
 	case len(shownProjects) == 0:
 		p.line(m.st.faint.Render("  no project matches /" + s.filter))
 	default:
@@ -1087,4 +1095,22 @@ func (m *Model) projectState(state string) lipgloss.Style {
 		return m.st.faint
 	}
 	return m.st.progress
+}
+
+// CreateProjectHint is the command that creates a project on cluster t, as
+// it would be typed: runnable once PROJECT is replaced by a name.
+func CreateProjectHint(t Target, tenants []string) string {
+	tenant := "default"
+	if len(tenants) > 0 {
+		tenant = tenants[0]
+	}
+	cmd := fmt.Sprintf("kiln project create %s %s %s/PROJECT", t.Provider, t.Name, tenant)
+	switch {
+	case t.Location == "":
+	case t.Provider == "kube":
+		cmd += " --context " + t.Location
+	case t.Provider == "aws":
+		cmd += " --region " + t.Location
+	}
+	return cmd
 }

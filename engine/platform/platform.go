@@ -286,6 +286,24 @@ type State struct {
 	// from kiln-auth's annotations ("" and zero when none).
 	RotationOldKey string
 	OldKeyExpires  time.Time
+	// DestroyKeyIDs are the keys the platform trusted when a destroy
+	// began (kiln-system's AnnotationDestroyKeyIDs; nil when no destroy
+	// began): once kiln-auth is gone they still name the token dir that a
+	// rerun of destroy finishes with. DestroyStarted is when it began.
+	DestroyKeyIDs  []string
+	DestroyStarted time.Time
+}
+
+// Annotations destroy puts on kiln-system before it removes anything.
+const (
+	AnnotationDestroyKeyIDs  = "kiln.dev/destroy-key-ids"
+	AnnotationDestroyStarted = "kiln.dev/destroy-started"
+)
+
+// PartlyRemoved says a destroy began and did not finish: kiln-system
+// still exists, marked by destroy or terminating.
+func (s *State) PartlyRemoved() bool {
+	return s.NamespaceExists && (s.Terminating || s.DestroyKeyIDs != nil)
 }
 
 // KeyIDs are the trusted key ids, sorted.
@@ -311,6 +329,15 @@ func Read(ctx context.Context, cs kubernetes.Interface) (*State, error) {
 	st.NamespaceExists = true
 	st.Cluster = ns.Labels[LabelCluster]
 	st.Terminating = ns.DeletionTimestamp != nil
+	if v, ok := ns.Annotations[AnnotationDestroyKeyIDs]; ok {
+		st.DestroyKeyIDs = []string{}
+		for _, id := range strings.Split(v, ",") {
+			if id = strings.TrimSpace(id); id != "" {
+				st.DestroyKeyIDs = append(st.DestroyKeyIDs, id)
+			}
+		}
+		st.DestroyStarted, _ = time.Parse(time.RFC3339, ns.Annotations[AnnotationDestroyStarted])
+	}
 	auth, err := cs.CoreV1().ConfigMaps(Namespace).Get(ctx, AuthName, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):

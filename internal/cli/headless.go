@@ -240,6 +240,9 @@ func (p promptConfirmer) ConfirmContinue(_ context.Context, q engine.ContinueQue
 func (p promptConfirmer) ConfirmDestroy(_ context.Context, q engine.DestroyQuestion) (bool, error) {
 	fmt.Fprintf(p.out, "\nThis removes kiln cluster %s from %s %s: its platform and tenant namespaces %s.\n",
 		q.Name, q.Provider, q.Location, strings.Join(q.Tenants, ", "))
+	if q.Projects != "" {
+		fmt.Fprintf(p.out, "Their %s are removed with them.\n", q.Projects)
+	}
 	fmt.Fprintf(p.out, "Type the cluster name to confirm: ")
 	line, _ := p.in.ReadString('\n')
 	return strings.TrimSpace(line) == q.Name, nil

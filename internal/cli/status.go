@@ -68,7 +68,9 @@ derives state from the live objects. --watch keeps streaming changes.`,
 
 func printStatus(w io.Writer, st *engine.ClusterStatus) {
 	state := "ready"
-	if !st.Installed {
+	if st.PartlyRemoved != "" {
+		state = "partly removed: " + st.PartlyRemoved
+	} else if !st.Installed {
 		state = "not installed (partial create: run kiln create again)"
 	} else if !st.Ready {
 		state = "not ready"
