@@ -11,7 +11,7 @@ GORELEASER := github.com/goreleaser/goreleaser/v2@v2.15.1
 KUBECONFIG_LOCAL := $(CURDIR)/.cache/cluster/kubeconfig
 TEST_TIMEOUT ?= 40m
 
-.PHONY: all build test unit fmt-check vet testbin cluster-up cluster-down demo bench bench-smoke goreleaser-check clean
+.PHONY: all build test unit policycheck fmt-check vet testbin cluster-up cluster-down demo bench bench-smoke goreleaser-check clean
 
 all: build
 
@@ -29,12 +29,15 @@ fmt-check:
 vet:
 	$(GO) vet ./...
 	cd hack/testbin && $(GO) vet ./...
+	cd hack/policycheck && $(GO) vet ./...
 
 ## test: format, vet, `goreleaser check`, then unit and integration tests
 ## against a real control plane, the AWS emulator and a real Secret Service,
-## then every benchmark once at tiny sizes (bench-smoke).
+## then every benchmark once at tiny sizes (bench-smoke). policycheck asks an
+## independent NetworkPolicy engine what kiln's NetworkPolicies admit.
 test: fmt-check vet goreleaser-check testbin build
 	hack/with-secret-service.sh env KILN_TEST_SECRET_SERVICE=1 $(GO) test -timeout $(TEST_TIMEOUT) -count=1 ./...
+	$(MAKE) --no-print-directory policycheck
 	$(MAKE) --no-print-directory bench-smoke
 
 ## bench-smoke: compile and run every benchmark once (-benchtime=1x) at tiny
@@ -56,6 +59,12 @@ bench-smoke: testbin
 ## control plane of their own (needs `make testbin`).
 unit:
 	$(GO) test -short -count=1 ./...
+	$(MAKE) --no-print-directory policycheck
+
+## policycheck: kiln's NetworkPolicies, evaluated by cyclonus's policy engine
+## (hack/policycheck, a module of its own so the engine stays out of go.mod)
+policycheck:
+	cd hack/policycheck && $(GO) test -count=1 ./...
 
 goreleaser-check:
 	$(GO) run $(GORELEASER) check
