@@ -45,8 +45,17 @@ func LockDir(dir, holder string) (*DirLock, error) {
 	if err := mkdirAllSync(filepath.Dir(path), dirPerm); err != nil {
 		return nil, fmt.Errorf("lock token directory %s: %w", dir, err)
 	}
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, filePerm)
+	// Never through a planted link, and only a file of our own: the
+	// holder record is written into it.
+	f, err := openNoFollow(path, os.O_RDWR|os.O_CREATE, filePerm)
+	if isSymlinkRefusal(err) {
+		return nil, exit.Usage("lock token directory %s: lock file %s is a symbolic link; kiln creates a plain file there: remove the link", dir, path)
+	}
 	if err != nil {
+		return nil, fmt.Errorf("lock token directory %s: %w", dir, err)
+	}
+	if err := checkLockFile(f, path); err != nil {
+		f.Close()
 		return nil, fmt.Errorf("lock token directory %s: %w", dir, err)
 	}
 	if err := tryLock(f); err != nil {
@@ -92,3 +101,16 @@ func (l *DirLock) Unlock() error {
 }
 
 var errLocked = errors.New("locked")
+
+// checkLockFile refuses a lock file that is not a regular file of this
+// user's with one link: its content is replaced by the holder record.
+func checkLockFile(f *os.File, path string) error {
+	fi, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	if !fi.Mode().IsRegular() {
+		return exit.Usage("lock file %s is not a regular file", path)
+	}
+	return checkOwner(path, fi, true)
+}

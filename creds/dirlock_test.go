@@ -160,3 +160,43 @@ func TestLockDirDiesWithItsProcess(t *testing.T) {
 	}
 	_ = l.Unlock()
 }
+
+// A lock file planted as a symlink (or a hard link) to another file is
+// refused, and the file it points to is left exactly as it was: the
+// holder record is never written through it.
+func TestLockDirRefusesAPlantedLink(t *testing.T) {
+	for _, kind := range []string{"symlink", "hardlink"} {
+		t.Run(kind, func(t *testing.T) {
+			base := t.TempDir()
+			dir := filepath.Join(base, "state", "tokens")
+			if err := os.MkdirAll(filepath.Dir(dir), 0o700); err != nil {
+				t.Fatal(err)
+			}
+			victim := filepath.Join(base, "victim")
+			const content = "do not truncate me\n"
+			if err := os.WriteFile(victim, []byte(content), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			var err error
+			if kind == "symlink" {
+				err = os.Symlink(victim, LockPath(dir))
+			} else {
+				err = os.Link(victim, LockPath(dir))
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			l, err := LockDir(dir, "kiln create dev1 by me@host-a pid 1")
+			if err == nil {
+				_ = l.Unlock()
+				t.Fatal("LockDir took a planted link")
+			}
+			if !strings.Contains(err.Error(), LockPath(dir)) {
+				t.Errorf("error does not name the lock file: %v", err)
+			}
+			if got, _ := os.ReadFile(victim); string(got) != content {
+				t.Errorf("the link's target was changed to %q", got)
+			}
+		})
+	}
+}

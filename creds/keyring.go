@@ -76,6 +76,19 @@ type StoreOptions struct {
 	// KILN_KEYRING_PASSPHRASE is unset (the CLI passes a terminal prompt).
 	// It is called at most once, on first use.
 	Passphrase func(prompt string) (string, error)
+	// EnvPassphrase is KILN_KEYRING_PASSPHRASE as the process started
+	// with it: the CLI takes it out of the environment at start (see
+	// TakeEnvPassphrase), so no child process — a kubeconfig credential
+	// plugin run during discovery — inherits it.
+	EnvPassphrase string
+}
+
+// TakeEnvPassphrase returns KILN_KEYRING_PASSPHRASE and removes it from the
+// process environment, so that nothing kiln starts afterwards inherits it.
+func TakeEnvPassphrase() string {
+	p := os.Getenv(PassphraseEnv)
+	_ = os.Unsetenv(PassphraseEnv)
+	return p
 }
 
 // Store is kiln's view of the OS keyring (or of the encrypted file that
@@ -187,7 +200,7 @@ func openFile(opts StoreOptions, fallback string) (*Store, error) {
 		AllowedBackends:  []keyring.BackendType{keyring.FileBackend},
 		ServiceName:      KeyringService,
 		FileDir:          dir,
-		FilePasswordFunc: filePassphrase(dir, opts.Passphrase),
+		FilePasswordFunc: filePassphrase(dir, opts.EnvPassphrase, opts.Passphrase),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("open keyring backend file: %w", err)
@@ -201,8 +214,11 @@ func openFile(opts StoreOptions, fallback string) (*Store, error) {
 
 // filePassphrase returns the file backend's passphrase source: the
 // environment first (automation), then the caller's prompt.
-func filePassphrase(dir string, ask func(string) (string, error)) keyring.PromptFunc {
+func filePassphrase(dir, taken string, ask func(string) (string, error)) keyring.PromptFunc {
 	return func(prompt string) (string, error) {
+		if taken != "" {
+			return taken, nil
+		}
 		if p := os.Getenv(PassphraseEnv); p != "" {
 			return p, nil
 		}

@@ -4,6 +4,7 @@ import (
 	"crypto/rsa"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -44,6 +45,12 @@ func Load(dir string) (*TokenDir, error) {
 		return nil, badContent(dir, "not a directory")
 	}
 	if err := checkPerm(dir, fi.Mode(), dirPerm); err != nil {
+		return nil, err
+	}
+	if err := checkOwner(dir, fi, false); err != nil {
+		return nil, err
+	}
+	if err := checkParent(dir); err != nil {
 		return nil, err
 	}
 
@@ -110,6 +117,9 @@ func loadTokens(tokensDir string, m *Manifest, pub *rsa.PublicKey) (map[string]s
 	if err := checkPerm(tokensDir, fi.Mode(), dirPerm); err != nil {
 		return nil, err
 	}
+	if err := checkOwner(tokensDir, fi, false); err != nil {
+		return nil, err
+	}
 	entries, err := os.ReadDir(tokensDir)
 	if err != nil {
 		return nil, fmt.Errorf("load token directory: %w", err)
@@ -157,13 +167,23 @@ func badContent(path, format string, args ...any) error {
 }
 
 // readPrivateFile reads a regular file that must be readable by its owner
-// only. Symlinks are refused: everything in a token directory is written by
-// kiln, so a link means the directory was tampered with.
+// only, like ssh's StrictModes: it is opened without following a symlink
+// (everything in a token directory is written by kiln, so a link means the
+// directory was tampered with) and checked on the open descriptor — a
+// regular file, owned by this user, one link, mode 0600 — so nothing can be
+// swapped in between the check and the read.
 func readPrivateFile(path string) ([]byte, error) {
-	fi, err := os.Lstat(path)
-	if errors.Is(err, fs.ErrNotExist) {
+	f, err := openNoFollow(path, os.O_RDONLY, 0)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
 		return nil, badContent(path, "missing")
+	case isSymlinkRefusal(err):
+		return nil, badContent(path, "is a symbolic link; kiln writes none in a token directory")
+	case err != nil:
+		return nil, fmt.Errorf("load token directory: %w", err)
 	}
+	defer f.Close()
+	fi, err := f.Stat()
 	if err != nil {
 		return nil, fmt.Errorf("load token directory: %w", err)
 	}
@@ -173,11 +193,62 @@ func readPrivateFile(path string) ([]byte, error) {
 	if err := checkPerm(path, fi.Mode(), filePerm); err != nil {
 		return nil, err
 	}
-	data, err := os.ReadFile(path)
+	if err := checkOwner(path, fi, true); err != nil {
+		return nil, err
+	}
+	data, err := io.ReadAll(io.LimitReader(f, maxPrivateFile+1))
 	if err != nil {
 		return nil, fmt.Errorf("load token directory: %w", err)
 	}
+	if len(data) > maxPrivateFile {
+		return nil, badContent(path, "larger than %d bytes; kiln writes none so large", maxPrivateFile)
+	}
 	return data, nil
+}
+
+// maxPrivateFile bounds what readPrivateFile reads: kiln's largest file
+// (a manifest with many tenants) is a few KiB.
+const maxPrivateFile = 1 << 20
+
+// checkOwner refuses a file or directory that this user does not own
+// (kiln run as another user must not trust someone else's directory, even
+// at mode 0700), or, with single, a file with other hard links (a link
+// planted to another file).
+func checkOwner(path string, fi fs.FileInfo, single bool) error {
+	uid, links, ok := ownership(fi)
+	if !ok {
+		return nil
+	}
+	if me := currentUID(); uid != me {
+		return badContent(path, "owned by uid %d, not by you (uid %d); kiln uses only token directories of its own user", uid, me)
+	}
+	if single && links != 1 {
+		return badContent(path, "has %d hard links; kiln writes files with one", links)
+	}
+	return nil
+}
+
+// checkParent refuses a token directory whose parent another user could
+// rename it out of: the parent must belong to this user or root and be
+// writable by nobody else, unless it is sticky (like /tmp, where only an
+// entry's owner may rename it).
+func checkParent(dir string) error {
+	parent := filepath.Dir(dir)
+	fi, err := os.Stat(parent)
+	if err != nil {
+		return fmt.Errorf("load token directory: %w", err)
+	}
+	uid, _, ok := ownership(fi)
+	if !ok {
+		return nil
+	}
+	if uid != currentUID() && uid != 0 {
+		return badContent(dir, "its parent %s is owned by uid %d, neither you (uid %d) nor root; another user could replace the directory", parent, uid, currentUID())
+	}
+	if fi.Mode().Perm()&0o022 != 0 && fi.Mode()&fs.ModeSticky == 0 {
+		return badContent(dir, "its parent %s is writable by group or others (mode %04o); another user could replace the directory: run chmod go-w %s", parent, fi.Mode().Perm(), parent)
+	}
+	return nil
 }
 
 // checkPerm rejects group or other access to key material: a token

@@ -543,7 +543,31 @@ func TestLoadRejectsBadContent(t *testing.T) {
 			real := filepath.Join(filepath.Dir(f.dir), "elsewhere")
 			os.Rename(p, real)
 			os.Symlink(real, p)
-		}, filepath.Join(TokensDir, "default"), "not a regular file"},
+		}, filepath.Join(TokensDir, "default"), "symbolic link"},
+		{"manifest is a symlink", func(t *testing.T, f fixture) {
+			p := filepath.Join(f.dir, ManifestFile)
+			real := filepath.Join(filepath.Dir(f.dir), "manifest-elsewhere")
+			os.Rename(p, real)
+			os.Symlink(real, p)
+		}, ManifestFile, "symbolic link"},
+		{"token hard-linked elsewhere", func(t *testing.T, f fixture) {
+			p := filepath.Join(f.dir, TokensDir, "default")
+			if err := os.Link(p, filepath.Join(filepath.Dir(f.dir), "hardlink")); err != nil {
+				t.Fatal(err)
+			}
+		}, filepath.Join(TokensDir, "default"), "2 hard links"},
+		{"dir owned by another user", func(t *testing.T, f fixture) {
+			chownOrSkip(t, f.dir)
+		}, ".", "owned by uid 65534, not by you"},
+		{"tokens dir owned by another user", func(t *testing.T, f fixture) {
+			chownOrSkip(t, filepath.Join(f.dir, TokensDir))
+		}, TokensDir, "owned by uid 65534"},
+		{"signing key owned by another user", func(t *testing.T, f fixture) {
+			chownOrSkip(t, filepath.Join(f.dir, SigningKeyFile))
+		}, SigningKeyFile, "owned by uid 65534"},
+		{"parent writable by others", func(t *testing.T, f fixture) {
+			os.Chmod(filepath.Dir(f.dir), 0o777)
+		}, ".", "writable by group or others (mode 0777)"},
 		{"dir too open", func(t *testing.T, f fixture) {
 			os.Chmod(f.dir, 0o755)
 		}, ".", "too open"},
@@ -620,5 +644,33 @@ func TestDefaultDir(t *testing.T) {
 		if _, err := DefaultDir(bad[0], bad[1]); exit.Code(err) != exit.BadInput {
 			t.Errorf("DefaultDir(%q, %q): err = %v, want exit code 2", bad[0], bad[1], err)
 		}
+	}
+}
+
+// chownOrSkip gives path to uid/gid 65534 (nobody), as another user's
+// file would be; only root can.
+func chownOrSkip(t *testing.T, path string) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		if os.Getenv("CI") != "" {
+			t.Fatal("CI runs the creds tests as root, to give a file to another user")
+		}
+		t.Skip("needs root to give a file to another user")
+	}
+	if err := os.Chown(path, 65534, 65534); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A sticky parent that anyone may write to (like /tmp) cannot be used to
+// replace another user's directory: it is accepted.
+func TestLoadAcceptsAStickyWorldWritableParent(t *testing.T) {
+	td := newTestDir(t)
+	dir := writeTestDir(t, td)
+	if err := os.Chmod(filepath.Dir(dir), 0o777|fs.ModeSticky); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Load(dir); err != nil {
+		t.Fatalf("Load refused a token dir under a sticky parent: %v", err)
 	}
 }

@@ -22,12 +22,14 @@ import (
 // write their pids to pids.
 type troubled struct {
 	kubeconfig, ran, pids string
+	// env is where kiln-b-exec's plugin writes the environment it got.
+	env string
 }
 
 func newTroubled(t *testing.T) *troubled {
 	t.Helper()
 	dir := t.TempDir()
-	tr := &troubled{kubeconfig: filepath.Join(dir, "kubeconfig"), ran: filepath.Join(dir, "ran"), pids: filepath.Join(dir, "pids")}
+	tr := &troubled{kubeconfig: filepath.Join(dir, "kubeconfig"), ran: filepath.Join(dir, "ran"), pids: filepath.Join(dir, "pids"), env: filepath.Join(dir, "env")}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -79,7 +81,7 @@ func newTroubled(t *testing.T) *troubled {
 	}
 	bCluster := b.Clusters[b.Contexts["kiln-b"].Cluster]
 	bToken := b.AuthInfos[b.Contexts["kiln-b"].AuthInfo].Token
-	add("kiln-b-exec", bCluster, plugin("exec", fmt.Sprintf(`printf '{"apiVersion":"client.authentication.k8s.io/v1","kind":"ExecCredential","status":{"token":"%s"}}'`, bToken)))
+	add("kiln-b-exec", bCluster, plugin("exec", "env >"+tr.env+"\n"+fmt.Sprintf(`printf '{"apiVersion":"client.authentication.k8s.io/v1","kind":"ExecCredential","status":{"token":"%s"}}'`, bToken)))
 	nowhere := &clientcmdapi.Cluster{Server: "https://127.0.0.1:1", InsecureSkipTLSVerify: true}
 	add("kiln-dead", nowhere, &clientcmdapi.AuthInfo{Token: "unused"})
 	add("kiln-slow", nowhere, plugin("slow", "sleep 600 & echo $$ $! >>"+tr.pids+"; wait"))
@@ -260,6 +262,33 @@ func TestDiscoveryIsBoundedNonInteractiveAndRemembered(t *testing.T) {
 		expect(t, r, 2)
 		if !strings.Contains(r.stderr, args[len(args)-2]) {
 			t.Errorf("%v: message does not name %s:\n%s", args, args[len(args)-2], r.stderr)
+		}
+	}
+}
+
+// A credential plugin that discovery runs gets the environment kubectl
+// would give it, minus kiln's own secrets: the keyring passphrase is taken
+// out of kiln's environment before any plugin runs (the plugin here dumps
+// what it received).
+func TestCredentialPluginsDoNotReceiveKilnSecrets(t *testing.T) {
+	skipShort(t)
+	tr := newTroubled(t)
+	e := newEnv(t)
+	e.kubeconfig = tr.kubeconfig
+	r := e.kiln("list", "kube", "--contexts", "kiln-a,kiln-b-exec", "-o", "json")
+	expect(t, r, 0)
+	data, err := os.ReadFile(tr.env)
+	if err != nil {
+		t.Fatalf("the plugin did not run (%v):\n%s", err, r)
+	}
+	env := string(data)
+	if strings.Contains(env, "KILN_KEYRING_PASSPHRASE") || strings.Contains(env, "e2e-passphrase") {
+		t.Errorf("the credential plugin received kiln's keyring passphrase:\n%s", env)
+	}
+	// Everything else kubectl would pass is still there.
+	for _, want := range []string{"XDG_STATE_HOME=" + e.state, "PATH="} {
+		if !strings.Contains(env, want) {
+			t.Errorf("the plugin's environment lacks %s:\n%s", want, env)
 		}
 	}
 }

@@ -134,7 +134,7 @@ func gather(ctx context.Context, sources ...func(context.Context) []string) []st
 func (g *globals) names(ctx context.Context, provider string) []string {
 	sources := []func(context.Context) []string{
 		func(context.Context) []string {
-			store, err := creds.OpenStore(creds.StoreOptions{Backend: g.keyringBackend})
+			store, err := creds.OpenStore(creds.StoreOptions{Backend: g.keyringBackend, EnvPassphrase: g.passphrase})
 			if err != nil {
 				return nil
 			}

@@ -79,7 +79,7 @@ func (g *globals) sink(quiet bool) engine.Sink {
 // kiln warns and still finds token dirs by --token-dir and the default path.
 // A bad --keyring-backend is bad input.
 func (g *globals) keyring(sink engine.Sink) (engine.Keyring, error) {
-	opts := creds.StoreOptions{Backend: g.keyringBackend}
+	opts := creds.StoreOptions{Backend: g.keyringBackend, EnvPassphrase: g.passphrase}
 	if in, ok := g.stdin.(*os.File); ok && term.IsTerminal(int(in.Fd())) {
 		opts.Passphrase = func(prompt string) (string, error) {
 			fmt.Fprint(g.stderr, prompt)

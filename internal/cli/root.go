@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
+	"github.com/kilnctl/kiln/creds"
 	"github.com/kilnctl/kiln/engine/provider/kube"
 	"github.com/kilnctl/kiln/internal/exit"
 )
@@ -46,11 +47,16 @@ type globals struct {
 
 	stdin          io.Reader
 	stdout, stderr io.Writer
+	// passphrase is KILN_KEYRING_PASSPHRASE, taken out of the environment
+	// when the command tree is built: credential plugins of kubeconfig
+	// contexts, which discovery runs, must not receive it.
+	passphrase string
 }
 
 // NewRoot builds the kiln command tree.
 func NewRoot(info BuildInfo) *cobra.Command {
-	g := &globals{stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr, version: info.Version, info: info}
+	g := &globals{stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr, version: info.Version, info: info,
+		passphrase: creds.TakeEnvPassphrase()}
 	root := &cobra.Command{
 		Use:   "kiln",
 		Short: "Create, inspect and tear down kiln clusters and their projects",

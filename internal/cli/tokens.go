@@ -103,5 +103,5 @@ func dirState(e creds.Entry) string {
 }
 
 func (g *globals) openStore() (*creds.Store, error) {
-	return creds.OpenStore(creds.StoreOptions{Backend: g.keyringBackend})
+	return creds.OpenStore(creds.StoreOptions{Backend: g.keyringBackend, EnvPassphrase: g.passphrase})
 }
