@@ -48,6 +48,9 @@ func (e *Engine) lockCluster(ctx context.Context, cs kubernetes.Interface, op, n
 		Namespace: platform.Namespace, Name: platform.LockName, Operation: op + " " + name,
 		Labels: map[string]string{platform.LabelManagedBy: "kiln", platform.LabelCluster: name},
 		Logf:   func(f string, a ...any) { e.logf(LevelInfo, f, a...) },
+		// The providers' clients carry kubeapi's Transport: an API server
+		// restart holds writes back instead of ending the run.
+		Gated: true,
 	}
 	if exclusive {
 		opts.Exclusive = true

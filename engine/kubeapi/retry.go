@@ -23,6 +23,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -40,16 +41,22 @@ type Policy struct {
 	Base, Max time.Duration
 	// MaxRetryAfter caps how long a server's Retry-After is honoured.
 	MaxRetryAfter time.Duration
+	// Within, when set, bounds the time from a request's first try to the
+	// start of its last: no retry is started past it.
+	Within time.Duration
 }
 
-// DefaultPolicy is what Wrap installs: up to 8 tries of a request over at
-// most about 10 s of backoff (0.1, 0.2, 0.4, 0.8, 1.6, 3.2, 3.2 s before
-// jitter), or less when the request's context ends first.
-var DefaultPolicy = Policy{Attempts: 8, Base: 100 * time.Millisecond, Max: 3200 * time.Millisecond, MaxRetryAfter: 5 * time.Second}
+// DefaultPolicy is what Wrap installs: a request is tried again, waiting
+// 0.1, 0.2, 0.4, 0.8, 1.6, then 3.2 s between tries (before jitter), for
+// up to 2 minutes from its first try — long enough for a managed control
+// plane to restart or fail over, or etcd to recover from a stall — or less
+// when the request's context ends first.
+var DefaultPolicy = Policy{Attempts: 64, Base: 100 * time.Millisecond, Max: 3200 * time.Millisecond, MaxRetryAfter: 5 * time.Second, Within: 2 * time.Minute}
 
 // refusedAttempts bounds the tries against an address that refuses
-// connections: a server that is restarting comes back within them, an
-// address where nothing listens should be reported quickly.
+// connections and has not answered this Transport before: where nothing
+// listens it is reported quickly. A server that answered earlier and now
+// refuses is restarting: its requests are retried for the whole policy.
 const refusedAttempts = 3
 
 // Wrap installs the retrying transport with DefaultPolicy on rc, outside any
@@ -74,6 +81,8 @@ type Transport struct {
 	Policy Policy
 	// Observe, if set, is told of each retry before its wait.
 	Observe func(req *http.Request, attempt int, cause string, wait time.Duration)
+	// answered: the server answered a request of this Transport once.
+	answered atomic.Bool
 }
 
 // RoundTrip implements http.RoundTripper.
@@ -85,7 +94,13 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	ctx := req.Context()
 	backoff := p.Base
 	lost := false
+	start := time.Now()
 	for attempt := 1; ; attempt++ {
+		// A write waits, before every try, for the locks it is made under
+		// to be known its holder's (see Gate).
+		if err := waitGates(req); err != nil {
+			return nil, fmt.Errorf("%s %s: not sent: %w", req.Method, req.URL.Path, err)
+		}
 		try := req
 		if attempt > 1 {
 			var err error
@@ -94,6 +109,9 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			}
 		}
 		resp, err := t.Next.RoundTrip(try)
+		if resp != nil {
+			t.answered.Store(true)
+		}
 		if err != nil && req.Method != http.MethodGet {
 			lost = true // the write may have landed
 		}
@@ -106,7 +124,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		cause, wait, again := classify(resp, err, p)
 		limit := p.Attempts
-		if errors.Is(err, syscall.ECONNREFUSED) {
+		if errors.Is(err, syscall.ECONNREFUSED) && !t.answered.Load() {
 			limit = min(limit, refusedAttempts)
 		}
 		if !again || attempt >= limit || ctx.Err() != nil || !replayable(req) {
@@ -118,6 +136,9 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		if dl, ok := ctx.Deadline(); ok && time.Until(dl) < d {
 			return giveUp(resp, err, attempt) // the answer now beats a timeout later
+		}
+		if p.Within > 0 && time.Since(start)+d > p.Within {
+			return giveUp(resp, err, attempt)
 		}
 		if resp != nil {
 			// Read a little so the connection can be reused, then let it go.

@@ -41,6 +41,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
+	"github.com/kilnctl/kiln/engine/kubeapi"
 	"github.com/kilnctl/kiln/internal/exit"
 )
 
@@ -71,6 +72,15 @@ type Options struct {
 	// whether its timestamps look plausible (tests inject a skewed one).
 	// Expiry and the holder's own deadline use the monotonic clock.
 	Now func() time.Time
+	// Gated says that every write of the operation goes through
+	// engine/kubeapi's Transport (every client kiln's providers build
+	// does): then a holder that cannot renew for ⅔ of the duration holds
+	// its operation's writes back instead of ending the operation, and
+	// lets them go again once a renewal preconditioned on the lease's
+	// resourceVersion succeeds (proving nobody took it meanwhile). It ends
+	// the operation only when a renewal shows another holder, or the lease
+	// gone. Without Gated the operation is ended at ⅔ of the duration.
+	Gated bool
 	// Seen, when set, is the lease as a recent read (a batch's one LIST)
 	// found it: *Seen nil means absent. The first attempt writes from it
 	// instead of reading the lease again when it was free or absent (a copy
@@ -98,12 +108,19 @@ type Exclusion struct {
 
 // Lock is a held Lease.
 type Lock struct {
-	cs       kubernetes.Interface
-	opts     Options
-	holder   string
-	mu       sync.Mutex
-	lease    *coordinationv1.Lease
-	lost     error
+	cs     kubernetes.Interface
+	opts   Options
+	holder string
+	mu     sync.Mutex
+	lease  *coordinationv1.Lease
+	lost   error
+	// paused is closed when writes may go again; nil while they may.
+	paused   chan struct{}
+	pausedAt time.Time
+	// enforced: a write of the operation has waited on this gate, so its
+	// client holds writes back (a client without kubeapi's Transport
+	// would not: then the operation is ended, as without Gated).
+	enforced bool
 	stop     context.CancelFunc
 	cancelOp context.CancelCauseFunc
 	done     chan struct{}
@@ -135,6 +152,9 @@ func Acquire(ctx context.Context, cs kubernetes.Interface, opts Options) (*Lock,
 	// Renew from now on: checking the exclusions may watch another lease
 	// for its whole duration.
 	opCtx, cancel := context.WithCancelCause(ctx)
+	if opts.Gated {
+		opCtx = kubeapi.WithGate(opCtx, l)
+	}
 	kctx, stop := context.WithCancel(context.Background())
 	l.stop, l.cancelOp = stop, cancel
 	go l.keep(kctx, sent)
@@ -410,6 +430,70 @@ func (l *Lock) setLease(lease *coordinationv1.Lease) {
 func (l *Lock) StopRenewing() {
 	l.stop()
 	<-l.done
+	l.mu.Lock()
+	paused := l.paused != nil && l.lost == nil
+	l.mu.Unlock()
+	if paused {
+		// Not known to be ours any more, and no renewal will tell.
+		l.lose(exit.Lock("lost lock %s/%s: renewal stopped while it was not confirmed for %s, so this run stopped; run again",
+			l.opts.Namespace, l.opts.Name, time.Since(l.pausedAt).Round(time.Second)))
+	}
+}
+
+// WaitWrite implements kubeapi.Gate for Gated locks: it returns at once
+// while the lease is known to be ours, waits while renewals are not
+// getting through, and fails with the loss once the lease is lost.
+func (l *Lock) WaitWrite(ctx context.Context) error {
+	for {
+		l.mu.Lock()
+		l.enforced = true
+		lost, paused := l.lost, l.paused
+		l.mu.Unlock()
+		switch {
+		case lost != nil:
+			return lost
+		case paused == nil:
+			return nil
+		}
+		select {
+		case <-paused:
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		}
+	}
+}
+
+// pause holds the operation's writes back (see Options.Gated). It
+// returns false, having done nothing, when no write of the operation has
+// been seen to wait on the gate: its client may not hold writes back.
+func (l *Lock) pause(why string) bool {
+	l.mu.Lock()
+	if !l.enforced {
+		l.mu.Unlock()
+		return false
+	}
+	first := l.paused == nil && l.lost == nil
+	if first {
+		l.paused, l.pausedAt = make(chan struct{}), time.Now()
+	}
+	l.mu.Unlock()
+	if first {
+		l.opts.logf("lease %s/%s not renewed for %s (⅔ of its %s duration; last error: %s): holding every write back until a renewal shows the lease is still this run's (nobody can take it while the API server does not answer)",
+			l.opts.Namespace, l.opts.Name, l.opts.Duration*2/3, l.opts.Duration, why)
+	}
+	return true
+}
+
+// unpause lets the operation's writes go again.
+func (l *Lock) unpause() {
+	l.mu.Lock()
+	ch, at := l.paused, l.pausedAt
+	l.paused = nil
+	l.mu.Unlock()
+	if ch != nil {
+		close(ch)
+		l.opts.logf("lease %s/%s renewed again, still this run's: writes resume (held back for %s)", l.opts.Namespace, l.opts.Name, time.Since(at).Round(100*time.Millisecond))
+	}
 }
 
 // Release gives the lease up: it clears the holder (guarded by

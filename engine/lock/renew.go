@@ -50,6 +50,9 @@ func (l *Lock) keep(ctx context.Context, lastOK time.Time) {
 			if lastErr != nil {
 				why = lastErr.Error()
 			}
+			if l.opts.Gated && l.pause(why) {
+				continue // renewals go on; the next one that lands decides
+			}
 			l.lose(exit.Lock("lost lock %s/%s: could not renew it for %s (⅔ of its %s duration; last error: %s), so this run stopped before another operation could take it over; check the connection to the cluster, then run again",
 				l.opts.Namespace, l.opts.Name, grace, d, why))
 			return
@@ -59,6 +62,9 @@ func (l *Lock) keep(ctx context.Context, lastOK time.Time) {
 			}
 			inflight = true
 			limit := min(d/3, time.Until(lastOK.Add(grace)))
+			if limit <= 0 {
+				limit = d / 3 // past the grace, writes are held: try a whole third
+			}
 			actx, cancel := context.WithTimeout(ctx, max(limit, time.Millisecond))
 			cancelAttempt = cancel
 			cur := l.current()
@@ -75,6 +81,9 @@ func (l *Lock) keep(ctx context.Context, lastOK time.Time) {
 				lastOK, lastErr = r.sent, nil
 				watchdog.Reset(time.Until(lastOK.Add(grace)))
 				next.Reset(d / 3)
+				// Preconditioned on the resourceVersion last seen, the
+				// renewal proves nobody held the lease in between.
+				l.unpause()
 			case r.adopt != nil:
 				l.setLease(r.adopt)
 				next.Reset(0)
@@ -92,6 +101,10 @@ func (l *Lock) keep(ctx context.Context, lastOK time.Time) {
 func (l *Lock) lose(cause error) {
 	l.mu.Lock()
 	l.lost = cause
+	if l.paused != nil {
+		close(l.paused) // waiting writes wake and see the loss
+		l.paused = nil
+	}
 	l.mu.Unlock()
 	l.cancelOp(cause)
 	l.opts.logf("%v", cause)

@@ -51,7 +51,7 @@ func (o *Ops) lockedSeen(ctx context.Context, r Ref, op string, seen **coordinat
 		l, lctx, err = lock.Acquire(ctx, o.Client, lock.Options{
 			Namespace: r.Namespace(), Name: LeaseName(r.Project),
 			Operation: "project " + op + " " + r.String(), Labels: o.labels(r),
-			Excludes: excludes, Seen: seen,
+			Excludes: excludes, Seen: seen, Gated: true,
 			Logf: func(f string, a ...any) { o.R.Logf("info", f, a...) },
 		})
 		if err == nil {

@@ -1,0 +1,43 @@
+package kubeapi
+
+import (
+	"context"
+	"net/http"
+	"slices"
+)
+
+// A Gate holds back writes. A lock whose renewals stopped getting through
+// (the API server restarting, say) closes its gate: the operation it
+// protects may still read, but sends no write until a renewal shows the
+// lease is still its own (the gate opens) or that another holder has it
+// (WaitWrite then fails with that cause, and the write is never sent).
+type Gate interface {
+	// WaitWrite returns nil when a write may be sent now, or why it must
+	// not be sent at all; it waits while the gate is closed, until ctx ends.
+	WaitWrite(ctx context.Context) error
+}
+
+type gatesKey struct{}
+
+// WithGate returns a copy of ctx whose requests' writes each wait for g
+// (and for every gate ctx carries already) before every try.
+func WithGate(ctx context.Context, g Gate) context.Context {
+	gs, _ := ctx.Value(gatesKey{}).([]Gate)
+	return context.WithValue(ctx, gatesKey{}, append(slices.Clip(gs), g))
+}
+
+// waitGates waits for the gates req's context carries when req writes.
+func waitGates(req *http.Request) error {
+	switch req.Method {
+	case http.MethodGet, http.MethodHead, http.MethodOptions:
+		return nil
+	}
+	ctx := req.Context()
+	gs, _ := ctx.Value(gatesKey{}).([]Gate)
+	for _, g := range gs {
+		if err := g.WaitWrite(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
+}
