@@ -1,0 +1,102 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/kilnctl/kiln/creds"
+	"github.com/kilnctl/kiln/internal/testcluster"
+)
+
+// The API server killed with SIGKILL in the middle of a command and back
+// 8 s later on the same address (a managed control plane restarting or
+// failing over: every connection and watch cut at once): the same run
+// completes with exit 0 and the end state of a run without the fault. A
+// Lease that could not be renewed meanwhile holds the run's writes back
+// rather than ending it, and nobody could take it while the server was
+// gone. The cluster is this test's own: the restart must not disturb the
+// other tests' control planes.
+func TestCommandsSurviveAnAPIServerRestart(t *testing.T) {
+	skipShort(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	c, err := testcluster.Start(ctx, testcluster.Options{ContextName: "kiln-restart"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Stop() })
+	e := newEnv(t)
+	e.kubeconfig = c.KubeconfigPath
+	const name = "phoenix2"
+
+	// outage runs kiln paused at point, kills the API server, lets kiln go
+	// on against the dead address, and starts the server again 8 s later.
+	outage := func(point string, args ...string) result {
+		t.Helper()
+		p := e.startPaused(point, append(args, "--timeout", "3m")...)
+		if err := c.KillAPIServer(); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p.release, nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(8 * time.Second) // the outage: not a wait for a result
+		if err := c.StartAPIServer(ctx); err != nil {
+			t.Fatalf("restart the API server: %v", err)
+		}
+		r := p.resume()
+		if strings.Contains(r.stdout, "holding every write back") {
+			t.Logf("%s at %s: a Lease was not renewed for ⅔ of its duration; its writes were held back and resumed", args[0], point)
+		}
+		return r
+	}
+
+	r := outage("after-auth", "create", "kube", name, "--context", "kiln-restart", "-o", "json")
+	expect(t, r, 0)
+	td, err := creds.Load(e.tokenDir(name))
+	if err != nil {
+		t.Fatalf("token dir after a create through a restart: %v", err)
+	}
+	auth, err := c.Client.CoreV1().ConfigMaps("kiln-system").Get(ctx, "kiln-auth", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys := map[string]string{}
+	if err := json.Unmarshal([]byte(auth.Data["keys.json"]), &keys); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := keys[td.Manifest.KeyID]; len(keys) != 1 || !ok || td.Manifest.State != "committed" {
+		t.Fatalf("after a create through a restart: kiln-auth trusts %d keys, token dir key %s state %s", len(keys), td.Manifest.KeyID, td.Manifest.State)
+	}
+
+	refs := []string{"default/one", "default/two", "default/three"}
+	for _, ref := range refs {
+		expect(t, e.kiln("project", "create", "kube", name, ref, "--context", "kiln-restart", "--headless"), 0)
+	}
+	expect(t, e.kiln("project", "suspend", "kube", name, "--all", "--yes", "--context", "kiln-restart", "--headless"), 0)
+	r = outage("after-secret", "project", "start", "kube", name, "--all", "--yes", "--context", "kiln-restart", "-o", "json")
+	expect(t, r, 0)
+	states := projectStates(t, e, name, "kiln-restart")
+	for _, ref := range refs {
+		if states[ref] != "running" {
+			t.Errorf("after start --all through a restart: %s is %q", ref, states[ref])
+		}
+	}
+
+	r = outage("after-deployment", "project", "restack", "kube", name, "default/one", "--stack", "default", "--context", "kiln-restart", "-o", "json")
+	expect(t, r, 0)
+	if st := projectStates(t, e, name, "kiln-restart")["default/one"]; st != "running" {
+		t.Errorf("after a restack through a restart: %q", st)
+	}
+
+	r = outage("after-tenants-delete", "destroy", "kube", name, "--context", "kiln-restart", "--yes", "-o", "json")
+	expect(t, r, 0)
+	waitNamespaceGone(t, c.Client, "kiln-system")
+	waitNamespaceGone(t, c.Client, "kiln-tenant-default")
+}
