@@ -195,6 +195,46 @@ func TestAWSUpgradeInfrastructure(t *testing.T) {
 		}
 	})
 
+	// EKS reports a node group whose instances cannot be launched as
+	// CREATE_FAILED with a health issue (API reference: Nodegroup.status,
+	// NodegroupHealth.issues — https://docs.aws.amazon.com/eks/latest/APIReference/API_Nodegroup.html).
+	// A replacement that ends so must never be taken as done: the working
+	// group keeps running, and the rerun deletes the failed group and
+	// creates it again.
+	t.Run("a replacement that ends CREATE_FAILED deletes nothing; the rerun recreates it", func(t *testing.T) {
+		emu.RefuseCapacity("c5.large", true)
+		r := up("--instance-type", "c5.large", "--yes")
+		expect(t, r, 1)
+		msg := r.last(t, "result")["message"].(string)
+		for _, part := range []string{"kiln-nodes-c5-large", "CREATE_FAILED", "AsgInstanceLaunchFailures", "kiln-nodes keeps running", "nothing was deleted"} {
+			if !strings.Contains(msg, part) {
+				t.Errorf("the failed upgrade's message lacks %q: %s", part, msg)
+			}
+		}
+		got := describeEKS(t, emu, name, region)
+		if got.Groups["kiln-nodes"] != want.Groups["kiln-nodes"] {
+			t.Fatalf("the working node group was touched: %s, want kiln-nodes %s", got, want.Groups["kiln-nodes"])
+		}
+		// The plan of the rerun deletes the failed group and creates it
+		// again; the working group goes only once that one is ACTIVE.
+		p := planOrder(t, up("--instance-type", "c5.large", "--dry-run"))
+		if !slices.Contains(p, "delete Nodegroup kiln-nodes-c5-large") || !slices.Contains(p, "create Nodegroup kiln-nodes-c5-large") {
+			t.Errorf("plan after a failed replacement: %v", p)
+		}
+		emu.RefuseCapacity("c5.large", false)
+		expect(t, up("--instance-type", "c5.large", "--yes"), 0)
+		got = describeEKS(t, emu, name, region)
+		if len(got.Groups) != 1 || !strings.Contains(got.Groups["kiln-nodes-c5-large"], "c5.large") || !strings.HasSuffix(got.Groups["kiln-nodes-c5-large"], "ACTIVE") {
+			t.Fatalf("after the rerun with capacity back: %s", got)
+		}
+		// Back to the type the rest of the test expects.
+		expect(t, up("--instance-type", "t3.medium", "--yes"), 0)
+		want = eksView{Version: "1.31", Status: "ACTIVE", Groups: map[string]string{"kiln-nodes-t3-medium": "3 × t3.medium, 1.31, ACTIVE"}}
+		if got := describeEKS(t, emu, name, region); !reflect.DeepEqual(got, want) {
+			t.Errorf("back on t3.medium: %s, want %s", got, want)
+		}
+	})
+
 	t.Run("instance type change, killed after the replacement was asked for, converges", func(t *testing.T) {
 		r := e.kilnWith([]string{testhooks.CrashEnv + "=aws-upgrade-nodegroup-requested"}, "upgrade", "aws", name, "--instance-type", "m6i.large", "--yes", "--headless",
 			"--regions", strings.Join(awsRegions, ","))

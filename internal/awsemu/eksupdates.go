@@ -55,6 +55,9 @@ type eksNodegroupState struct {
 	version string
 	scaling map[string]int // minSize, maxSize, desiredSize
 	pending *eksUpdate
+	// failed is the health issue of a node group that ended CREATE_FAILED
+	// (see RefuseCapacity).
+	failed map[string]any
 }
 
 type eksClusterState struct {
@@ -68,12 +71,28 @@ type eksClusterState struct {
 type eksUpdates struct {
 	mu       sync.Mutex
 	duration time.Duration
+	// noCapacity are instance types EC2 has no capacity for: a node
+	// group created with one ends CREATE_FAILED (see RefuseCapacity).
+	noCapacity map[string]bool
 	clusters map[string]*eksClusterState // key region/name
 	writes   map[string]int              // per region
 }
 
 func newEKSUpdates() *eksUpdates {
-	return &eksUpdates{duration: DefaultUpdateDuration, clusters: map[string]*eksClusterState{}, writes: map[string]int{}}
+	return &eksUpdates{duration: DefaultUpdateDuration, clusters: map[string]*eksClusterState{}, writes: map[string]int{}, noCapacity: map[string]bool{}}
+}
+
+// RefuseCapacity makes every node group created from now on with
+// instanceType end CREATE_FAILED, as EKS reports a group whose
+// Auto Scaling group cannot launch its instances: status CREATE_FAILED and
+// a health issue AsgInstanceLaunchFailures naming the capacity shortage
+// (https://docs.aws.amazon.com/eks/latest/APIReference/API_Nodegroup.html,
+// API_NodegroupHealth.html, API_Issue.html). kumo creates every group
+// ACTIVE. RefuseCapacity(t, false) gives the capacity back.
+func (e *Emulator) RefuseCapacity(instanceType string, refuse bool) {
+	e.eks.mu.Lock()
+	defer e.eks.mu.Unlock()
+	e.eks.noCapacity[instanceType] = refuse
 }
 
 // SetUpdateDuration sets how long emulated EKS updates stay InProgress
@@ -415,6 +434,11 @@ func overlayNodegroup(obj map[string]any, ng *eksNodegroupState) {
 
 	if ng.pending != nil {
 		obj["status"] = "UPDATING"
+	}
+
+	if ng.failed != nil {
+		obj["status"] = "CREATE_FAILED"
+		obj["health"] = map[string]any{"issues": []any{ng.failed}}
 	}
 }
 
@@ -835,8 +859,9 @@ func (e *Emulator) updateNodegroupConfig(w http.ResponseWriter, r *http.Request,
 // changed). A version newer than the cluster's is refused, as EKS does.
 func (e *Emulator) createNodegroup(w http.ResponseWriter, r *http.Request, b *backend, body []byte, key string) {
 	var req struct {
-		NodegroupName string `json:"nodegroupName"`
-		Version       string `json:"version"`
+		NodegroupName string   `json:"nodegroupName"`
+		Version       string   `json:"version"`
+		InstanceTypes []string `json:"instanceTypes"`
 	}
 
 	_ = json.Unmarshal(body, &req)
@@ -871,6 +896,15 @@ func (e *Emulator) createNodegroup(w http.ResponseWriter, r *http.Request, b *ba
 	defer e.eks.mu.Unlock()
 
 	st := &eksNodegroupState{version: want}
+	for _, t := range req.InstanceTypes {
+		if e.eks.noCapacity[t] {
+			st.failed = map[string]any{
+				"code":        "AsgInstanceLaunchFailures",
+				"message":     fmt.Sprintf("Could not launch On-Demand Instances. InsufficientInstanceCapacity - We currently do not have sufficient %s capacity in the Availability Zone you requested. Launching EC2 instance failed.", t),
+				"resourceIds": []string{"eks-" + req.NodegroupName + "-asg"},
+			}
+		}
+	}
 	e.eks.state(key).nodegroups[req.NodegroupName] = st
 }
 

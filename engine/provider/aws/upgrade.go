@@ -99,7 +99,28 @@ type infraPlan struct {
 	instanceType  string
 	target        string // the Kubernetes version the nodes run in the end
 	remove        []string
-	changes       []engine.PlanChange
+	// recreate: the group named create exists, CREATE_FAILED: it is
+	// deleted before it is created again.
+	recreate bool
+	changes  []engine.PlanChange
+}
+
+// failedCreate says why node group g ended CREATE_FAILED, from its health
+// issues ("" when it did not).
+func failedCreate(g *ngState) string {
+	if g.Status != ekstypes.NodegroupStatusCreateFailed {
+		return ""
+	}
+	var why []string
+	if g.Health != nil {
+		for _, is := range g.Health.Issues {
+			why = append(why, fmt.Sprintf("%s: %s", is.Code, aws.ToString(is.Message)))
+		}
+	}
+	if len(why) == 0 {
+		return "CREATE_FAILED (EKS gives no health issue)"
+	}
+	return "CREATE_FAILED: " + strings.Join(why, "; ")
 }
 
 func ngSize(g *ngState) int32 {
@@ -150,6 +171,20 @@ func (p *Provider) planUpgrade(name string, st *infraState) (*infraPlan, error) 
 		pl.changes = append(pl.changes, engine.PlanChange{Action: platform.ActionUpdate, Kind: KindEKSCluster, Name: name, Fields: []string{"version"},
 			Message: fmt.Sprintf("Kubernetes %s → %s: the EKS control plane, one minor version (EKS keeps serving meanwhile)", have, want)})
 	}
+
+	// A group whose creation failed runs no node: it is never the one
+	// kept, whatever its type, and never counts as a replacement that is
+	// there. The usable groups decide the plan.
+	var usable, failed []*ngState
+	for _, g := range st.groups {
+		if failedCreate(g) != "" {
+			failed = append(failed, g)
+		} else {
+			usable = append(usable, g)
+		}
+	}
+	defer func(all []*ngState) { st.groups = all }(st.groups)
+	st.groups = usable
 
 	// The node group kept: the newest running the asked type (or the
 	// newest of all when no type is asked).
@@ -216,6 +251,18 @@ func (p *Provider) planUpgrade(name string, st *infraState) (*infraPlan, error) 
 		}
 		pl.changes = append(pl.changes, engine.PlanChange{Action: platform.ActionDelete, Kind: KindNodegroup, Name: n,
 			Message: fmt.Sprintf("%d × %s, replaced by %s: deleted once that is ACTIVE", ngSize(g), ngType(g), by)})
+	}
+	for _, g := range failed {
+		n := aws.ToString(g.NodegroupName)
+		if n == pl.create {
+			pl.recreate = true
+			pl.changes = append(pl.changes, engine.PlanChange{Action: platform.ActionDelete, Kind: KindNodegroup, Name: n,
+				Message: fmt.Sprintf("an earlier creation ended %s; deleted, then created again", failedCreate(g))})
+			continue
+		}
+		pl.remove = append(pl.remove, n)
+		pl.changes = append(pl.changes, engine.PlanChange{Action: platform.ActionDelete, Kind: KindNodegroup, Name: n,
+			Message: fmt.Sprintf("runs no node (%s): deleted", failedCreate(g))})
 	}
 	return pl, nil
 }
@@ -454,10 +501,18 @@ func (in *infra) createReplacement(ctx context.Context) error {
 		return nil
 	}
 	n := pl.create
+	if pl.recreate {
+		in.emit(KindNodegroup, n, engine.StatusTerminating, "deleting: an earlier creation failed")
+		if err := in.deleteNodegroup(ctx, n); err != nil {
+			return err
+		}
+	}
 	subnets, role := st.cluster.ResourcesVpcConfig.SubnetIds, ""
-	if len(st.groups) > 0 {
-		g := st.groups[len(st.groups)-1]
-		subnets, role = g.Subnets, aws.ToString(g.NodeRole)
+	for i := len(st.groups) - 1; i >= 0; i-- {
+		if g := st.groups[i]; failedCreate(g) == "" {
+			subnets, role = g.Subnets, aws.ToString(g.NodeRole)
+			break
+		}
 	}
 	if role == "" {
 		got, err := in.iam.GetRole(ctx, &iam.GetRoleInput{RoleName: aws.String(resourceName(in.name, "node"))})
@@ -478,8 +533,27 @@ func (in *infra) createReplacement(ctx context.Context) error {
 		return in.fail(KindNodegroup, n, fmt.Errorf("create node group %s: %w", n, err))
 	}
 	engine.Checkpoint(ctx, "aws-upgrade-nodegroup-requested")
-	if _, _, err := in.settled(ctx); err != nil {
+	after, _, err := in.settled(ctx)
+	if err != nil {
 		return in.fail(KindNodegroup, n, err)
+	}
+	// Settled means no longer CREATING: the replacement must be ACTIVE
+	// before anything it replaces is touched.
+	for _, g := range after.groups {
+		if aws.ToString(g.NodegroupName) != n || g.Status == ekstypes.NodegroupStatusActive {
+			continue
+		}
+		kept := "no other node group"
+		if pl.keep != nil {
+			kept = "node group " + aws.ToString(pl.keep.NodegroupName)
+		} else if len(pl.remove) > 0 {
+			kept = "node group " + strings.Join(pl.remove, ", ")
+		}
+		why := failedCreate(g)
+		if why == "" {
+			why = string(g.Status)
+		}
+		return in.fail(KindNodegroup, n, fmt.Errorf("replacement node group %s ended %s; %s keeps running and nothing was deleted. Run kiln upgrade again once EC2 has the capacity (it deletes the failed group and creates it again), or choose another --instance-type", n, why, kept))
 	}
 	in.emit(KindNodegroup, n, engine.StatusCurrent, "ACTIVE, %d × %s", pl.nodes, pl.instanceType)
 	return nil
@@ -521,6 +595,9 @@ func (in *infra) removeReplaced(ctx context.Context) error {
 			return in.fail(KindNodegroup, pl.create, fmt.Errorf("node group %s is not there to replace %s; nothing was deleted", pl.create, strings.Join(pl.remove, ", ")))
 		}
 		return nil
+	}
+	if pl.keep.Status != ekstypes.NodegroupStatusActive && len(pl.remove) > 0 {
+		return in.fail(KindNodegroup, aws.ToString(pl.keep.NodegroupName), fmt.Errorf("node group %s is %s, not ACTIVE; %s not deleted", aws.ToString(pl.keep.NodegroupName), pl.keep.Status, strings.Join(pl.remove, ", ")))
 	}
 	for _, n := range pl.remove {
 		in.emit(KindNodegroup, n, engine.StatusTerminating, "deleting (replaced by %s)", aws.ToString(pl.keep.NodegroupName))
