@@ -200,6 +200,19 @@ func (e *Emulator) serveEKS(w http.ResponseWriter, r *http.Request, b *backend, 
 
 	switch rt.op {
 	case "CreateCluster", "DeleteCluster":
+		// EKS refuses to delete a cluster that still has node groups
+		// (DeleteCluster: "If you have managed node groups … attached to
+		// the cluster, you must delete them first", ResourceInUseException —
+		// https://docs.aws.amazon.com/eks/latest/APIReference/API_DeleteCluster.html);
+		// kumo deletes it anyway.
+		if rt.op == "DeleteCluster" {
+			names, err := e.nodegroupNames(r, b, rt.cluster)
+			if err == nil && len(names) > 0 {
+				eksError(w, r, http.StatusConflict, errResourceInUse, "Cluster has nodegroups attached")
+
+				return true
+			}
+		}
 		// A cluster created or deleted under this name starts afresh.
 		status, _, _, err := e.relay(w, r, b, body)
 		if err == nil && status == http.StatusOK {

@@ -588,3 +588,54 @@ func TestListFindsEveryKilnClusterInEveryRegion(t *testing.T) {
 		}
 	}
 }
+
+// EKS deletes no cluster that still has node groups: DeleteCluster answers
+// ResourceInUseException (API reference, DeleteCluster:
+// https://docs.aws.amazon.com/eks/latest/APIReference/API_DeleteCluster.html;
+// the emulator answers so, kumo alone does not). A node group someone
+// added without kiln's tag must neither hang destroy nor be left behind
+// with the cluster: it goes too, named, and the cluster after it.
+func TestDestroyRemovesANodegroupKilnDidNotCreate(t *testing.T) {
+	e := emulator(t)
+	p := newTestProvider(t, e)
+	ctx := context.Background()
+	name := uniq("foreign")
+	const region = "eu-west-1"
+	if _, _, err := p.EnsureInfrastructure(ctx, name, region, nil); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := e.Config(ctx, region)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ek := eks.NewFromConfig(cfg)
+	cl, err := ek.DescribeCluster(ctx, &eks.DescribeClusterInput{Name: aws.String(name)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ng, err := ek.DescribeNodegroup(ctx, &eks.DescribeNodegroupInput{ClusterName: aws.String(name), NodegroupName: aws.String(nodegroupName)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ek.CreateNodegroup(ctx, &eks.CreateNodegroupInput{
+		ClusterName: aws.String(name), NodegroupName: aws.String("gpu-by-hand"),
+		NodeRole: ng.Nodegroup.NodeRole, Subnets: cl.Cluster.ResourcesVpcConfig.SubnetIds,
+		InstanceTypes: []string{"g5.xlarge"},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	// The emulator refuses as EKS does while a node group is attached.
+	if _, err := ek.DeleteCluster(ctx, &eks.DeleteClusterInput{Name: aws.String(name)}); apiCode(err) != "ResourceInUseException" {
+		t.Fatalf("DeleteCluster with node groups attached: want ResourceInUseException, got %v", err)
+	}
+	sink := &events{}
+	if _, err := p.DestroyInfrastructure(ctx, name, region, sink); err != nil {
+		t.Fatalf("destroy: %v\n%s", err, sink)
+	}
+	if !strings.Contains(sink.String(), "gpu-by-hand Terminating deleting: not created by kiln") {
+		t.Errorf("the foreign node group's deletion was not named:\n%s", sink)
+	}
+	if _, err := ek.DescribeCluster(ctx, &eks.DescribeClusterInput{Name: aws.String(name)}); apiCode(err) != "ResourceNotFoundException" {
+		t.Errorf("the EKS cluster is still there: %v\n%s", err, sink)
+	}
+}

@@ -16,6 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	"github.com/aws/aws-sdk-go-v2/service/eks"
+	ekstypes "github.com/aws/aws-sdk-go-v2/service/eks/types"
 	"github.com/aws/aws-sdk-go-v2/service/iam"
 
 	"github.com/kilnctl/kiln/engine"
@@ -151,6 +152,32 @@ func (in *infra) nodegroups(ctx context.Context) ([]string, error) {
 	return out, nil
 }
 
+// foreignNodegroups lists the node groups of the cluster that kiln did
+// not create (not tagged kiln.dev/cluster=NAME).
+func (in *infra) foreignNodegroups(ctx context.Context) ([]string, error) {
+	ours, err := in.nodegroups(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	pg := eks.NewListNodegroupsPaginator(in.eks, &eks.ListNodegroupsInput{ClusterName: aws.String(in.name)})
+	for pg.HasMorePages() {
+		page, err := pg.NextPage(ctx)
+		if apiCode(err) == "ResourceNotFoundException" {
+			return nil, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("list node groups of %s: %w", in.name, err)
+		}
+		for _, n := range page.Nodegroups {
+			if !slices.Contains(ours, n) {
+				out = append(out, n)
+			}
+		}
+	}
+	return out, nil
+}
+
 // unsupportedCode reports an API error meaning "this endpoint does not
 // implement the action" — only tolerated against a non-AWS endpoint.
 func (in *infra) unsupported(err error) bool {
@@ -245,6 +272,19 @@ func (in *infra) deleteNodegroups(ctx context.Context) error {
 			return err
 		}
 	}
+	// EKS deletes no cluster that still has node groups. Those kiln did
+	// not create belong to the cluster kiln did, and cannot outlive it:
+	// they go too, each named (eksctl's delete cluster does the same).
+	foreign, err := in.foreignNodegroups(ctx)
+	if err != nil {
+		return in.fail(KindNodegroup, nodegroupName, err)
+	}
+	for _, n := range foreign {
+		in.emit(KindNodegroup, n, engine.StatusTerminating, "deleting: not created by kiln (not tagged %s=%s), but a node group of the EKS cluster kiln created, which EKS does not delete while it has one", TagCluster, in.name)
+		if err := in.deleteNodegroup(ctx, n); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
@@ -284,9 +324,16 @@ func (in *infra) deleteCluster(ctx context.Context) error {
 		return nil
 	}
 	in.emit(KindEKSCluster, n, engine.StatusTerminating, "deleting")
-	if _, err := in.eks.DeleteCluster(ctx, &eks.DeleteClusterInput{Name: aws.String(n)}); err != nil &&
-		apiCode(err) != "ResourceNotFoundException" && apiCode(err) != "ResourceInUseException" {
-		return in.fail(KindEKSCluster, n, fmt.Errorf("delete EKS cluster %s: %w", n, err))
+	if _, err := in.eks.DeleteCluster(ctx, &eks.DeleteClusterInput{Name: aws.String(n)}); err != nil && apiCode(err) != "ResourceNotFoundException" {
+		// ResourceInUseException is no "already deleting": EKS answers it
+		// while the cluster still has node groups or another operation
+		// runs. Waiting would wait for nothing: say so now.
+		if apiCode(err) == "ResourceInUseException" && out.Cluster.Status != ekstypes.ClusterStatusDeleting {
+			return in.fail(KindEKSCluster, n, fmt.Errorf("EKS refuses to delete cluster %s (%v); run kiln destroy again once what it names is gone", n, err))
+		}
+		if apiCode(err) != "ResourceInUseException" {
+			return in.fail(KindEKSCluster, n, fmt.Errorf("delete EKS cluster %s: %w", n, err))
+		}
 	}
 	err = poll(ctx, deleteLimit, func(ctx context.Context) (bool, error) {
 		_, err := in.eks.DescribeCluster(ctx, &eks.DescribeClusterInput{Name: aws.String(n)})
