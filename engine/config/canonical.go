@@ -79,6 +79,13 @@ func Diff(a, b *ClusterConfig) []string {
 		out = append(out, fmt.Sprintf("spec.gateway.image: %s (cluster) vs %s (file)", showGatewayImage(u), showGatewayImage(v)))
 	}
 	num("spec.gateway.replicas", x.Spec.Gateway.Replicas, y.Spec.Gateway.Replicas)
+	// expose left out of the file is kiln's choice at create time: it
+	// matches whatever the cluster recorded.
+	if v := y.Spec.Gateway.Expose; v != "" {
+		str("spec.gateway.expose", x.Spec.Gateway.Expose, v)
+	}
+	str("spec.gateway.ingressClassName", x.Spec.Gateway.IngressClassName, y.Spec.Gateway.IngressClassName)
+	str("spec.gateway.tls.secretName", x.Spec.Gateway.TLSSecret(), y.Spec.Gateway.TLSSecret())
 
 	nx, ny := stackNames(x.Spec.Stacks), stackNames(y.Spec.Stacks)
 	if !slices.Equal(nx, ny) {
