@@ -56,6 +56,11 @@ type ClusterStatus struct {
 	KilnSchema  int    `json:"kiln_schema"`
 	// KubernetesVersion is the API server's version (git version).
 	KubernetesVersion string `json:"kubernetes_version"`
+	// FrontDoor is how the gateway is reached from outside (nil when the
+	// platform is not installed).
+	FrontDoor *FrontDoor `json:"front_door,omitempty"`
+	// Isolation is whether the cluster enforces kiln's NetworkPolicies.
+	Isolation *Isolation `json:"isolation,omitempty"`
 }
 
 // platformRefs lists every platform object in apply order.
@@ -212,6 +217,14 @@ func (e *Engine) statusAt(ctx context.Context, req StatusRequest, loc Location, 
 	if err != nil {
 		return out, err
 	}
+	if ps.Installed && ps.Config != nil {
+		fd := readFrontDoor(ctx, loc.Client, ps.Config)
+		out.FrontDoor = &fd
+		e.emit(Event{Type: TypeFrontDoor, FrontDoor: &fd})
+	}
+	iso := readIsolation(ctx, loc.Client)
+	out.Isolation = &iso
+	e.emit(Event{Type: TypeIsolation, Isolation: &iso})
 	if ps.Installed && ps.Config != nil {
 		ops := e.opsFor(loc, req.Target, req.Timeout)
 		if req.Repair {
