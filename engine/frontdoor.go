@@ -345,6 +345,9 @@ func DefaultExposeFor(ctx context.Context, cs kubernetes.Interface, cfg *config.
 		return config.ExposeIngress, "spec.gateway.ingressClassName " + c + " is set", nil
 	}
 	cl, err := cs.NetworkingV1().IngressClasses().List(ctx, metav1.ListOptions{})
+	if apierrors.IsForbidden(err) {
+		return config.ExposeNodePort, "kiln is not permitted to list IngressClasses, so it cannot tell whether an ingress controller serves the routes; set spec.gateway.expose to choose", nil
+	}
 	if err != nil {
 		return "", "", fmt.Errorf("list ingressclasses (to choose spec.gateway.expose; set it in the config file to skip this): %w", err)
 	}
