@@ -2,6 +2,7 @@ package config
 
 import (
 	"errors"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -122,5 +123,29 @@ func TestKeepRecordedAndCanonical(t *testing.T) {
 	}
 	if d := Diff(got, back); len(d) != 0 || back.Spec.Gateway.Expose != ExposeIngress || back.Spec.Gateway.TLSSecret() != "dev1-tls" {
 		t.Fatalf("round trip: %s\n%v", data, d)
+	}
+}
+
+// The README's config file section shows every field; it must parse.
+func TestREADMEConfigExample(t *testing.T) {
+	data, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(data), "## Cluster config file")
+	if !ok {
+		t.Fatal("README has no Cluster config file section")
+	}
+	_, rest, ok = strings.Cut(rest, "```yaml\n")
+	block, _, ok2 := strings.Cut(rest, "```")
+	if !ok || !ok2 {
+		t.Fatal("no yaml block in the README's Cluster config file section")
+	}
+	c, err := Parse("README.md", []byte(block), "dev1")
+	if err != nil {
+		t.Fatalf("README example: %v", err)
+	}
+	if g := c.Spec.Gateway; g.Expose != ExposeIngress || g.IngressClassName == "" || g.TLSSecret() == "" {
+		t.Fatalf("README example gateway %+v: want the front door fields shown", g)
 	}
 }
