@@ -13,6 +13,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 
@@ -268,4 +269,97 @@ func daemonSet(ctx context.Context, t *testing.T, ns, name, labelKey, labelValue
 	}
 	t.Fatalf("DaemonSet %s/%s: watch ended before a pod was ready", ns, name)
 	return name
+}
+
+// TestFrontDoorDefaultIngressClassAndTLS: with a default IngressClass,
+// kube's default front door is ingress; the address comes from the route
+// Ingresses' status. spec.gateway.tls mounts the Secret and makes the
+// gateway serve HTTPS; create warns while the Secret is missing.
+func TestFrontDoorDefaultIngressClassAndTLS(t *testing.T) {
+	t.Setenv("XDG_STATE_HOME", t.TempDir())
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+	defer cancel()
+	cs := cluster.Client
+	class := &networkingv1.IngressClass{
+		ObjectMeta: metav1.ObjectMeta{Name: "door-nginx", Annotations: map[string]string{networkingv1.AnnotationIsDefaultIngressClass: "true"}},
+		Spec:       networkingv1.IngressClassSpec{Controller: "example.test/ingress"},
+	}
+	if _, err := cs.NetworkingV1().IngressClasses().Create(ctx, class, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cs.NetworkingV1().IngressClasses().Delete(context.Background(), class.Name, metav1.DeleteOptions{})
+	})
+	const name = "door2"
+	rec := &events{}
+	e := &engine.Engine{Sink: rec}
+	target := engine.Target{Provider: kube.New(cluster.KubeconfigPath, cluster.ContextName), Name: name, TokenDir: filepath.Join(t.TempDir(), "tokens")}
+	if err := e.Create(ctx, engine.CreateRequest{Target: target, ConfigPath: writeConfig(t, name, "{tls: {secretName: door2-tls}}"), Timeout: 2 * time.Minute}); err != nil {
+		t.Fatalf("create: %v", err)
+	}
+	t.Cleanup(func() {
+		dctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+		defer cancel()
+		if err := e.Destroy(dctx, engine.DestroyRequest{Target: target, Yes: true, Timeout: 2 * time.Minute}); err != nil {
+			t.Errorf("destroy: %v", err)
+		}
+	})
+	if !hasLog(rec, "spec.gateway.tls.secretName door2-tls: no such Secret in kiln-system") {
+		t.Errorf("create did not warn about the missing TLS Secret")
+	}
+	if !hasLog(rec, "front door: spec.gateway.expose ingress (IngressClass door-nginx is the cluster's default)") {
+		t.Errorf("create did not say why it chose ingress")
+	}
+	st, err := platform.Read(ctx, cs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g := st.Config.Spec.Gateway; g.Expose != config.ExposeIngress || g.TLSSecret() != "door2-tls" {
+		t.Fatalf("kiln-config gateway %+v, want expose ingress and the TLS Secret", g)
+	}
+	svc := gatewayService(ctx, t)
+	if svc.Spec.Type != corev1.ServiceTypeClusterIP || svc.Spec.Ports[0].AppProtocol == nil || *svc.Spec.Ports[0].AppProtocol != "https" {
+		t.Fatalf("gateway Service %+v, want ClusterIP with appProtocol https", svc.Spec)
+	}
+	dep, err := cs.AppsV1().Deployments(platform.Namespace).Get(ctx, platform.GatewayName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var secretVolume bool
+	for _, v := range dep.Spec.Template.Spec.Volumes {
+		secretVolume = secretVolume || (v.Secret != nil && v.Secret.SecretName == "door2-tls")
+	}
+	if args := strings.Join(dep.Spec.Template.Spec.Containers[0].Args, " "); !secretVolume || !strings.Contains(args, "--tls-cert=/etc/kiln/tls/tls.crt") {
+		t.Fatalf("gateway Deployment: Secret volume %v, args %s", secretVolume, args)
+	}
+
+	s, err := e.Status(ctx, engine.StatusRequest{Target: target})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fd := s.FrontDoor; fd.Mode != config.ExposeIngress || fd.Ready || !strings.Contains(fd.Message, "no project route yet") || !strings.Contains(fd.TLS, "at the gateway, with Secret kiln-system/door2-tls") {
+		t.Fatalf("front door before any route: %+v", fd)
+	}
+	// An ingress controller publishes its address on a route Ingress.
+	pt := networkingv1.PathTypePrefix
+	route := &networkingv1.Ingress{
+		ObjectMeta: metav1.ObjectMeta{Name: "default.web", Namespace: platform.Namespace},
+		Spec: networkingv1.IngressSpec{Rules: []networkingv1.IngressRule{{Host: "web.default." + name + ".example.test", IngressRuleValue: networkingv1.IngressRuleValue{HTTP: &networkingv1.HTTPIngressRuleValue{
+			Paths: []networkingv1.HTTPIngressPath{{Path: "/", PathType: &pt, Backend: networkingv1.IngressBackend{Service: &networkingv1.IngressServiceBackend{Name: platform.GatewayName, Port: networkingv1.ServiceBackendPort{Number: 80}}}}},
+		}}}}},
+	}
+	route, err = cs.NetworkingV1().Ingresses(platform.Namespace).Create(ctx, route, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	route.Status.LoadBalancer.Ingress = []networkingv1.IngressLoadBalancerIngress{{Hostname: "ingress.example.test"}}
+	if _, err := cs.NetworkingV1().Ingresses(platform.Namespace).UpdateStatus(ctx, route, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if s, err = e.Status(ctx, engine.StatusRequest{Target: target}); err != nil {
+		t.Fatal(err)
+	}
+	if fd := s.FrontDoor; !fd.Ready || fd.Address != "ingress.example.test" || fd.DNS != "*."+name+".example.test CNAME ingress.example.test" || !strings.Contains(fd.Message, "class door-nginx") {
+		t.Fatalf("front door with a route address: %+v", fd)
+	}
 }
