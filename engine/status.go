@@ -217,12 +217,20 @@ func (e *Engine) statusAt(ctx context.Context, req StatusRequest, loc Location, 
 	if err != nil {
 		return out, err
 	}
+	// The front door and the network plugin: two independent reads of a
+	// few objects each, side by side.
+	var fd FrontDoor
+	var iso Isolation
+	var wg sync.WaitGroup
 	if ps.Installed && ps.Config != nil {
-		fd := readFrontDoor(ctx, loc.Client, ps.Config)
+		wg.Go(func() { fd = readFrontDoor(ctx, loc.Client, ps.Config) })
+	}
+	wg.Go(func() { iso = readIsolation(ctx, loc.Client) })
+	wg.Wait()
+	if ps.Installed && ps.Config != nil {
 		out.FrontDoor = &fd
 		e.emit(Event{Type: TypeFrontDoor, FrontDoor: &fd})
 	}
-	iso := readIsolation(ctx, loc.Client)
 	out.Isolation = &iso
 	e.emit(Event{Type: TypeIsolation, Isolation: &iso})
 	if ps.Installed && ps.Config != nil {

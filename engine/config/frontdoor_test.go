@@ -149,3 +149,12 @@ func TestREADMEConfigExample(t *testing.T) {
 		t.Fatalf("README example gateway %+v: want the front door fields shown", g)
 	}
 }
+
+func TestDiffExposeUnsetInCluster(t *testing.T) {
+	recorded, file := Default("dev1"), Default("dev1")
+	file.Spec.Gateway.Expose = ExposeNodePort
+	want := []string{"spec.gateway.expose: unset (a ClusterIP Service) (cluster) vs nodePort (file)"}
+	if d := Diff(recorded, file); !slices.Equal(d, want) {
+		t.Fatalf("diff %q, want %q", d, want)
+	}
+}
