@@ -363,25 +363,8 @@ func DefaultExposeFor(ctx context.Context, cs kubernetes.Interface, cfg *config.
 // IngressClass has and a TLS Secret that is missing or not of type
 // kubernetes.io/tls.
 func (e *Engine) resolveExpose(ctx context.Context, p Provider, cs kubernetes.Interface, cfg *config.ClusterConfig) (*config.ClusterConfig, error) {
-	if c := cfg.Spec.Gateway.IngressClassName; c != "" {
-		_, err := cs.NetworkingV1().IngressClasses().Get(ctx, c, metav1.GetOptions{})
-		switch {
-		case apierrors.IsNotFound(err):
-			e.logf(LevelWarn, "spec.gateway.ingressClassName %s: the cluster has no IngressClass of that name, so no ingress controller will serve the project routes until one is installed", c)
-		case err != nil:
-			e.logf(LevelWarn, "spec.gateway.ingressClassName %s: cannot check it: %s", c, readErr("get", "ingressclasses", err))
-		}
-	}
-	if name := cfg.Spec.Gateway.TLSSecret(); name != "" {
-		sec, err := cs.CoreV1().Secrets(platform.Namespace).Get(ctx, name, metav1.GetOptions{})
-		switch {
-		case apierrors.IsNotFound(err):
-			e.logf(LevelWarn, "spec.gateway.tls.secretName %s: no such Secret in %s; the gateway's pods wait for it (kubectl create secret tls %s -n %s --cert FILE --key FILE)", name, platform.Namespace, name, platform.Namespace)
-		case err != nil:
-			e.logf(LevelWarn, "spec.gateway.tls.secretName %s: cannot check it: %s", name, readErr("get", "secrets", err))
-		case sec.Type != corev1.SecretTypeTLS:
-			e.logf(LevelWarn, "spec.gateway.tls.secretName %s: Secret %s/%s is of type %s, not %s; the gateway needs its keys %s and %s", name, platform.Namespace, name, sec.Type, corev1.SecretTypeTLS, corev1.TLSCertKey, corev1.TLSPrivateKeyKey)
-		}
+	for _, w := range frontDoorWarnings(ctx, cs, cfg) {
+		e.logf(LevelWarn, "%s", w)
 	}
 	if cfg.Spec.Gateway.Expose != "" {
 		return cfg, nil
@@ -456,4 +439,34 @@ func lbTimeout(ctx context.Context, err error) error {
 		return ctx.Err()
 	}
 	return fmt.Errorf("watch service %s/%s: %w", platform.Namespace, platform.GatewayName, err)
+}
+
+// frontDoorWarnings says what of cfg's front door the cluster lacks: an
+// ingressClassName no IngressClass has, a TLS Secret that is missing or
+// not of type kubernetes.io/tls. Create logs them; upgrade shows them with
+// the plan.
+func frontDoorWarnings(ctx context.Context, cs kubernetes.Interface, cfg *config.ClusterConfig) []string {
+	var out []string
+	warn := func(format string, args ...any) { out = append(out, fmt.Sprintf(format, args...)) }
+	if c := cfg.Spec.Gateway.IngressClassName; c != "" {
+		_, err := cs.NetworkingV1().IngressClasses().Get(ctx, c, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+			warn("spec.gateway.ingressClassName %s: the cluster has no IngressClass of that name, so no ingress controller will serve the project routes until one is installed", c)
+		case err != nil:
+			warn("spec.gateway.ingressClassName %s: cannot check it: %s", c, readErr("get", "ingressclasses", err))
+		}
+	}
+	if name := cfg.Spec.Gateway.TLSSecret(); name != "" {
+		sec, err := cs.CoreV1().Secrets(platform.Namespace).Get(ctx, name, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+			warn("spec.gateway.tls.secretName %s: no such Secret in %s; the gateway's pods wait for it (kubectl create secret tls %s -n %s --cert FILE --key FILE)", name, platform.Namespace, name, platform.Namespace)
+		case err != nil:
+			warn("spec.gateway.tls.secretName %s: cannot check it: %s", name, readErr("get", "secrets", err))
+		case sec.Type != corev1.SecretTypeTLS:
+			warn("spec.gateway.tls.secretName %s: Secret %s/%s is of type %s, not %s; the gateway needs its keys %s and %s", name, platform.Namespace, name, sec.Type, corev1.SecretTypeTLS, corev1.TLSCertKey, corev1.TLSPrivateKeyKey)
+		}
+	}
+	return out
 }

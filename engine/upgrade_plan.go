@@ -179,6 +179,7 @@ func (u *upgrade) plan(ctx context.Context) (*upgradePlan, error) {
 			p.gateway = append(p.gateway, obj)
 		}
 	}
+	p.notes = append(p.notes, frontDoorWarnings(ctx, cs, cfg)...)
 	if err := u.planProjects(ctx, p, st.Config, specs); err != nil {
 		return nil, err
 	}

@@ -197,6 +197,9 @@ func TestFrontDoor(t *testing.T) {
 	// Back from LoadBalancer to ClusterIP with an ingress front door and a
 	// class no IngressClass has: the reason shows.
 	upgrade("{expose: ingress, ingressClassName: nope}")
+	if !hasLog(rec, "spec.gateway.ingressClassName nope: the cluster has no IngressClass of that name") {
+		t.Errorf("upgrade did not warn about the missing IngressClass")
+	}
 	svc = gatewayService(ctx, t)
 	if svc.Spec.Type != corev1.ServiceTypeClusterIP || svc.Spec.Ports[0].NodePort != 0 {
 		t.Fatalf("after expose ingress: type %s, node port %d; want ClusterIP", svc.Spec.Type, svc.Spec.Ports[0].NodePort)
