@@ -18,8 +18,12 @@ func newStatusCmd(g *globals) *cobra.Command {
 		Short: "Show the health of a cluster's platform, tenants and token dir, from live objects",
 		Long: `status reads every platform object from the API server and reports its
 status (kstatus, plus ready endpoints for Services), the tenants, the token
-dir and whether the cluster trusts its key. Nothing is cached: every run
-derives state from the live objects. --watch keeps streaming changes.`,
+dir and whether the cluster trusts its key, the front door (how the gateway
+is reached from outside, its address and the DNS record to create) and
+whether the cluster's network plugin enforces kiln's NetworkPolicies
+(enforced, not enforced or unknown, with the evidence). Nothing is cached:
+every run derives state from the live objects. --watch keeps streaming
+changes.`,
 		Example: `  kiln status kube dev1
   kiln status kube dev1 -o json
   kiln status kube dev1 --watch`,
