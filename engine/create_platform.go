@@ -38,6 +38,14 @@ func (r *run) platform(ctx context.Context) error {
 		trusted = r.loc.State.Keys
 	}
 	if r.decision != DecisionContinue {
+		// The front door is decided once, here, where the cluster exists
+		// (an aws cluster only since the infrastructure phase), and
+		// recorded in kiln-config as the effective value.
+		cfg, err := r.e.resolveExpose(ctx, r.req.Provider, cs, r.cfg)
+		if err != nil {
+			return err
+		}
+		r.cfg = cfg
 		auth, err := platform.AuthObject(name, r.authKeys)
 		if err != nil {
 			return err

@@ -117,6 +117,10 @@ type Event struct {
 	// snapshot
 	Snapshot *ClusterStatus
 
+	// frontdoor, isolation
+	FrontDoor *FrontDoor
+	Isolation *Isolation
+
 	// cluster
 	Cluster *ClusterSummary
 	// plan (Kind, Namespace, Name and Message as for resource)
@@ -290,6 +294,26 @@ func (e Event) MarshalJSON() ([]byte, error) {
 			Fields    []string `json:"fields"`
 			Message   string   `json:"message"`
 		}{ts, e.Type, e.Action, e.Kind, e.Namespace, e.Name, fields, e.Message})
+	case TypeFrontDoor:
+		f := FrontDoor{}
+		if e.FrontDoor != nil {
+			f = *e.FrontDoor
+		}
+		return json.Marshal(struct {
+			Time string `json:"time"`
+			Type string `json:"type"`
+			FrontDoor
+		}{ts, e.Type, f})
+	case TypeIsolation:
+		i := Isolation{}
+		if e.Isolation != nil {
+			i = *e.Isolation
+		}
+		return json.Marshal(struct {
+			Time string `json:"time"`
+			Type string `json:"type"`
+			Isolation
+		}{ts, e.Type, i})
 	case TypeResult:
 		return json.Marshal(struct {
 			Time     string  `json:"time"`

@@ -23,6 +23,8 @@ func TestEventJSONKeys(t *testing.T) {
 		{Event{Time: ts, Type: TypeLog, Level: LevelWarn, Message: "m"}, []string{"level", "message", "time", "type"}},
 		{Event{Time: ts, Type: TypeResult, OK: false, ExitCode: 3}, []string{"exit_code", "message", "ok", "time", "token_dir", "type"}},
 		{Event{Time: ts, Type: TypePlan, Action: "update", Kind: "Deployment", Namespace: "kiln-system", Name: "kiln-gateway"}, []string{"action", "fields", "kind", "message", "name", "namespace", "time", "type"}},
+		{Event{Time: ts, Type: TypeFrontDoor, FrontDoor: &FrontDoor{Mode: "none"}}, []string{"address", "dns_record", "message", "mode", "ready", "time", "tls", "type"}},
+		{Event{Time: ts, Type: TypeIsolation, Isolation: &Isolation{State: IsolationUnknown}}, []string{"plugin", "reason", "state", "time", "type"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.ev.Type, func(t *testing.T) {

@@ -62,6 +62,11 @@ type ClusterStatus struct {
 	// PartlyRemoved, when set, says that a destroy began and did not
 	// finish, what is left, and how to finish it.
 	PartlyRemoved string `json:"partly_removed,omitempty"`
+	// FrontDoor is how the gateway is reached from outside (nil when the
+	// platform is not installed).
+	FrontDoor *FrontDoor `json:"front_door,omitempty"`
+	// Isolation is whether the cluster enforces kiln's NetworkPolicies.
+	Isolation *Isolation `json:"isolation,omitempty"`
 }
 
 // platformRefs lists every platform object in apply order.
@@ -258,6 +263,22 @@ func (e *Engine) statusAt(ctx context.Context, req StatusRequest, loc Location, 
 	if err != nil {
 		return out, err
 	}
+	// The front door and the network plugin: two independent reads of a
+	// few objects each, side by side.
+	var fd FrontDoor
+	var iso Isolation
+	var wg sync.WaitGroup
+	if ps.Installed && ps.Config != nil {
+		wg.Go(func() { fd = readFrontDoor(ctx, loc.Client, ps.Config) })
+	}
+	wg.Go(func() { iso = readIsolation(ctx, loc.Client) })
+	wg.Wait()
+	if ps.Installed && ps.Config != nil {
+		out.FrontDoor = &fd
+		e.emit(Event{Type: TypeFrontDoor, FrontDoor: &fd})
+	}
+	out.Isolation = &iso
+	e.emit(Event{Type: TypeIsolation, Isolation: &iso})
 	if ps.Installed && ps.Config != nil {
 		ops := e.opsFor(loc, req.Target, req.Timeout)
 		if req.Repair {

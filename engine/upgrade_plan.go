@@ -68,7 +68,8 @@ func (u *upgrade) plan(ctx context.Context) (*upgradePlan, error) {
 	}
 	cfg := st.Config
 	if u.userCfg != nil {
-		cfg = u.userCfg
+		// A file that leaves expose out keeps the recorded front door.
+		cfg = u.userCfg.KeepRecorded(st.Config)
 	}
 	p := &upgradePlan{cfg: cfg}
 	p.ops = &project.Ops{Client: cs, Cluster: req.Name, Config: cfg, Timeout: req.Timeout,
@@ -178,6 +179,7 @@ func (u *upgrade) plan(ctx context.Context) (*upgradePlan, error) {
 			p.gateway = append(p.gateway, obj)
 		}
 	}
+	p.notes = append(p.notes, frontDoorWarnings(ctx, cs, cfg)...)
 	if err := u.planProjects(ctx, p, st.Config, specs); err != nil {
 		return nil, err
 	}

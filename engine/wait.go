@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/kilnctl/kiln/creds"
+	"github.com/kilnctl/kiln/engine/config"
 	"github.com/kilnctl/kiln/engine/platform"
 	"github.com/kilnctl/kiln/engine/readiness"
 )
@@ -71,7 +72,17 @@ func (e *Engine) wait(ctx context.Context, req WaitRequest) (*creds.TokenDir, er
 				strings.Join(st.KeyIDs(), ", "), describeCandidates(cands), foundSuffix(have))
 		}
 		tenants = st.Config.Spec.Tenants
-		return verifyTokens(td, st.Keys, tenants)
+		if err := verifyTokens(td, st.Keys, tenants); err != nil {
+			return err
+		}
+		if st.Config.Spec.Gateway.Expose == config.ExposeLoadBalancer {
+			if err := e.waitLoadBalancer(wctx, loc.Client); err != nil {
+				return err
+			}
+		}
+		fd := readFrontDoor(wctx, loc.Client, st.Config)
+		e.emit(Event{Type: TypeFrontDoor, FrontDoor: &fd})
+		return nil
 	})
 	if err == nil && req.Probe {
 		err = e.phase(ctx, PhaseProbe, func(ctx context.Context) error {

@@ -207,3 +207,23 @@ func TestNoOpActionsAreDisabled(t *testing.T) {
 	}
 	requireGolden(t, h.Screen())
 }
+
+// TestInspectShowsFrontDoorAndIsolation: the inspect screen shows the
+// entry point with the DNS record to create, and whether isolation is
+// enforced (never a check mark without evidence).
+func TestInspectShowsFrontDoorAndIsolation(t *testing.T) {
+	b := backend()
+	in := tuitest.Inspection("dev1", "kiln-local")
+	in.Status.FrontDoor = &engine.FrontDoor{Mode: "nodePort", Address: "10.0.0.2:31080", DNS: "*.dev1.kiln.test A 10.0.0.2", Ready: true}
+	in.Status.Isolation = &engine.Isolation{State: engine.IsolationNotEnforced, Plugin: "flannel", Reason: "flannel alone does not enforce NetworkPolicy"}
+	b.Inspections = []*tui.Inspection{in}
+	h := tuitest.Start(t, b, tui.Options{})
+	h.WaitFor(t, "dev1")
+	h.Key("i")
+	got := ansi.Strip(h.WaitFor(t, "Projects (3)"))
+	for _, want := range []string{"Entry", "nodePort 10.0.0.2:31080; DNS: *.dev1.kiln.test A 10.0.0.2", "network isolation not enforced: flannel alone"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("inspect screen lacks %q:\n%s", want, got)
+		}
+	}
+}

@@ -878,7 +878,7 @@ func (m *Model) viewInspect(p *page, rows int) {
 	}
 	// Rows left for the platform objects once everything else is placed.
 	projects := max(len(st.Projects), 1)
-	fixed := len(p.lines) + 1 + 1 + 1 + 3 + 2 // headers, tenants, tokens, projects head, actions
+	fixed := len(p.lines) + 1 + 1 + 1 + 2 + 3 + 2 // headers, tenants, tokens, entry and isolation, projects head, actions
 	platRows := clamp(rows-fixed-min(projects, 6), 2, len(st.Objects))
 	ready := 0
 	for _, o := range st.Objects {
@@ -915,6 +915,28 @@ func (m *Model) viewInspect(p *page, rows int) {
 		p.hang("Tokens   "+m.st.warn.Render("! "+st.TokenProblem), 11)
 	case st.TokenDir != "":
 		p.hang("Tokens   "+m.st.ok.Render("✓")+" "+st.TokenDir, 11)
+	}
+	if fd := st.FrontDoor; fd != nil {
+		mode := fd.Mode
+		if mode == "" {
+			mode = "unset"
+		}
+		switch {
+		case fd.Ready && fd.DNS != "":
+			p.hang(fmt.Sprintf("Entry    %s %s %s; DNS: %s", m.st.ok.Render("✓"), mode, fd.Address, fd.DNS), 9)
+		case fd.Ready:
+			p.hang(fmt.Sprintf("Entry    %s %s %s", m.st.ok.Render("✓"), mode, fd.Address), 9)
+		default:
+			p.hang("Entry    "+mode+": "+m.st.warn.Render(fd.Message), 9)
+		}
+	}
+	if iso := st.Isolation; iso != nil {
+		text := "network isolation " + iso.String()
+		if iso.State == engine.IsolationEnforced {
+			p.hang("Isolation "+m.st.ok.Render("✓")+" "+text, 10)
+		} else {
+			p.hang("Isolation "+m.st.warn.Render("! "+text), 10)
+		}
 	}
 	p.blank()
 	shownProjects := s.projects()

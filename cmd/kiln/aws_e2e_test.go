@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
@@ -187,7 +188,31 @@ func TestAWSCreateWaitStatusDestroy(t *testing.T) {
 	expect(t, e.aws("create", "aws", name, "--region", region, "--headless"), 3)
 	expectComplete(t, inventory(t, emu, name, region))
 
-	expect(t, e.aws("wait", "aws", name, "--headless", "--timeout", "2m"), 0)
+	// The front door on aws is a LoadBalancer Service. The emulated EKS has
+	// no load-balancer controller: wait says what it waits for and ends
+	// with exit 5 naming it, until an address is published on the
+	// Service's status, as AWS's controller does.
+	svc, err := clusterB.Client.CoreV1().Services("kiln-system").Get(context.Background(), "kiln-gateway", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if svc.Spec.Type != corev1.ServiceTypeLoadBalancer {
+		t.Fatalf("gateway Service type %s on aws, want LoadBalancer", svc.Spec.Type)
+	}
+	r = e.aws("wait", "aws", name, "--headless", "--timeout", "3s")
+	expect(t, r, 5)
+	if !strings.Contains(r.stderr, "waiting for a load-balancer address on Service kiln-system/kiln-gateway") || !strings.Contains(r.stderr, "no load-balancer controller has published one") {
+		t.Errorf("wait without a load-balancer address does not say what is missing:\n%s", r.stderr)
+	}
+	svc.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{Hostname: "k8s-kiln-a1b2.elb." + region + ".amazonaws.com"}}
+	if _, err := clusterB.Client.CoreV1().Services("kiln-system").UpdateStatus(context.Background(), svc, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	r = e.aws("wait", "aws", name, "--headless", "--timeout", "2m")
+	expect(t, r, 0)
+	if want := "DNS record to create: *." + name + ".kiln.test CNAME k8s-kiln-a1b2.elb." + region + ".amazonaws.com"; !strings.Contains(r.stderr, want) {
+		t.Errorf("wait does not name the DNS record %q:\n%s", want, r.stderr)
+	}
 	expect(t, e.aws("status", "aws", name, "--region", region, "--headless"), 0)
 
 	// kiln list aws finds it by its tag, without a NAME, in its region only.

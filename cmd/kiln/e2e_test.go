@@ -216,6 +216,7 @@ func TestCreateWaitStatusDestroy(t *testing.T) {
 	r = e.kiln("status", "kube", "alpha", "-o", "json")
 	expect(t, r, 0)
 	current := 0
+	var frontDoor, isolation map[string]any
 	for _, ev := range r.events(t) {
 		if ev["type"] == "resource" {
 			if ev["status"] != "Current" {
@@ -223,6 +224,21 @@ func TestCreateWaitStatusDestroy(t *testing.T) {
 			}
 			current++
 		}
+		switch ev["type"] {
+		case "frontdoor":
+			frontDoor = ev
+		case "isolation":
+			isolation = ev
+		}
+	}
+	// No IngressClass in the test cluster: kube's default front door is a
+	// NodePort, at a node's InternalIP; kwok's nodes run no network plugin.
+	if addr, _ := frontDoor["address"].(string); frontDoor["mode"] != "nodePort" || frontDoor["ready"] != true || !strings.Contains(addr, ":") ||
+		!strings.HasPrefix(fmt.Sprint(frontDoor["dns_record"]), "*.alpha.kiln.test A ") {
+		t.Errorf("status frontdoor event %v, want nodePort at NODE-IP:PORT with an A record", frontDoor)
+	}
+	if isolation["state"] != "unknown" || !strings.Contains(fmt.Sprint(isolation["reason"]), "no recognised network plugin") {
+		t.Errorf("status isolation event %v, want unknown (no network plugin)", isolation)
 	}
 	// kiln-system, kiln-auth, kiln-config, one tenant namespace, two
 	// NetworkPolicies in kiln-system and two in the tenant's, the
@@ -232,7 +248,7 @@ func TestCreateWaitStatusDestroy(t *testing.T) {
 	}
 	r = e.kiln("status", "kube", "alpha")
 	expect(t, r, 0)
-	for _, s := range []string{"Platform  ready", "kiln-gateway", "1 ready endpoint", "trusted"} {
+	for _, s := range []string{"Platform  ready", "kiln-gateway", "1 ready endpoint", "trusted", "Entry     front door nodePort at ", "DNS record to create: *.alpha.kiln.test A ", "Isolation network isolation: unknown: "} {
 		if !strings.Contains(r.stdout, s) {
 			t.Errorf("status text lacks %q:\n%s", s, r.stdout)
 		}

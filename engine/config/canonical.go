@@ -79,6 +79,13 @@ func Diff(a, b *ClusterConfig) []string {
 		out = append(out, fmt.Sprintf("spec.gateway.image: %s (cluster) vs %s (file)", showGatewayImage(u), showGatewayImage(v)))
 	}
 	num("spec.gateway.replicas", x.Spec.Gateway.Replicas, y.Spec.Gateway.Replicas)
+	// expose left out of the file is kiln's choice at create time: it
+	// matches whatever the cluster recorded.
+	if u, v := x.Spec.Gateway.Expose, y.Spec.Gateway.Expose; v != "" && u != v {
+		out = append(out, fmt.Sprintf("spec.gateway.expose: %s (cluster) vs %s (file)", showExpose(u), v))
+	}
+	str("spec.gateway.ingressClassName", x.Spec.Gateway.IngressClassName, y.Spec.Gateway.IngressClassName)
+	str("spec.gateway.tls.secretName", x.Spec.Gateway.TLSSecret(), y.Spec.Gateway.TLSSecret())
 
 	nx, ny := stackNames(x.Spec.Stacks), stackNames(y.Spec.Stacks)
 	if !slices.Equal(nx, ny) {
@@ -132,6 +139,15 @@ func sameQuantity(u, v string) bool {
 	qu, err1 := resource.ParseQuantity(u)
 	qv, err2 := resource.ParseQuantity(v)
 	return err1 == nil && err2 == nil && qu.Cmp(qv) == 0
+}
+
+// showExpose names an expose a kiln-config written before kiln chose a
+// front door leaves unset.
+func showExpose(s string) string {
+	if s == "" {
+		return "unset (a ClusterIP Service)"
+	}
+	return s
 }
 
 // showGatewayImage names the default (empty) gateway image.

@@ -109,7 +109,30 @@ type Gateway struct {
 	// IngressClassName is the ingressClassName of the project routes
 	// (Ingress kiln-system/T.P); unset: the cluster's default class.
 	IngressClassName string `json:"ingressClassName,omitempty" yaml:"ingressClassName,omitempty"`
+	// TLS, when set, makes the gateway serve HTTPS on its port with the
+	// certificate of a kubernetes.io/tls Secret in kiln-system.
+	TLS *GatewayTLS `json:"tls,omitempty" yaml:"tls,omitempty"`
 }
+
+// GatewayTLS is spec.gateway.tls.
+type GatewayTLS struct {
+	// SecretName names a kubernetes.io/tls Secret in kiln-system (keys
+	// tls.crt and tls.key), mounted into the gateway and reloaded when it
+	// changes.
+	SecretName string `json:"secretName" yaml:"secretName"`
+}
+
+// TLSSecret is spec.gateway.tls.secretName, or "" when TLS is not set.
+func (g Gateway) TLSSecret() string {
+	if g.TLS == nil {
+		return ""
+	}
+	return g.TLS.SecretName
+}
+
+// ExposeModes are the values of spec.gateway.expose, in the order
+// messages list them.
+var ExposeModes = []string{ExposeLoadBalancer, ExposeIngress, ExposeNodePort, ExposeNone}
 
 // Front door modes (spec.gateway.expose).
 const (
@@ -234,6 +257,21 @@ func (c *ClusterConfig) Stack(name string) (Stack, bool) {
 	return Stack{}, false
 }
 
+// Clone returns a deep copy of c.
+func (c *ClusterConfig) Clone() *ClusterConfig { return c.clone() }
+
+// KeepRecorded returns a copy of c (a config file for an installed
+// platform) in which what the file leaves to kiln's choice at create time
+// is the installed config's recorded choice: spec.gateway.expose. An
+// upgrade with a file that does not name expose keeps the front door.
+func (c *ClusterConfig) KeepRecorded(installed *ClusterConfig) *ClusterConfig {
+	out := c.clone()
+	if out.Spec.Gateway.Expose == "" && installed != nil {
+		out.Spec.Gateway.Expose = installed.Spec.Gateway.Expose
+	}
+	return out
+}
+
 // TenantNamespace is the namespace of tenant: kiln-tenant-TENANT.
 func TenantNamespace(tenant string) string { return TenantNamespacePrefix + tenant }
 
@@ -245,6 +283,10 @@ func (c *ClusterConfig) clone() *ClusterConfig {
 	out := *c
 	out.Spec.Tenants = slices.Clone(c.Spec.Tenants)
 	out.Spec.Stacks = slices.Clone(c.Spec.Stacks)
+	if c.Spec.Gateway.TLS != nil {
+		t := *c.Spec.Gateway.TLS
+		out.Spec.Gateway.TLS = &t
+	}
 	for i := range out.Spec.Stacks {
 		out.Spec.Stacks[i].WritablePaths = slices.Clone(c.Spec.Stacks[i].WritablePaths)
 	}

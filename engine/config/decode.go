@@ -287,6 +287,13 @@ func (d *decoder) value(n *yaml.Node, v reflect.Value, path string) {
 	if isNull(n) {
 		return
 	}
+	if v.Kind() == reflect.Pointer {
+		// An optional section (spec.gateway.tls): present when spelled out.
+		if v.IsNil() {
+			v.Set(reflect.New(v.Type().Elem()))
+		}
+		v = v.Elem()
+	}
 	switch v.Kind() {
 	case reflect.Struct:
 		ok = d.mapping(at, n, v, path)

@@ -149,7 +149,7 @@ func TestParseErrors(t *testing.T) {
 		{
 			name: "unknown field in flow mapping",
 			in:   hdr + "spec:\n  gateway: {image: x, replica: 2}\n",
-			want: []string{"kiln.yaml:4:23: spec.gateway.replica: unknown field (known: image, replicas)"},
+			want: []string{"kiln.yaml:4:23: spec.gateway.replica: unknown field (known: image, replicas, expose, ingressClassName, tls)"},
 		},
 		{
 			name: "unknown metadata field",

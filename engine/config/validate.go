@@ -4,10 +4,12 @@ import (
 	"fmt"
 	pathpkg "path"
 	"regexp"
+	"slices"
 	"strings"
 	"unicode"
 
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/kilnctl/kiln/internal/exit"
 )
@@ -102,6 +104,21 @@ func validate(c *ClusterConfig, name string, present func(string) bool) []Proble
 		}
 	}
 
+	switch g := s.Gateway; {
+	case g.Expose == "" && present("spec.gateway.expose"):
+		bad("spec.gateway.expose", "must be one of %s (leave it out for the provider's default)", strings.Join(ExposeModes, ", "))
+	case g.Expose != "" && !slices.Contains(ExposeModes, g.Expose):
+		bad("spec.gateway.expose", "%s: must be one of %s (loadBalancer: a Service of type LoadBalancer; ingress: the cluster's ingress controller serves the project routes; nodePort: a NodePort Service; none: kubectl port-forward only)", quoteShort(g.Expose), strings.Join(ExposeModes, ", "))
+	}
+	subdomainProblem(bad, "spec.gateway.ingressClassName", s.Gateway.IngressClassName, present, "an IngressClass name")
+	if t := s.Gateway.TLS; t != nil {
+		if t.SecretName == "" && !present("spec.gateway.tls.secretName") {
+			bad("spec.gateway.tls.secretName", "required (a kubernetes.io/tls Secret in kiln-system)")
+		} else {
+			subdomainProblem(bad, "spec.gateway.tls.secretName", t.SecretName, func(string) bool { return true }, "a Secret name")
+		}
+	}
+
 	if len(s.Stacks) == 0 {
 		bad("spec.stacks", "must list at least one stack (leave it out for the default stack)")
 	}
@@ -143,6 +160,21 @@ func validate(c *ClusterConfig, name string, present func(string) bool) []Proble
 		bad("spec.tenantIsolation", "%s: must be %s (only the gateway reaches tenant pods) or %s (also the tenant's own pods)", quoteShort(s.TenantIsolation), IsolationGateway, IsolationNamespace)
 	}
 	return ps
+}
+
+// subdomainProblem checks an optional object name that must be a DNS-1123
+// subdomain (what names an IngressClass or a Secret); what says what it
+// names.
+func subdomainProblem(bad func(string, string, ...any), path, v string, present func(string) bool, what string) {
+	if v == "" {
+		if present(path) {
+			bad(path, "must not be empty (leave it out when unset)")
+		}
+		return
+	}
+	if errs := validation.IsDNS1123Subdomain(v); len(errs) > 0 {
+		bad(path, "%s is not %s: %s", quoteShort(v), what, strings.Join(errs, "; "))
+	}
 }
 
 // writablePathsProblem checks a stack's writablePaths: absolute, clean

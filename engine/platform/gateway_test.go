@@ -4,7 +4,9 @@ import (
 	"slices"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
 	appsac "k8s.io/client-go/applyconfigurations/apps/v1"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 
 	"github.com/kilnctl/kiln/engine/config"
 )
@@ -77,5 +79,53 @@ func TestGatewayDeployment(t *testing.T) {
 	cc := gatewayDeployment(t, custom, "v1.2.3").Spec.Template.Spec.Containers[0]
 	if *cc.Image != custom.Spec.Gateway.Image || !slices.Equal(cc.Args, want) {
 		t.Errorf("override: image %s args %q", *cc.Image, cc.Args)
+	}
+}
+
+func TestGatewayServiceAndTLS(t *testing.T) {
+	for expose, want := range map[string]corev1.ServiceType{
+		config.ExposeLoadBalancer: corev1.ServiceTypeLoadBalancer,
+		config.ExposeNodePort:     corev1.ServiceTypeNodePort,
+		config.ExposeIngress:      corev1.ServiceTypeClusterIP,
+		config.ExposeNone:         corev1.ServiceTypeClusterIP,
+		"":                        corev1.ServiceTypeClusterIP,
+	} {
+		cfg := config.Default("dev1")
+		cfg.Spec.Gateway.Expose = expose
+		var svc *corev1ac.ServiceApplyConfiguration
+		for _, o := range GatewayObjects("dev1", cfg, "v1") {
+			if s, ok := o.Apply.(*corev1ac.ServiceApplyConfiguration); ok {
+				svc = s
+			}
+		}
+		if svc == nil || *svc.Spec.Type != want {
+			t.Errorf("expose %q: Service type %v, want %s", expose, svc.Spec.Type, want)
+		}
+		if p := svc.Spec.Ports[0]; *p.Name != "http" || *p.Port != 80 || p.AppProtocol != nil {
+			t.Errorf("expose %q: port %+v, want http 80 without appProtocol", expose, p)
+		}
+	}
+
+	cfg := config.Default("dev1")
+	cfg.Spec.Gateway.TLS = &config.GatewayTLS{SecretName: "dev1-tls"}
+	d := gatewayDeployment(t, cfg, "v1")
+	c := d.Spec.Template.Spec.Containers[0]
+	if !slices.Contains(c.Args, "--tls-cert=/etc/kiln/tls/tls.crt") || !slices.Contains(c.Args, "--tls-key=/etc/kiln/tls/tls.key") {
+		t.Errorf("args %q lack the TLS pair", c.Args)
+	}
+	var mounted, volume bool
+	for _, m := range c.VolumeMounts {
+		mounted = mounted || (*m.Name == "tls" && *m.MountPath == "/etc/kiln/tls" && m.SubPath == nil)
+	}
+	for _, v := range d.Spec.Template.Spec.Volumes {
+		volume = volume || (v.Secret != nil && *v.Secret.SecretName == "dev1-tls")
+	}
+	if !mounted || !volume {
+		t.Errorf("TLS Secret mounted %v (as a directory), volume %v", mounted, volume)
+	}
+	for _, o := range GatewayObjects("dev1", cfg, "v1") {
+		if s, ok := o.Apply.(*corev1ac.ServiceApplyConfiguration); ok && (s.Spec.Ports[0].AppProtocol == nil || *s.Spec.Ports[0].AppProtocol != "https") {
+			t.Errorf("TLS Service port %+v, want appProtocol https", s.Spec.Ports[0])
+		}
 	}
 }

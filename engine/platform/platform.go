@@ -45,6 +45,7 @@ const (
 	LabelName       = "app.kubernetes.io/name"
 	gatewayPort     = 8080
 	authMountPath   = "/etc/kiln/auth"
+	tlsMountPath    = "/etc/kiln/tls"
 	tenantNamespace = "kiln-tenant-"
 )
 
@@ -165,8 +166,10 @@ func GatewayImage(version string) string {
 // entrypoint (the kiln binary) they run `kiln gateway`. A custom
 // spec.gateway.image receives the same args, so it must be kiln's image
 // (a mirror, another version, a digest) or accept them the same way.
-func GatewayArgs(cluster, domain string) []string {
-	return []string{
+// With tls, the gateway serves HTTPS with the mounted Secret's tls.crt and
+// tls.key.
+func GatewayArgs(cluster, domain string, tls bool) []string {
+	args := []string{
 		"gateway",
 		fmt.Sprintf("--listen=:%d", gatewayPort),
 		fmt.Sprintf("--metrics-listen=:%d", gatewayMetricsPort),
@@ -174,9 +177,31 @@ func GatewayArgs(cluster, domain string) []string {
 		"--cluster=" + cluster,
 		"--domain=" + domain,
 	}
+	if tls {
+		args = append(args,
+			"--tls-cert="+tlsMountPath+"/"+corev1.TLSCertKey,
+			"--tls-key="+tlsMountPath+"/"+corev1.TLSPrivateKeyKey)
+	}
+	return args
 }
 
-// GatewayObjects are the gateway's ServiceAccount, Deployment and Service.
+// GatewayServiceType is the type of Service kiln-gateway for a front door
+// mode (spec.gateway.expose): LoadBalancer and NodePort for those modes,
+// ClusterIP otherwise (ingress: the ingress controller reaches it inside
+// the cluster; none: port-forward only; unset: a kiln-config written
+// before kiln chose a front door, which had a ClusterIP Service).
+func GatewayServiceType(expose string) corev1.ServiceType {
+	switch expose {
+	case config.ExposeLoadBalancer:
+		return corev1.ServiceTypeLoadBalancer
+	case config.ExposeNodePort:
+		return corev1.ServiceTypeNodePort
+	}
+	return corev1.ServiceTypeClusterIP
+}
+
+// GatewayObjects are the gateway's ServiceAccount, Deployment and Service
+// (its type from spec.gateway.expose, GatewayServiceType).
 // The image is spec.gateway.image, or kiln's own at version when unset:
 // a kiln of another version applying the platform rolls the gateway to
 // its own.
@@ -196,6 +221,19 @@ func GatewayObjects(cluster string, cfg *config.ClusterConfig, version string) [
 	if cfg.Spec.Gateway.IsDefaultImage() {
 		image = GatewayImage(version)
 	}
+	tlsSecret := cfg.Spec.Gateway.TLSSecret()
+	mounts := []*corev1ac.VolumeMountApplyConfiguration{
+		corev1ac.VolumeMount().WithName("auth").WithMountPath(authMountPath).WithReadOnly(true),
+	}
+	volumes := []*corev1ac.VolumeApplyConfiguration{
+		corev1ac.Volume().WithName("auth").WithConfigMap(corev1ac.ConfigMapVolumeSource().WithName(AuthName)),
+	}
+	if tlsSecret != "" {
+		// Mounted as a directory (no subPath), so the kubelet's updates of a
+		// renewed certificate reach the gateway, which reloads it.
+		mounts = append(mounts, corev1ac.VolumeMount().WithName("tls").WithMountPath(tlsMountPath).WithReadOnly(true))
+		volumes = append(volumes, corev1ac.Volume().WithName("tls").WithSecret(corev1ac.SecretVolumeSource().WithSecretName(tlsSecret)))
+	}
 	sa := corev1ac.ServiceAccount(GatewayName, Namespace).WithLabels(l).WithAutomountServiceAccountToken(false)
 	probe := func(path string) *corev1ac.ProbeApplyConfiguration {
 		return corev1ac.Probe().WithHTTPGet(corev1ac.HTTPGetAction().WithPath(path).WithPort(intstr.FromString("metrics"))).
@@ -204,14 +242,12 @@ func GatewayObjects(cluster string, cfg *config.ClusterConfig, version string) [
 	container := corev1ac.Container().
 		WithName("gateway").
 		WithImage(image).
-		WithArgs(GatewayArgs(cluster, cfg.Spec.Domain)...).
+		WithArgs(GatewayArgs(cluster, cfg.Spec.Domain, tlsSecret != "")...).
 		WithPorts(
 			corev1ac.ContainerPort().WithName("http").WithContainerPort(gatewayPort),
 			corev1ac.ContainerPort().WithName("metrics").WithContainerPort(gatewayMetricsPort),
 		).
-		WithVolumeMounts(
-			corev1ac.VolumeMount().WithName("auth").WithMountPath(authMountPath).WithReadOnly(true),
-		).
+		WithVolumeMounts(mounts...).
 		WithReadinessProbe(probe("/readyz")).
 		WithLivenessProbe(probe("/healthz").WithFailureThreshold(6)).
 		WithResources(corev1ac.ResourceRequirements().
@@ -248,13 +284,19 @@ func GatewayObjects(cluster string, cfg *config.ClusterConfig, version string) [
 						WithRunAsGroup(gatewayUID).
 						WithSeccompProfile(corev1ac.SeccompProfile().WithType(corev1.SeccompProfileTypeRuntimeDefault))).
 					WithContainers(container).
-					WithVolumes(
-						corev1ac.Volume().WithName("auth").WithConfigMap(corev1ac.ConfigMapVolumeSource().WithName(AuthName)),
-					))))
+					WithVolumes(volumes...))))
+	// Port 80 named http whatever the protocol: the project routes'
+	// Ingresses name it. With TLS its appProtocol says the gateway speaks
+	// HTTPS there, for ingress controllers and load balancers that read it.
+	port := corev1ac.ServicePort().WithName("http").WithPort(80).WithTargetPort(intstr.FromString("http"))
+	if tlsSecret != "" {
+		port = port.WithAppProtocol("https")
+	}
 	svc := corev1ac.Service(GatewayName, Namespace).WithLabels(l).
 		WithSpec(corev1ac.ServiceSpec().
+			WithType(GatewayServiceType(cfg.Spec.Gateway.Expose)).
 			WithSelector(sel).
-			WithPorts(corev1ac.ServicePort().WithName("http").WithPort(80).WithTargetPort(intstr.FromString("http"))))
+			WithPorts(port))
 	return []Object{
 		{Ref: readiness.Ref{Kind: readiness.KindServiceAcc, Namespace: Namespace, Name: GatewayName}, Apply: sa},
 		{Ref: readiness.Ref{Kind: readiness.KindDeployment, Namespace: Namespace, Name: GatewayName}, Apply: dep},

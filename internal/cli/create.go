@@ -44,6 +44,12 @@ kiln-config, streams the readiness of every platform object and verifies
 every token in the token dir against kiln-auth. Exit 0 when all is ready,
 5 when --timeout passes, 1 naming a tenant whose token does not verify.
 
+It then reports the front door (spec.gateway.expose): its address and the
+DNS record to create. With expose loadBalancer it first waits for the
+load-balancer address on Service kiln-system/kiln-gateway, which only a
+load-balancer controller in the cluster publishes: without one it never
+comes, and --timeout ends the wait with exit 5 naming it.
+
 --probe adds a data-plane check on top of that (never instead of it): one
 request per tenant with the tenant's token through the gateway, over a
 port-forward to a ready gateway pod, reported per tenant as accepted or

@@ -36,6 +36,11 @@ gateway needs no Kubernetes API access. For local use and tests,
 --backend T/P=HOST:PORT (repeatable) replaces cluster DNS: a project not
 listed is unknown.
 
+With --tls-cert and --tls-key (the mounted Secret of spec.gateway.tls),
+--listen serves HTTPS; the pair is reloaded when the files change (kubelet's
+Secret volume swap included), so a renewed certificate is served without a
+restart, and a pair that does not load keeps the one in force.
+
 /healthz, /readyz (ready once keys are loaded) and Prometheus /metrics are
 served on --metrics-listen, or on --listen when that is empty. The access
 log is JSON lines on stderr; it never contains tokens. SIGTERM drains the
@@ -87,6 +92,8 @@ requests in flight and exits 0.`,
 	f.StringVar(&cfg.Cluster, "cluster", "", "cluster NAME: tokens must have iss kiln:NAME")
 	f.StringVar(&cfg.Domain, "domain", "", "cluster domain: Host P.T.DOMAIN routes to project P of tenant T")
 	f.StringArrayVar(&backends, "backend", nil, "TENANT/PROJECT=HOST:PORT instead of cluster DNS (repeatable)")
+	f.StringVar(&cfg.TLSCert, "tls-cert", "", "PEM certificate (chain) file: serve HTTPS on --listen, reloading it when it changes (with --tls-key)")
+	f.StringVar(&cfg.TLSKey, "tls-key", "", "PEM private key file of --tls-cert")
 	f.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", gateway.DefaultShutdownTimeout, "on SIGTERM, wait this long for requests in flight")
 	return cmd
 }

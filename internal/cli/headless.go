@@ -138,6 +138,16 @@ func formatText(e engine.Event, quiet bool) string {
 			ref = strings.ToLower(e.Kind) + " " + e.Namespace + "/" + e.Name
 		}
 		return fmt.Sprintf("  %s %s %s", statusMark(e.Status), ref, strings.TrimSpace(e.Status+" "+dash(e.Message)))
+	case engine.TypeFrontDoor:
+		if quiet || e.FrontDoor == nil {
+			return ""
+		}
+		return "  " + strings.ReplaceAll(frontDoorText(*e.FrontDoor), "\n", "\n  ")
+	case engine.TypeIsolation:
+		if quiet || e.Isolation == nil {
+			return ""
+		}
+		return "  network isolation: " + e.Isolation.String()
 	case engine.TypeLog:
 		if quiet && e.Level == engine.LevelInfo {
 			return ""

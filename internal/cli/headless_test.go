@@ -26,6 +26,12 @@ func TestTextLines(t *testing.T) {
 		{engine.Event{Type: engine.TypeLog, Level: engine.LevelInfo, Message: "fyi"}, true, ""},
 		{engine.Event{Type: engine.TypeResult, OK: false, ExitCode: 4, Message: "locked"}, true, "✗ locked (exit 4)"},
 		{engine.Event{Type: engine.TypeResult, OK: true, Message: "done"}, false, "✓ done"},
+		{engine.Event{Type: engine.TypeFrontDoor, FrontDoor: &engine.FrontDoor{Mode: "loadBalancer", Address: "lb.example.test", DNS: "*.dev1.example.test CNAME lb.example.test", Ready: true, TLS: "at the gateway", Message: "load balancer"}}, false,
+			"  front door loadBalancer at lb.example.test (load balancer)\n  DNS record to create: *.dev1.example.test CNAME lb.example.test\n  TLS: at the gateway"},
+		{engine.Event{Type: engine.TypeFrontDoor, FrontDoor: &engine.FrontDoor{Mode: "none", TLS: "none", Message: "no front door: reach the gateway with kubectl port-forward"}}, false,
+			"  front door none: no front door: reach the gateway with kubectl port-forward\n  TLS: none"},
+		{engine.Event{Type: engine.TypeFrontDoor, FrontDoor: &engine.FrontDoor{Mode: "none"}}, true, ""},
+		{engine.Event{Type: engine.TypeIsolation, Isolation: &engine.Isolation{State: "unknown", Reason: "not permitted to list daemonsets"}}, false, "  network isolation: unknown: not permitted to list daemonsets"},
 	}
 	for _, tc := range cases {
 		if got := formatText(tc.ev, tc.quiet); got != tc.want {

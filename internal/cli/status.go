@@ -18,8 +18,12 @@ func newStatusCmd(g *globals) *cobra.Command {
 		Short: "Show the health of a cluster's platform, tenants and token dir, from live objects",
 		Long: `status reads every platform object from the API server and reports its
 status (kstatus, plus ready endpoints for Services), the tenants, the token
-dir and whether the cluster trusts its key. Nothing is cached: every run
-derives state from the live objects. --watch keeps streaming changes.`,
+dir and whether the cluster trusts its key, the front door (how the gateway
+is reached from outside, its address and the DNS record to create) and
+whether the cluster's network plugin enforces kiln's NetworkPolicies
+(enforced, not enforced or unknown, with the evidence). Nothing is cached:
+every run derives state from the live objects. --watch keeps streaming
+changes.`,
 		Example: `  kiln status kube dev1
   kiln status kube dev1 -o json
   kiln status kube dev1 --watch`,
@@ -88,6 +92,12 @@ func printStatus(w io.Writer, st *engine.ClusterStatus) {
 	default:
 		fmt.Fprintf(w, "Tokens    %s (key %s, trusted, every tenant token verifies)\n", st.TokenDir, st.KeyID)
 	}
+	if fd := st.FrontDoor; fd != nil {
+		fmt.Fprintf(w, "Entry     %s\n", strings.ReplaceAll(frontDoorText(*fd), "\n", "\n          "))
+	}
+	if iso := st.Isolation; iso != nil {
+		fmt.Fprintf(w, "Isolation network isolation: %s\n", iso.String())
+	}
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "KIND\tNAMESPACE\tNAME\tSTATUS\tMESSAGE")
@@ -103,4 +113,25 @@ func printStatus(w io.Writer, st *engine.ClusterStatus) {
 		fmt.Fprintln(w)
 		printProjects(w, st.Projects)
 	}
+}
+
+// frontDoorText words the front door in lines: mode and address, the DNS
+// record to create, where TLS terminates.
+func frontDoorText(fd engine.FrontDoor) string {
+	mode := fd.Mode
+	if mode == "" {
+		mode = "unset"
+	}
+	var b strings.Builder
+	switch {
+	case fd.Address != "":
+		fmt.Fprintf(&b, "front door %s at %s (%s)", mode, fd.Address, fd.Message)
+	default:
+		fmt.Fprintf(&b, "front door %s: %s", mode, fd.Message)
+	}
+	if fd.DNS != "" {
+		fmt.Fprintf(&b, "\nDNS record to create: %s", fd.DNS)
+	}
+	fmt.Fprintf(&b, "\nTLS: %s", fd.TLS)
+	return b.String()
 }

@@ -12,6 +12,7 @@ package gateway
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -61,7 +62,12 @@ type Config struct {
 	// Backends, when not empty, replace cluster DNS: a route not in the map
 	// is an unknown project.
 	Backends map[Route]string
-	// ReloadInterval is how often keys.json is checked besides file events.
+	// TLSCert and TLSKey, when set, make Listen serve HTTPS with this PEM
+	// certificate (chain) and key, reloaded when the files change (the
+	// mounted kubernetes.io/tls Secret of spec.gateway.tls).
+	TLSCert, TLSKey string
+	// ReloadInterval is how often keys.json (and the certificate) are
+	// checked besides file events.
 	ReloadInterval time.Duration
 	// ShutdownTimeout bounds the drain of requests in flight on shutdown.
 	ShutdownTimeout time.Duration
@@ -95,6 +101,7 @@ func ParseBackend(s string) (Route, string, error) {
 type Gateway struct {
 	cfg     Config
 	keys    *keyStore
+	certs   *certStore // nil without TLS
 	metrics *metrics
 	proxy   http.Handler
 	closing atomic.Bool
@@ -125,8 +132,14 @@ func New(cfg Config) (*Gateway, error) {
 	if err != nil || !fi.IsDir() {
 		return nil, fmt.Errorf("--auth-dir %q: not a directory; mount the kiln-auth ConfigMap there (or point it at a directory holding %s)", cfg.AuthDir, KeysFile)
 	}
+	if (cfg.TLSCert == "") != (cfg.TLSKey == "") {
+		return nil, errors.New("--tls-cert and --tls-key: give both (HTTPS) or neither (HTTP)")
+	}
 	m := newMetrics()
 	g := &Gateway{cfg: cfg, metrics: m, keys: newKeyStore(cfg.AuthDir, cfg.ReloadInterval, cfg.Log, m)}
+	if cfg.TLSCert != "" {
+		g.certs = newCertStore(cfg.TLSCert, cfg.TLSKey, cfg.ReloadInterval, cfg.Log)
+	}
 	g.proxy = newProxy(cfg)
 	return g, nil
 }
@@ -146,6 +159,13 @@ func (g *Gateway) Reload() { g.keys.load() }
 // flight for up to ShutdownTimeout. Listening failures are returned.
 func (g *Gateway) Run(ctx context.Context) error {
 	g.keys.load()
+	if g.certs != nil {
+		// Without a certificate there is nothing to serve: fail at start,
+		// where the error is seen, rather than on every handshake.
+		if err := g.certs.load(); err != nil {
+			return fmt.Errorf("gateway: %w", err)
+		}
+	}
 	ln, err := net.Listen("tcp", g.cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("gateway: listen on %s: %w", g.cfg.Listen, err)
@@ -166,9 +186,19 @@ func (g *Gateway) Run(ctx context.Context) error {
 	kctx, stopKeys := context.WithCancel(ctx)
 	defer stopKeys()
 	go g.keys.run(kctx)
+	if g.certs != nil {
+		go g.certs.run(kctx)
+	}
 
 	errc := make(chan error, len(servers))
 	for i, s := range servers {
+		if i == 0 && g.certs != nil {
+			// HTTPS on Listen only: probes and metrics stay plain HTTP.
+			s.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: g.certs.getCertificate}
+			g.cfg.Log.Info("listening", "addr", lns[i].Addr().String(), "tls", true)
+			go func() { errc <- s.ServeTLS(lns[i], "", "") }()
+			continue
+		}
 		g.cfg.Log.Info("listening", "addr", lns[i].Addr().String())
 		go func() { errc <- s.Serve(lns[i]) }()
 	}

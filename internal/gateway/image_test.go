@@ -151,7 +151,7 @@ func TestGatewayImage(t *testing.T) {
 	if err := json.Unmarshal(out, &v); err != nil || v.Version != version {
 		t.Fatalf("kiln version from the image = %q (%v), want %s", out, err, version)
 	}
-	args := platform.GatewayArgs("dev1", "dev1.kiln.test")
+	args := platform.GatewayArgs("dev1", "dev1.kiln.test", false)
 	if args[0] != "gateway" {
 		t.Fatalf("GatewayArgs = %v: with the entrypoint they must run `kiln gateway`", args)
 	}

@@ -25,6 +25,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/kilnctl/kiln/engine"
+	"github.com/kilnctl/kiln/engine/config"
 	"github.com/kilnctl/kiln/engine/input"
 	"github.com/kilnctl/kiln/engine/trace"
 	"github.com/kilnctl/kiln/internal/exit"
@@ -129,6 +130,13 @@ func (p *Provider) Name() string { return "aws" }
 // account.
 func (p *Provider) Nouns() engine.Nouns {
 	return engine.Nouns{Location: "region", Scope: "account", Target: engine.InputRegion}
+}
+
+// DefaultExpose implements engine.DefaultExposer: an EKS cluster kiln
+// creates has a cloud load-balancer controller, so the gateway's Service
+// is type LoadBalancer.
+func (p *Provider) DefaultExpose(context.Context, kubernetes.Interface, *config.ClusterConfig) (string, string, error) {
+	return config.ExposeLoadBalancer, "EKS provisions a load balancer for a LoadBalancer Service", nil
 }
 
 // Explicit reports whether the user named the region (--region).
