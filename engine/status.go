@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/kilnctl/kiln/creds"
 	"github.com/kilnctl/kiln/engine/config"
 	"github.com/kilnctl/kiln/engine/platform"
 	"github.com/kilnctl/kiln/engine/readiness"
@@ -144,7 +145,17 @@ func (e *removedError) Unwrap() error { return e.err }
 // kiln remembers for it (inspected now, without error: no kiln cluster of
 // that NAME there) while a keyring entry or a token dir for it remains.
 func (e *Engine) removedLeftovers(ctx context.Context, req Target, cands []candidate) (Location, bool) {
-	where, _ := e.remembered(req, cands)
+	// Only a committed token dir is what an interrupted destroy leaves
+	// behind. A pending one is a create that never installed a platform:
+	// the next create replaces it (destroy of bare infrastructure leaves
+	// it, and its keyring entry, so).
+	where := ""
+	for _, c := range cands {
+		if td, err := creds.Load(c.Path); err == nil && td.Manifest.Cluster == req.Name && td.Manifest.Provider == req.Provider.Name() && td.Manifest.State == creds.StateCommitted {
+			where = td.Manifest.Location
+			break
+		}
+	}
 	insp, ok := req.Provider.(LocationInspector)
 	if where == "" || !ok {
 		return Location{}, false

@@ -132,6 +132,8 @@ type Emulator struct {
 
 	// eks is the emulation of the EKS operations kumo lacks.
 	eks *eksUpdates
+	// az is the emulation of availability zones (zones.go).
+	az *zoneState
 
 	closeOnce sync.Once
 	closeErr  error
@@ -171,6 +173,7 @@ func Start(ctx context.Context, opts Options) (*Emulator, error) {
 		backends: make(map[string]*backend, len(regions)),
 		counts:   make(map[string]int),
 		eks:      newEKSUpdates(),
+		az:       &zoneState{zones: map[string][]Zone{}, subnets: map[string]string{}},
 		served:   make(chan struct{}),
 		tr: &http.Transport{
 			Proxy:               nil, // never send emulator traffic through an HTTP proxy

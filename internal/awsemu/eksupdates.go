@@ -74,8 +74,8 @@ type eksUpdates struct {
 	// noCapacity are instance types EC2 has no capacity for: a node
 	// group created with one ends CREATE_FAILED (see RefuseCapacity).
 	noCapacity map[string]bool
-	clusters map[string]*eksClusterState // key region/name
-	writes   map[string]int              // per region
+	clusters   map[string]*eksClusterState // key region/name
+	writes     map[string]int              // per region
 }
 
 func newEKSUpdates() *eksUpdates {
@@ -205,6 +205,9 @@ func (e *Emulator) serveEKS(w http.ResponseWriter, r *http.Request, b *backend, 
 		// the cluster, you must delete them first", ResourceInUseException —
 		// https://docs.aws.amazon.com/eks/latest/APIReference/API_DeleteCluster.html);
 		// kumo deletes it anyway.
+		if rt.op == "CreateCluster" && e.refuseUnsupportedZones(w, r, b, body) {
+			return true
+		}
 		if rt.op == "DeleteCluster" {
 			names, err := e.nodegroupNames(r, b, rt.cluster)
 			if err == nil && len(names) > 0 {

@@ -107,6 +107,9 @@ func (e *Emulator) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if scope.service == eksSigningName && e.serveEKS(w, r, b, body) {
 		return
 	}
+	if scope.service == "ec2" && e.serveEC2(w, r, b, body) {
+		return
+	}
 
 	b.proxy.ServeHTTP(w, r)
 }

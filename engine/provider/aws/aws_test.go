@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -17,7 +18,10 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	"github.com/aws/aws-sdk-go-v2/service/eks"
+	ekstypes "github.com/aws/aws-sdk-go-v2/service/eks/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -638,4 +642,135 @@ func TestDestroyRemovesANodegroupKilnDidNotCreate(t *testing.T) {
 	if _, err := ek.DescribeCluster(ctx, &eks.DescribeClusterInput{Name: aws.String(name)}); apiCode(err) != "ResourceNotFoundException" {
 		t.Errorf("the EKS cluster is still there: %v\n%s", err, sink)
 	}
+}
+
+// Zones are judged by zone ID and by what EKS and EC2 accept, not by name:
+// in the emulated us-east-1, us-east-1a is use1-az3 (where EKS creates no
+// control plane: EKS User Guide, "View Amazon EKS networking requirements
+// for VPC and subnets"; CreateCluster then fails with
+// UnsupportedAvailabilityZoneException, API reference CreateCluster) and a
+// Local Zone's name sorts first.
+func TestSubnetsAvoidZonesEKSAndEC2Refuse(t *testing.T) {
+	e := emulator(t)
+	ctx := context.Background()
+	const region = "us-east-1"
+	cfg, err := e.Config(ctx, region)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The emulator refuses a control plane there, as EKS does.
+	ec := ec2.NewFromConfig(cfg)
+	vpc, err := ec.CreateVpc(ctx, &ec2.CreateVpcInput{CidrBlock: aws.String("10.99.0.0/16")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var bad []string
+	for i, az := range []string{"us-east-1a", "us-east-1b"} {
+		sn, err := ec.CreateSubnet(ctx, &ec2.CreateSubnetInput{VpcId: vpc.Vpc.VpcId, CidrBlock: aws.String(fmt.Sprintf("10.99.%d.0/24", i)), AvailabilityZone: aws.String(az)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		bad = append(bad, aws.ToString(sn.Subnet.SubnetId))
+	}
+	_, err = eks.NewFromConfig(cfg).CreateCluster(ctx, &eks.CreateClusterInput{Name: aws.String(uniq("azbad")), RoleArn: aws.String("arn:aws:iam::000000000000:role/x"),
+		ResourcesVpcConfig: &ekstypes.VpcConfigRequest{SubnetIds: bad}})
+	if apiCode(err) != "UnsupportedAvailabilityZoneException" {
+		t.Fatalf("CreateCluster with a subnet in use1-az3: want UnsupportedAvailabilityZoneException, got %v", err)
+	}
+
+	p := newTestProvider(t, e)
+	name := uniq("zones")
+	sink := &events{}
+	if _, _, err := p.EnsureInfrastructure(ctx, name, region, sink); err != nil {
+		t.Fatalf("create in %s: %v\n%s", region, err, sink)
+	}
+	t.Cleanup(func() { destroy(t, p, name, region) })
+	zones := subnetZones(t, ec, name)
+	if slices.Contains(zones, "us-east-1a") || slices.Contains(zones, region+"-lcl-1a") || len(zones) != 2 {
+		t.Fatalf("subnets in %v: want two zones EKS accepts (not us-east-1a = use1-az3, not the Local Zone)\n%s", zones, sink)
+	}
+}
+
+// An instance type a zone does not offer keeps the subnets out of that
+// zone; a subnet an earlier run left in a zone EKS refuses is replaced
+// while no EKS cluster uses it, so a rerun does not fail the same way
+// forever; and a region without two usable zones is a clear error.
+func TestSubnetsFollowInstanceTypeOfferingsAndReplaceARefusedZone(t *testing.T) {
+	e := emulator(t)
+	ctx := context.Background()
+	const region = "ap-northeast-1"
+	t.Cleanup(func() { e.SetZones(region, awsemu.DefaultZones(region)) })
+	cfg, err := e.Config(ctx, region)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ec := ec2.NewFromConfig(cfg)
+	p := newTestProvider(t, e)
+	p.InstanceType = "m7i.large"
+
+	// Zone a (apne1-az4) is fine for now: the first run puts a subnet there.
+	e.SetZones(region, []awsemu.Zone{
+		{Name: region + "a", ID: "apne1-az1"},
+		{Name: region + "b", ID: "apne1-az2", NotOffered: []string{"m7i.large"}},
+		{Name: region + "c", ID: "apne1-az4"},
+		{Name: region + "d", ID: "apne1-az3"},
+	})
+	name := uniq("offer")
+	sink := &events{}
+	stopped, err := ensureUntil(p, name, region, KindInternetGateway, engine.StatusInProgress, sink)
+	if !stopped {
+		t.Fatalf("the run never reached the internet gateway (err %v):\n%s", err, sink)
+	}
+	t.Cleanup(func() { destroy(t, p, name, region) })
+	if zones := subnetZones(t, ec, name); !slices.Equal(zones, []string{region + "a", region + "d"}) {
+		t.Fatalf("subnets in %v: want %sa and %sd (by zone ID, skipping %sb, which does not offer m7i.large)\n%s", zones, region, region, region, sink)
+	}
+
+	// Now zone a turns out to be one EKS refuses (as an older kiln's pick
+	// by name would): the rerun replaces that subnet before the cluster.
+	e.SetZones(region, []awsemu.Zone{
+		{Name: region + "a", ID: "use1-az3"},
+		{Name: region + "b", ID: "apne1-az2", NotOffered: []string{"m7i.large"}},
+		{Name: region + "c", ID: "apne1-az4"},
+		{Name: region + "d", ID: "apne1-az3"},
+	})
+	again := &events{}
+	if _, _, err := p.EnsureInfrastructure(ctx, name, region, again); err != nil {
+		t.Fatalf("rerun: %v\n%s", err, again)
+	}
+	if !strings.Contains(again.String(), "replacing: "+region+"a (use1-az3)") {
+		t.Errorf("the refused zone's subnet was not replaced, saying why:\n%s", again)
+	}
+	if zones := subnetZones(t, ec, name); !slices.Equal(zones, []string{region + "c", region + "d"}) {
+		t.Errorf("subnets after the rerun in %v, want %sc and %sd", zones, region, region)
+	}
+	checkComplete(t, p, name, region)
+
+	// Fewer than two usable zones: exit 1 naming each zone passed over.
+	e.SetZones(region, []awsemu.Zone{
+		{Name: region + "a", ID: "apne1-az1"},
+		{Name: region + "b", ID: "apne1-az2", NotOffered: []string{"m7i.large"}},
+	})
+	other := uniq("onezone")
+	sink = &events{}
+	_, _, err = p.EnsureInfrastructure(ctx, other, region, sink)
+	t.Cleanup(func() { destroy(t, p, other, region) })
+	if err == nil || !strings.Contains(err.Error(), "no second availability zone") || !strings.Contains(err.Error(), region+"b (apne1-az2) does not offer m7i.large") {
+		t.Fatalf("one usable zone: %v", err)
+	}
+}
+
+// subnetZones are the zones of cluster name's subnets, in subnet order.
+func subnetZones(t *testing.T, ec *ec2.Client, name string) []string {
+	t.Helper()
+	subs, err := findSubnets(context.Background(), ec, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.SortFunc(subs, func(a, b ec2types.Subnet) int { return strings.Compare(tagValue(a.Tags, TagRole), tagValue(b.Tags, TagRole)) })
+	var out []string
+	for _, s := range subs {
+		out = append(out, aws.ToString(s.AvailabilityZone))
+	}
+	return out
 }

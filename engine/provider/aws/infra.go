@@ -202,27 +202,99 @@ func (in *infra) ensureVPC(ctx context.Context) error {
 	return nil
 }
 
-// zones picks two availability zones: the first two EC2 reports available,
-// or known zone names when DescribeAvailabilityZones does not answer.
-func (in *infra) zones(ctx context.Context) [2]string {
+// eksUnsupportedZoneIDs are the zone IDs where EKS creates no control
+// plane: a CreateCluster with a subnet there fails with
+// UnsupportedAvailabilityZoneException (EKS User Guide, "View Amazon EKS
+// networking requirements for VPC and subnets"). Zone names map to IDs
+// differently in every account, so zones are judged by ID.
+var eksUnsupportedZoneIDs = []string{"use1-az3", "usw1-az2", "cac1-az3"}
+
+// zoneChoice is what zones found: the usable zones by name, ordered by
+// zone ID (the physical zone, the same in every account), and why each
+// other zone was passed over.
+type zoneChoice struct {
+	usable  []string
+	skipped map[string]string // zone name -> why
+	ids     map[string]string // zone name -> zone id
+}
+
+// zones judges the region's availability zones the way EKS and EC2 do:
+// available, a zone of type availability-zone (no Local or Wavelength
+// zone), not a zone ID EKS refuses, and offering the node group's
+// instance type (DescribeInstanceTypeOfferings). An endpoint that does not
+// implement DescribeAvailabilityZones gets known zone names instead.
+func (in *infra) zones(ctx context.Context) (zoneChoice, error) {
+	zc := zoneChoice{skipped: map[string]string{}, ids: map[string]string{}}
 	out, err := in.ec2.DescribeAvailabilityZones(ctx, &ec2.DescribeAvailabilityZonesInput{})
-	if err == nil {
-		var names []string
-		for _, z := range out.AvailabilityZones {
-			if z.State == ec2types.AvailabilityZoneStateAvailable && aws.ToString(z.ZoneType) != "local-zone" && aws.ToString(z.ZoneType) != "wavelength-zone" {
-				names = append(names, aws.ToString(z.ZoneName))
+	if err != nil {
+		if !in.unsupported(err) {
+			return zc, fmt.Errorf("describe availability zones of %s: %w", in.region, err)
+		}
+		s, ok := azSuffixes[in.region]
+		if !ok {
+			s = [2]string{"a", "b"}
+		}
+		zc.usable = []string{in.region + s[0], in.region + s[1]}
+		return zc, nil
+	}
+	typ := in.p.instanceType()
+	var offered map[string]bool // nil: not known
+	pg := ec2.NewDescribeInstanceTypeOfferingsPaginator(in.ec2, &ec2.DescribeInstanceTypeOfferingsInput{
+		LocationType: ec2types.LocationTypeAvailabilityZone,
+		Filters:      []ec2types.Filter{{Name: aws.String("instance-type"), Values: []string{typ}}},
+	})
+	for pg.HasMorePages() {
+		page, err := pg.NextPage(ctx)
+		if err != nil {
+			if in.unsupported(err) {
+				offered = nil
+				break
 			}
+			return zc, fmt.Errorf("describe where %s is offered in %s: %w", typ, in.region, err)
 		}
-		slices.Sort(names)
-		if len(names) >= 2 {
-			return [2]string{names[0], names[1]}
+		if offered == nil {
+			offered = map[string]bool{}
+		}
+		for _, o := range page.InstanceTypeOfferings {
+			offered[aws.ToString(o.Location)] = true
 		}
 	}
-	s, ok := azSuffixes[in.region]
-	if !ok {
-		s = [2]string{"a", "b"}
+	type cand struct{ name, id string }
+	var usable []cand
+	for _, z := range out.AvailabilityZones {
+		name, id, t := aws.ToString(z.ZoneName), aws.ToString(z.ZoneId), aws.ToString(z.ZoneType)
+		zc.ids[name] = id
+		switch {
+		case z.State != ec2types.AvailabilityZoneStateAvailable:
+			zc.skipped[name] = fmt.Sprintf("%s (%s) is %s", name, id, z.State)
+		case t != "" && t != "availability-zone":
+			zc.skipped[name] = fmt.Sprintf("%s (%s) is a %s, where EKS runs no control plane", name, id, t)
+		case slices.Contains(eksUnsupportedZoneIDs, id):
+			zc.skipped[name] = fmt.Sprintf("%s (%s): EKS creates no control plane in zone %s", name, id, id)
+		case offered != nil && !offered[name]:
+			zc.skipped[name] = fmt.Sprintf("%s (%s) does not offer %s", name, id, typ)
+		default:
+			usable = append(usable, cand{name, id})
+		}
 	}
-	return [2]string{in.region + s[0], in.region + s[1]}
+	slices.SortFunc(usable, func(a, b cand) int { return strings.Compare(a.id, b.id) })
+	for _, c := range usable {
+		zc.usable = append(zc.usable, c.name)
+	}
+	return zc, nil
+}
+
+// why lists why zones were passed over, sorted.
+func (zc zoneChoice) why() string {
+	var out []string
+	for _, w := range zc.skipped {
+		out = append(out, w)
+	}
+	slices.Sort(out)
+	if len(out) == 0 {
+		return "none passed over"
+	}
+	return strings.Join(out, "; ")
 }
 
 func (in *infra) ensureSubnets(ctx context.Context) error {
@@ -233,8 +305,39 @@ func (in *infra) ensureSubnets(ctx context.Context) error {
 	// Only the subnets of this VPC count (an emulator may keep resources
 	// of a deleted VPC).
 	have = slices.DeleteFunc(have, func(s ec2types.Subnet) bool { return aws.ToString(s.VpcId) != in.vpcID })
-	var azs [2]string
-	azsKnown := false
+	zc, err := in.zones(ctx)
+	if err != nil {
+		return in.fail(KindSubnet, resourceName(in.name, "subnet"), err)
+	}
+	// A subnet of an earlier run in a zone EKS cannot use (an older kiln
+	// picked zones by name) would fail CreateCluster the same way on every
+	// rerun: while no EKS cluster uses it, it is replaced.
+	var kept []ec2types.Subnet
+	for _, sub := range have {
+		az := aws.ToString(sub.AvailabilityZone)
+		why, bad := zc.skipped[az]
+		if !bad {
+			kept = append(kept, sub)
+			continue
+		}
+		if exists, err := in.clusterExists(ctx); err != nil || exists {
+			if err != nil {
+				return in.fail(KindSubnet, aws.ToString(sub.SubnetId), err)
+			}
+			kept = append(kept, sub) // the cluster runs there: EKS accepted it
+			continue
+		}
+		id := aws.ToString(sub.SubnetId)
+		in.emit(KindSubnet, id, engine.StatusTerminating, "replacing: %s", why)
+		if _, err := in.ec2.DeleteSubnet(ctx, &ec2.DeleteSubnetInput{SubnetId: aws.String(id)}); err != nil {
+			return in.fail(KindSubnet, id, fmt.Errorf("delete subnet %s in %s (%s): %w", id, az, why, err))
+		}
+	}
+	have = kept
+	used := map[string]bool{}
+	for _, sub := range have {
+		used[aws.ToString(sub.AvailabilityZone)] = true
+	}
 	in.subnetIDs = nil
 	for i := range 2 {
 		r := fmt.Sprintf("subnet-%d", i+1)
@@ -249,12 +352,24 @@ func (in *infra) ensureSubnets(ctx context.Context) error {
 			}
 		}
 		if id == "" {
-			if !azsKnown {
-				azs, azsKnown = in.zones(ctx), true
+			az := ""
+			for _, z := range zc.usable {
+				if !used[z] {
+					az = z
+					break
+				}
 			}
-			in.emit(KindSubnet, n, engine.StatusInProgress, "creating %s in %s", subnetCIDRs[i], azs[i])
+			if az == "" {
+				return in.fail(KindSubnet, n, fmt.Errorf("region %s has no second availability zone where EKS and %s can run (EKS needs subnets in two); passed over: %s. Choose another --region or --instance-type", in.region, in.p.instanceType(), zc.why()))
+			}
+			used[az] = true
+			where := az
+			if id := zc.ids[az]; id != "" {
+				where += " (" + id + ")"
+			}
+			in.emit(KindSubnet, n, engine.StatusInProgress, "creating %s in %s", subnetCIDRs[i], where)
 			out, err := in.ec2.CreateSubnet(ctx, &ec2.CreateSubnetInput{
-				VpcId: aws.String(in.vpcID), CidrBlock: aws.String(subnetCIDRs[i]), AvailabilityZone: aws.String(azs[i]),
+				VpcId: aws.String(in.vpcID), CidrBlock: aws.String(subnetCIDRs[i]), AvailabilityZone: aws.String(az),
 				TagSpecifications: tagSpec(ec2types.ResourceTypeSubnet, ec2Tags(in.name, r,
 					ec2types.Tag{Key: aws.String("kubernetes.io/role/elb"), Value: aws.String("1")})),
 			})
@@ -674,4 +789,16 @@ func poll(ctx context.Context, limit time.Duration, check func(context.Context) 
 		}
 		delay = min(delay*2, 15*time.Second)
 	}
+}
+
+// clusterExists says whether the EKS cluster exists (in any state).
+func (in *infra) clusterExists(ctx context.Context) (bool, error) {
+	_, err := in.eks.DescribeCluster(ctx, &eks.DescribeClusterInput{Name: aws.String(in.name)})
+	switch {
+	case err == nil:
+		return true, nil
+	case apiCode(err) == "ResourceNotFoundException":
+		return false, nil
+	}
+	return false, fmt.Errorf("describe EKS cluster %s: %w", in.name, err)
 }
