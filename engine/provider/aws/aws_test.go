@@ -767,7 +767,9 @@ func subnetZones(t *testing.T, ec *ec2.Client, name string) []string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	slices.SortFunc(subs, func(a, b ec2types.Subnet) int { return strings.Compare(tagValue(a.Tags, TagRole), tagValue(b.Tags, TagRole)) })
+	slices.SortFunc(subs, func(a, b ec2types.Subnet) int {
+		return strings.Compare(tagValue(a.Tags, TagRole), tagValue(b.Tags, TagRole))
+	})
 	var out []string
 	for _, s := range subs {
 		out = append(out, aws.ToString(s.AvailabilityZone))
