@@ -36,7 +36,10 @@ const (
 	AuthName      = "kiln-auth"
 	AuthKey       = "keys.json"
 	GatewayName   = "kiln-gateway"
-	LockName      = "kiln-lock"
+	// GatewayServicePort is the port of Service kiln-gateway, which the
+	// projects' routes point at.
+	GatewayServicePort = 80
+	LockName           = "kiln-lock"
 
 	FieldManager    = "kiln"
 	LabelManagedBy  = "app.kubernetes.io/managed-by"
@@ -254,7 +257,7 @@ func GatewayObjects(cluster string, cfg *config.ClusterConfig, version string) [
 	svc := corev1ac.Service(GatewayName, Namespace).WithLabels(l).
 		WithSpec(corev1ac.ServiceSpec().
 			WithSelector(sel).
-			WithPorts(corev1ac.ServicePort().WithName("http").WithPort(80).WithTargetPort(intstr.FromString("http"))))
+			WithPorts(corev1ac.ServicePort().WithName("http").WithPort(GatewayServicePort).WithTargetPort(intstr.FromString("http"))))
 	return []Object{
 		{Ref: readiness.Ref{Kind: readiness.KindServiceAcc, Namespace: Namespace, Name: GatewayName}, Apply: sa},
 		{Ref: readiness.Ref{Kind: readiness.KindDeployment, Namespace: Namespace, Name: GatewayName}, Apply: dep},
