@@ -526,10 +526,33 @@ func TestProjectLifecycle(t *testing.T) {
 		if now := readToken(t, cs, ns, "blog"); now != tok {
 			t.Errorf("repair touched the token: %+v -> %+v", tok, now)
 		}
+		checkRoute(t, cs, "default", "blog", "blog.default.proj.example.test", "")
 		// Nothing missing: a second repair writes nothing at all.
 		before := nsObjects(t, cs, ns)
+		route, err := cs.NetworkingV1().Ingresses("kiln-system").Get(ctx, "default.blog", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
 		expect(t, e.kiln("status", "kube", "proj", "--context", "kiln-a", "--repair", "-o", "json"), 0)
 		sameMap(t, ns, before, nsObjects(t, cs, ns))
+		if again, err := cs.NetworkingV1().Ingresses("kiln-system").Get(ctx, "default.blog", metav1.GetOptions{}); err != nil || again.ResourceVersion != route.ResourceVersion {
+			t.Errorf("a repair with nothing missing rewrote the route: %v", err)
+		}
+
+		// A route pointed past the gateway, straight at the project, is
+		// drift: degraded with the reason, and repair puts it back.
+		route.Spec.Rules[0].HTTP.Paths[0].Backend.Service.Name = "blog"
+		if _, err := cs.NetworkingV1().Ingresses("kiln-system").Update(ctx, route, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if p := inspect("default/blog"); p["state"] != "degraded" || !strings.Contains(reasons(p), "route drifted: backend svc/blog is not kiln-gateway") {
+			t.Errorf("inspect with a drifted route = %v", p)
+		}
+		expect(t, e.kiln("status", "kube", "proj", "--context", "kiln-a", "--repair", "-o", "json"), 0)
+		checkRoute(t, cs, "default", "blog", "blog.default.proj.example.test", "")
+		if p := inspect("default/blog"); p["state"] != "running" {
+			t.Errorf("after repairing the drifted route: %v", p)
+		}
 	})
 
 	t.Run("token rotation", func(t *testing.T) {

@@ -127,7 +127,7 @@ func TestUpgradePlanConfirmApply(t *testing.T) {
 		p := plans(t, r)
 		for _, want := range []string{
 			"create Token /staging", "create Namespace /kiln-tenant-staging",
-			"update Deployment kiln-system/kiln-gateway", "update Ingress kiln-tenant-default/blog",
+			"update Deployment kiln-system/kiln-gateway", "update Ingress kiln-system/default.blog",
 			"update ConfigMap kiln-system/kiln-config",
 			// The new tenant is fenced before the gateway changes.
 			"create NetworkPolicy kiln-tenant-staging/kiln-deny-ingress",
@@ -146,8 +146,8 @@ func TestUpgradePlanConfirmApply(t *testing.T) {
 		if ev := p["update ConfigMap kiln-system/kiln-config"]; ev != nil && (!hasField(ev, "spec.domain") || !hasField(ev, "spec.tenants")) {
 			t.Errorf("kiln-config update fields = %v", ev["fields"])
 		}
-		if ev := p["update Ingress kiln-tenant-default/blog"]; ev != nil && !hasField(ev, "spec.rules[0].host") {
-			t.Errorf("ingress update fields = %v", ev["fields"])
+		if ev := p["update Ingress kiln-system/default.blog"]; ev != nil && !hasField(ev, "spec.rules[0].host") {
+			t.Errorf("route update fields = %v", ev["fields"])
 		}
 		if !strings.Contains(r.stdout, "blog needs a restack") {
 			t.Errorf("the project on the changed stack is not listed:\n%s", r.stdout)
@@ -195,10 +195,7 @@ func TestUpgradePlanConfirmApply(t *testing.T) {
 		if err != nil || *d.Spec.Replicas != 2 || d.Status.ReadyReplicas != 2 {
 			t.Errorf("gateway not rolled out to 2 ready replicas: %v", err)
 		}
-		ing, err := cs.NetworkingV1().Ingresses("kiln-tenant-default").Get(ctx, "blog", metav1.GetOptions{})
-		if err != nil || ing.Spec.Rules[0].Host != "blog.default.next.example.test" {
-			t.Errorf("ingress not re-applied for the new domain: %v", err)
-		}
+		checkRoute(t, cs, "default", "blog", "blog.default.next.example.test", "")
 		ann, data := configAnnotations(t, cs)
 		if ann["kiln.dev/version"] != "dev" || ann["kiln.dev/schema-version"] != "1" || !strings.Contains(data, "next.example.test") {
 			t.Errorf("kiln-config annotations %v, data:\n%s", ann, data)
@@ -370,10 +367,7 @@ func TestKilledUpgradeConverges(t *testing.T) {
 		if !strings.Contains(data, domain) {
 			t.Errorf("kiln-config does not hold domain %s:\n%s", domain, data)
 		}
-		ing, err := cs.NetworkingV1().Ingresses("kiln-tenant-default").Get(context.Background(), "blog", metav1.GetOptions{})
-		if err != nil || ing.Spec.Rules[0].Host != "blog.default."+domain {
-			t.Errorf("ingress host: %v", err)
-		}
+		checkRoute(t, cs, "default", "blog", "blog.default."+domain, "")
 		expect(t, e.kiln("wait", "kube", name, "--context", kctx, "--timeout", "1m"), 0)
 	}
 	crash := func(t *testing.T, point, cfg string) {
