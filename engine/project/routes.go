@@ -160,7 +160,13 @@ func (o *Ops) legacyRoutes(ctx context.Context) (map[string]*networkingv1.Ingres
 // its route is applied without waiting, and the old one deleted. Each
 // route's host is read back from the API.
 func (o *Ops) ApplyRoutes(ctx context.Context, changes []RouteChange) error {
-	w := o.R.Watcher()
+	// One set of informers for every route's wait (kiln-system's routes
+	// by label, and each tenant namespace's Services for the upstreams),
+	// as a batch start has: not five watches per project.
+	shared := readiness.NewShared(o.Client)
+	shared.IngressSelector = o.selector("")
+	defer shared.Close()
+	w := &readiness.Watcher{Client: o.Client, OnChange: o.R.Watcher().OnChange, Shared: shared}
 	var await []readiness.Ref
 	for _, c := range changes {
 		if c.Route == nil || c.Action == "" {
