@@ -56,6 +56,21 @@ func (u *upgrade) applyPlatform(ctx context.Context, p *upgradePlan) error {
 		}
 		checkpoint(ctx, "upgrade-after-tenants")
 	}
+	if len(p.strayRoutes) > 0 {
+		// A removed tenant's routes first: nothing routes to a project
+		// while its namespace goes.
+		for _, ref := range p.strayRoutes {
+			if err := platform.Delete(ctx, u.loc.Client, ref); err != nil {
+				return err
+			}
+		}
+		wctx, cancel := withTimeout(ctx, u.req.Timeout)
+		_, err := u.watcher().Until(wctx, p.strayRoutes, readiness.Gone)
+		cancel()
+		if err != nil {
+			return err
+		}
+	}
 	if len(p.removeTenants) > 0 {
 		for _, ref := range p.removeTenants {
 			if err := platform.Delete(ctx, u.loc.Client, ref); err != nil {

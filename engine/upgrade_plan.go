@@ -32,6 +32,9 @@ type upgradePlan struct {
 	addTokens     []string          // tenants to sign tokens for
 	addTenants    []platform.Object // tenant namespaces to create or fix
 	removeTenants []readiness.Ref   // tenant namespaces to delete
+	// strayRoutes are the routes (kiln-system) of removed tenants'
+	// projects, deleted before those tenants' namespaces.
+	strayRoutes []readiness.Ref
 	dropTokens    []string          // tenants whose tokens go
 	// blocked are the projects of removed tenants (refused unless
 	// DeleteProjects).
@@ -136,6 +139,15 @@ func (u *upgrade) plan(ctx context.Context) (*upgradePlan, error) {
 		}
 		p.removeTenants = append(p.removeTenants, ref)
 		p.changes = append(p.changes, PlanChange{Action: platform.ActionDelete, Kind: ref.Kind, Name: ref.Name, Message: msg})
+	}
+	stale, err := p.ops.StrayRoutes(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, ref := range stale {
+		p.strayRoutes = append(p.strayRoutes, ref)
+		p.changes = append(p.changes, PlanChange{Action: platform.ActionDelete, Kind: ref.Kind, Namespace: ref.Namespace, Name: ref.Name,
+			Message: fmt.Sprintf("the route of project %s, whose tenant is removed, goes before the tenant's namespace", strings.Replace(ref.Name, ".", "/", 1))})
 	}
 	for _, t := range td.Manifest.Tenants {
 		if !slices.Contains(cfg.Spec.Tenants, t) {

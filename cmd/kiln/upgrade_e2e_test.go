@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
@@ -56,6 +57,14 @@ func world(t *testing.T, cs kubernetes.Interface) map[string]string {
 		for k, v := range nsObjects(t, cs, ns.Name) {
 			out[ns.Name+"/"+k] = v
 		}
+	}
+	// The projects' routes live in kiln-system.
+	routes, err := cs.NetworkingV1().Ingresses("kiln-system").List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, i := range routes.Items {
+		out["kiln-system/ing/"+i.Name] = i.ResourceVersion
 	}
 	return out
 }
@@ -247,10 +256,13 @@ func TestUpgradePlanConfirmApply(t *testing.T) {
 		}
 		r = up("-c", back, "--yes", "--delete-projects", "-o", "json")
 		expect(t, r, 0)
-		if p := plans(t, r); p["delete Namespace /kiln-tenant-staging"] == nil || p["delete Token /staging"] == nil {
+		if p := plans(t, r); p["delete Namespace /kiln-tenant-staging"] == nil || p["delete Token /staging"] == nil || p["delete Ingress kiln-system/staging.api"] == nil {
 			t.Errorf("plan = %v", p)
 		}
 		waitNamespaceGone(t, cs, "kiln-tenant-staging")
+		if _, err := cs.NetworkingV1().Ingresses("kiln-system").Get(ctx, "staging.api", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			t.Errorf("the removed tenant's route is left: %v", err)
+		}
 		td, err := creds.Load(e.tokenDir(name))
 		if err != nil || td.Manifest.HasTenant("staging") || len(td.Tokens) != 1 {
 			t.Errorf("staging token not removed: %v", err)

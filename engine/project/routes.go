@@ -132,6 +132,25 @@ func (o *Ops) routeHolds(r Ref, ing *networkingv1.Ingress) bool {
 	return ok && ns == r.Namespace() && name == r.Project
 }
 
+// StrayRoutes are the routes in kiln-system of tenants o.Config no longer
+// has: a removed tenant's projects go with its namespace, and their
+// routes, which live outside it, must go first (a route is the first
+// thing to go, as in suspend).
+func (o *Ops) StrayRoutes(ctx context.Context) ([]readiness.Ref, error) {
+	live, err := o.Routes(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []readiness.Ref
+	for _, ing := range live {
+		if !o.hasTenant(ing.Labels[LabelTenant]) {
+			out = append(out, readiness.Ref{Kind: readiness.KindIngress, Namespace: ing.Namespace, Name: ing.Name})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
+
 func (o *Ops) hasTenant(t string) bool { return o.checkTenant(t) == nil }
 
 // legacyRoutes are the kiln Ingresses of this cluster outside kiln-system
