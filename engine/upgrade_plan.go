@@ -35,7 +35,7 @@ type upgradePlan struct {
 	// strayRoutes are the routes (kiln-system) of removed tenants'
 	// projects, deleted before those tenants' namespaces.
 	strayRoutes []readiness.Ref
-	dropTokens    []string          // tenants whose tokens go
+	dropTokens  []string // tenants whose tokens go
 	// blocked are the projects of removed tenants (refused unless
 	// DeleteProjects).
 	blocked []string
