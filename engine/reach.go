@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strings"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kilnctl/kiln/creds"
@@ -150,6 +151,10 @@ func (e *Engine) gatewayForward(ctx context.Context, loc Location, cluster strin
 		return "", nil, err.Error()
 	}
 	node, err := loc.Client.CoreV1().Nodes().Get(ctx, pod.Spec.NodeName, metav1.GetOptions{})
+	if apierrors.IsForbidden(err) {
+		// The operator role has no nodes and no port-forward.
+		return "", nil, fmt.Sprintf("not permitted to read node %s of gateway pod %s, nor presumably to port-forward to it (the kiln-operator role grants neither)", pod.Spec.NodeName, pod.Name)
+	}
 	if err != nil {
 		return "", nil, fmt.Sprintf("get node %s of gateway pod %s: %v", pod.Spec.NodeName, pod.Name, err)
 	}
