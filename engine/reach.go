@@ -153,7 +153,7 @@ func (e *Engine) gatewayForward(ctx context.Context, loc Location, cluster strin
 	node, err := loc.Client.CoreV1().Nodes().Get(ctx, pod.Spec.NodeName, metav1.GetOptions{})
 	if apierrors.IsForbidden(err) {
 		// The operator role has no nodes and no port-forward.
-		return "", nil, fmt.Sprintf("not permitted to read node %s of gateway pod %s, nor presumably to port-forward to it (the kiln-operator role grants neither)", pod.Spec.NodeName, pod.Name)
+		return "", nil, fmt.Sprintf("not permitted to read node %s of gateway pod %s, so no port-forward was tried (the kiln-operator role grants neither nodes nor port-forward)", pod.Spec.NodeName, pod.Name)
 	}
 	if err != nil {
 		return "", nil, fmt.Sprintf("get node %s of gateway pod %s: %v", pod.Spec.NodeName, pod.Name, err)
