@@ -459,7 +459,7 @@ func TestProjectLifecycle(t *testing.T) {
 		// Text mode: a report on stdout.
 		r := e.kiln("project", "inspect", "kube", "proj", "default/blog", "--context", "kiln-a")
 		expect(t, r, 0)
-		for _, want := range []string{"State     running (desired running)", "Stack     api", "Deployment  blog", "Ingress     default.blog"} {
+		for _, want := range []string{"State     running (desired running)", "Stack     api", "Deployment  blog", "Ingress     kiln-system/default.blog"} {
 			if !strings.Contains(r.stdout, want) {
 				t.Errorf("text inspect lacks %q:\n%s", want, r.stdout)
 			}

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -198,6 +199,24 @@ func TestRouteThroughTheGateway(t *testing.T) {
 	}
 	if !found {
 		t.Errorf("no route row in %+v", st.Objects)
+	}
+	// The route's Events (in kiln-system) are the project's too.
+	if _, err := o.Client.CoreV1().Events(platform.Namespace).Create(ctx, &corev1.Event{
+		ObjectMeta:     metav1.ObjectMeta{Name: "routes.web.test", Namespace: platform.Namespace},
+		InvolvedObject: corev1.ObjectReference{Kind: "Ingress", Namespace: platform.Namespace, Name: "routes.web"},
+		Reason:         "Sync", Message: "scheduled for sync", Type: corev1.EventTypeNormal, LastTimestamp: metav1.Now(),
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if st, err = o.Inspect(ctx, r); err != nil {
+		t.Fatal(err)
+	}
+	seenEvent := false
+	for _, ev := range st.Events {
+		seenEvent = seenEvent || (ev.Object == "Ingress/kiln-system/routes.web" && ev.Reason == "Sync")
+	}
+	if !seenEvent {
+		t.Errorf("inspect events %+v lack the route's", st.Events)
 	}
 
 	// Repair heals a deleted route, and only it.
