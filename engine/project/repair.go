@@ -105,6 +105,18 @@ func (o *Ops) repairOne(ctx context.Context, r Ref) (bool, error) {
 			}
 			did = true
 		}
+		// An earlier kiln's route in the tenant namespace bypasses the
+		// gateway: once the route above is ready, it goes.
+		if left, err := o.legacyRouteLeft(ctx, r); err != nil {
+			return err
+		} else if left {
+			ref := legacyRouteRef(r)
+			o.R.Logf("info", "repair %s: %s routes around the gateway (made by an earlier kiln), deleting it", r, ref)
+			if err := o.R.Phase(ctx, phaseName(ref), func(ctx context.Context) error { return o.gone(ctx, ref) }); err != nil {
+				return err
+			}
+			did = true
+		}
 		return nil
 	})
 	return did, err

@@ -32,7 +32,7 @@ type orderWatch struct {
 }
 
 type orderEvent struct {
-	what string // "endpoint ready", "route ADDED", "route DELETED", "service DELETED", "tenant ingress"
+	what string // "endpoint ready", "route ADDED", "route DELETED", "service DELETED", "tenant ingress TYPE"
 	rv   int64
 }
 
@@ -72,7 +72,7 @@ func watchOrder(t *testing.T, ctx context.Context, o *Ops, r Ref) *orderWatch {
 		{func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 			return cs.NetworkingV1().Ingresses(r.Namespace()).List(ctx, o)
 		}, cs.NetworkingV1().Ingresses(r.Namespace()).Watch, metav1.ListOptions{},
-			func(watch.Event) string { return "tenant ingress" }},
+			func(ev watch.Event) string { return "tenant ingress " + string(ev.Type) }},
 	}
 	for _, s := range srcs {
 		list, err := s.list(ctx, s.opts)
@@ -131,7 +131,7 @@ func (ow *orderWatch) count(what string) int {
 	defer ow.mu.Unlock()
 	n := 0
 	for _, e := range ow.evs {
-		if e.what == what {
+		if strings.HasPrefix(e.what, what) {
 			n++
 		}
 	}
@@ -239,6 +239,38 @@ func TestRouteThroughTheGateway(t *testing.T) {
 		t.Errorf("route after repair: %v", err)
 	}
 
+	if n := ow.count("tenant ingress"); n != 0 {
+		t.Errorf("%d Ingress events in the tenant namespace from create and repair: kiln must make none there", n)
+	}
+	// An earlier kiln's route (Ingress kiln-tenant-T/P to Service P) and
+	// no route: repair makes the route, then deletes the old one.
+	legacy := &networkingv1.Ingress{
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: r.Namespace(), Labels: o.labels(r)},
+		Spec: networkingv1.IngressSpec{Rules: []networkingv1.IngressRule{{Host: o.Host(r),
+			IngressRuleValue: networkingv1.IngressRuleValue{HTTP: &networkingv1.HTTPIngressRuleValue{Paths: []networkingv1.HTTPIngressPath{{
+				Path: "/", PathType: ptrTo(networkingv1.PathTypePrefix),
+				Backend: networkingv1.IngressBackend{Service: &networkingv1.IngressServiceBackend{Name: "web", Port: networkingv1.ServiceBackendPort{Number: 80}}},
+			}}}}}}},
+	}
+	if _, err := o.Client.NetworkingV1().Ingresses(r.Namespace()).Create(ctx, legacy, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := o.Client.NetworkingV1().Ingresses(platform.Namespace).Delete(ctx, "routes.web", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if repaired, err := o.Repair(ctx); !slices.Contains(repaired, "routes/web") || (err != nil && strings.Contains(err.Error(), "routes/web")) {
+		t.Errorf("repair with an old route: %v, %v", repaired, err)
+	}
+	if _, err := o.Client.NetworkingV1().Ingresses(platform.Namespace).Get(ctx, "routes.web", metav1.GetOptions{}); err != nil {
+		t.Errorf("route after repair: %v", err)
+	}
+	if _, err := o.Client.NetworkingV1().Ingresses(r.Namespace()).Get(ctx, "web", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("the old route after repair: %v, want it gone", err)
+	}
+	// The test's own old route: its deletion seen, its events forgotten.
+	ow.first(t, ctx, "tenant ingress DELETED")
+	ow.reset("tenant ingress")
+
 	if err := o.Suspend(ctx, r); err != nil {
 		t.Fatal(err)
 	}
@@ -254,6 +286,21 @@ func TestRouteThroughTheGateway(t *testing.T) {
 	if err := o.Delete(ctx, r); err != nil {
 		t.Fatal(err)
 	}
+}
+
+func ptrTo[T any](v T) *T { return &v }
+
+// reset forgets the events what seen so far.
+func (ow *orderWatch) reset(what string) {
+	ow.mu.Lock()
+	defer ow.mu.Unlock()
+	kept := ow.evs[:0]
+	for _, e := range ow.evs {
+		if !strings.HasPrefix(e.what, what) {
+			kept = append(kept, e)
+		}
+	}
+	ow.evs = kept
 }
 
 func hasReason(st *Status, want string) bool {
