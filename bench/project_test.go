@@ -51,7 +51,8 @@ spec:
 )
 
 // projectTemplate is the objects of a project kiln created (ConfigMap
-// kiln-project-P, Secret P-auth, Deployment, Service and Ingress P), as
+// kiln-project-P, Secret P-auth, Deployment, Service P and the route,
+// Ingress kiln-system/T.P), as
 // JSON with the server-set fields removed. Seeding copies them with the
 // project and tenant names replaced: the same objects kiln creates, written
 // straight to the API with many workers, which is far faster than running
@@ -165,7 +166,8 @@ func readTemplate(cs kubernetes.Interface) (*projectTemplate, error) {
 	if err != nil {
 		return nil, err
 	}
-	ing, err := cs.NetworkingV1().Ingresses(ns).Get(ctx, tmplProject, metav1.GetOptions{})
+	// The route: Ingress kiln-system/T.P, to kiln-gateway.
+	ing, err := cs.NetworkingV1().Ingresses("kiln-system").Get(ctx, tmplTenant+"."+tmplProject, metav1.GetOptions{})
 	if err != nil {
 		return nil, err
 	}
@@ -184,6 +186,8 @@ func readTemplate(cs kubernetes.Interface) (*projectTemplate, error) {
 // suspended project's spec says so.
 func (t *projectTemplate) object(kind, tenant, p string, suspended bool) string {
 	s := t.objs[kind]
+	// The route's name, T.P, carries the tenant too.
+	s = strings.ReplaceAll(s, `"`+tmplTenant+"."+tmplProject+`"`, `"`+tenant+"."+tmplProject+`"`)
 	s = strings.ReplaceAll(s, tmplProject, p)
 	s = strings.ReplaceAll(s, "kiln-tenant-"+tmplTenant, "kiln-tenant-"+tenant)
 	s = strings.ReplaceAll(s, `"kiln.dev/tenant":"`+tmplTenant+`"`, `"kiln.dev/tenant":"`+tenant+`"`)
@@ -239,7 +243,7 @@ func (t *projectTemplate) seed(c *testcluster.Cluster, tenant string, names []st
 		case "Ingress":
 			var o networkingv1.Ingress
 			if err = json.Unmarshal(data, &o); err == nil {
-				_, err = cs.NetworkingV1().Ingresses(ns).Create(ctx, &o, co)
+				_, err = cs.NetworkingV1().Ingresses("kiln-system").Create(ctx, &o, co)
 			}
 		}
 		if err != nil {
@@ -501,8 +505,12 @@ func BenchmarkProjectScale(b *testing.B) {
 				err := parallel(conc, len(have)*5, func(j int) error {
 					pr := have[j/5]
 					obj := []string{"configmap/kiln-project-" + pr.project, "secret/" + pr.project + "-auth",
-						"deployment/" + pr.project, "service/" + pr.project, "ingress/" + pr.project}[j%5]
-					kb, err := k.runRSS("-n", platformTenantNS(pr.tenant), "get", obj, "-o", "json", "--ignore-not-found")
+						"deployment/" + pr.project, "service/" + pr.project, "ingress/" + pr.tenant + "." + pr.project}[j%5]
+					ns := platformTenantNS(pr.tenant)
+					if j%5 == 4 {
+						ns = "kiln-system" // the route
+					}
+					kb, err := k.runRSS("-n", ns, "get", obj, "-o", "json", "--ignore-not-found")
 					mu.Lock()
 					rss = max(rss, kb)
 					mu.Unlock()

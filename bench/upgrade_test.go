@@ -20,7 +20,7 @@ const upgradeCluster = "bench-upgrade"
 // the API):
 //
 //	domain-change   upgrade -c FILE --yes where FILE changes spec.domain:
-//	                kiln-config, and every project's Ingress re-applied and
+//	                kiln-config, and every project's route re-applied and
 //	                watched until ready (alternating between two domains)
 //	no-op           upgrade -c FILE --yes with the installed config: the
 //	                plan is empty; goal: no write but the lock Lease

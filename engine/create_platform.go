@@ -12,6 +12,7 @@ import (
 	"github.com/kilnctl/kiln/creds"
 	"github.com/kilnctl/kiln/engine/config"
 	"github.com/kilnctl/kiln/engine/platform"
+	"github.com/kilnctl/kiln/engine/project"
 	"github.com/kilnctl/kiln/engine/readiness"
 )
 
@@ -113,6 +114,21 @@ func (r *run) platform(ctx context.Context) error {
 			return err
 		}
 		checkpoint(ctx, "after-"+strings.ToLower(obj.Ref.Kind))
+	}
+	if r.decision == DecisionContinue {
+		// A platform the previous kiln made routes its projects straight
+		// from tenant-namespace Ingresses: move them behind the gateway,
+		// each new route ready before the old one goes.
+		ops := &project.Ops{Client: cs, Cluster: name, Config: r.cfg, Timeout: r.req.Timeout,
+			R: &reporter{e: r.e, w: w}, Now: r.e.Now, PlatformHeld: true}
+		n, err := ops.MoveRoutes(ctx)
+		if err != nil {
+			return err
+		}
+		if n > 0 {
+			r.mutated = true
+			checkpoint(ctx, "after-routes")
+		}
 	}
 	return nil
 }

@@ -66,14 +66,27 @@ func (r *reporter) Watcher() *readiness.Watcher            { return r.w }
 
 // projectOps locates the cluster and returns the project operations on it.
 func (e *Engine) projectOps(ctx context.Context, req Target, timeout time.Duration) (*project.Ops, error) {
-	loc, _, err := e.locate(ctx, req, false)
+	ops, _, err := e.projectOpsAt(ctx, req, timeout)
+	return ops, err
+}
+
+// projectOpsAt is projectOps with where it found the cluster, and the
+// token dirs it may use (for the reachability probe after a start).
+func (e *Engine) projectOpsAt(ctx context.Context, req Target, timeout time.Duration) (*project.Ops, located, error) {
+	loc, cands, err := e.locate(ctx, req, false)
 	if err != nil {
-		return nil, err
+		return nil, located{}, err
 	}
 	if !loc.State.Installed || loc.State.Config == nil {
-		return nil, exit.Usage("cluster %s: platform not installed (no kiln-config); run kiln create first", req.Name)
+		return nil, located{}, exit.Usage("cluster %s: platform not installed (no kiln-config); run kiln create first", req.Name)
 	}
-	return e.opsFor(loc, req, timeout), nil
+	return e.opsFor(loc, req, timeout), located{loc: loc, cands: cands}, nil
+}
+
+// located is where a cluster was found and where its token dir may be.
+type located struct {
+	loc   Location
+	cands []candidate
 }
 
 // Client-side rate limits of a batch (start|suspend --all): the
@@ -171,7 +184,7 @@ func (e *Engine) project(ctx context.Context, req ProjectRequest, opsOut **proje
 	if req.All && req.Op != ProjectStart && req.Op != ProjectSuspend {
 		return nil, "", inputErr(exit.BadInput, InputAll, req.Name, "{input}: only for project start and suspend")
 	}
-	ops, err := e.projectOps(ctx, req.Target, req.Timeout)
+	ops, at, err := e.projectOpsAt(ctx, req.Target, req.Timeout)
 	if err != nil {
 		return nil, "", err
 	}
@@ -240,6 +253,13 @@ func (e *Engine) project(ctx context.Context, req ProjectRequest, opsOut **proje
 	}
 	if req.Op == ProjectCreate || req.Op == ProjectStart || req.Op == ProjectRestack {
 		msg += " at " + ops.Host(r)
+		// The API says it is ready; the probe says whether it answers
+		// through the gateway, layered on top, never failing the start.
+		td, _, err := findTrusted(at.cands, req.Provider.Name(), req.Name, at.loc.State.Keys)
+		if err != nil {
+			td = nil
+		}
+		e.reach(ctx, at.loc, req.Name, ops.Config.Spec.Domain, td, []project.Ref{r})
 	}
 	return nil, fmt.Sprintf("project %s %s", r, msg), nil
 }

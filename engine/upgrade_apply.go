@@ -56,6 +56,21 @@ func (u *upgrade) applyPlatform(ctx context.Context, p *upgradePlan) error {
 		}
 		checkpoint(ctx, "upgrade-after-tenants")
 	}
+	if len(p.strayRoutes) > 0 {
+		// A removed tenant's routes first: nothing routes to a project
+		// while its namespace goes.
+		for _, ref := range p.strayRoutes {
+			if err := platform.Delete(ctx, u.loc.Client, ref); err != nil {
+				return err
+			}
+		}
+		wctx, cancel := withTimeout(ctx, u.req.Timeout)
+		_, err := u.watcher().Until(wctx, p.strayRoutes, readiness.Gone)
+		cancel()
+		if err != nil {
+			return err
+		}
+	}
 	if len(p.removeTenants) > 0 {
 		for _, ref := range p.removeTenants {
 			if err := platform.Delete(ctx, u.loc.Client, ref); err != nil {
@@ -107,14 +122,15 @@ func (u *upgrade) applyPlatform(ctx context.Context, p *upgradePlan) error {
 	return nil
 }
 
-// applyProjects re-applies the Ingress of every running project when the
-// domain changed, then restacks the projects on a changed stack (Restack).
+// applyProjects applies the routes the plan compared (each new route
+// ready before the old Ingress it replaces is deleted), then restacks the
+// projects on a changed stack (Restack).
 func (u *upgrade) applyProjects(ctx context.Context, p *upgradePlan) error {
-	if len(p.ingress) == 0 && len(p.restack) == 0 {
+	if len(p.routes) == 0 && len(p.restack) == 0 {
 		return skip("no project changes")
 	}
-	if len(p.ingress) > 0 {
-		if err := u.reapplyIngresses(ctx, p); err != nil {
+	if len(p.routes) > 0 {
+		if err := p.ops.ApplyRoutes(ctx, p.routes); err != nil {
 			return err
 		}
 		checkpoint(ctx, "upgrade-after-ingresses")
@@ -164,29 +180,4 @@ func (u *upgrade) ensure(ctx context.Context, objs ...platform.Object) error {
 		return ctx.Err()
 	}
 	return err
-}
-
-// reapplyIngresses applies the Ingresses the plan compared (under the
-// lock, just now: no second comparison), then reads them all back with one
-// LIST: each must serve its new host. Their backends (the projects'
-// Services) are not touched, so their readiness is what it was.
-func (u *upgrade) reapplyIngresses(ctx context.Context, p *upgradePlan) error {
-	for _, obj := range p.ingress {
-		if err := platform.Apply(ctx, u.loc.Client, obj); err != nil {
-			return err
-		}
-	}
-	live, err := p.ops.Ingresses(ctx)
-	if err != nil {
-		return err
-	}
-	for i, obj := range p.ingress {
-		ref, host := obj.Ref, p.ingressHosts[i]
-		ing := live[ref.Namespace+"/"+ref.Name]
-		if ing == nil || len(ing.Spec.Rules) == 0 || ing.Spec.Rules[0].Host != host {
-			return fmt.Errorf("read back %s: it does not serve host %s", ref, host)
-		}
-		u.e.resource(ref.Kind, ref.Namespace, ref.Name, StatusCurrent, "serves "+host)
-	}
-	return nil
 }

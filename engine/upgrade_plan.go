@@ -6,7 +6,6 @@ import (
 	"slices"
 	"strings"
 
-	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/kilnctl/kiln/engine/config"
@@ -33,7 +32,10 @@ type upgradePlan struct {
 	addTokens     []string          // tenants to sign tokens for
 	addTenants    []platform.Object // tenant namespaces to create or fix
 	removeTenants []readiness.Ref   // tenant namespaces to delete
-	dropTokens    []string          // tenants whose tokens go
+	// strayRoutes are the routes (kiln-system) of removed tenants'
+	// projects, deleted before those tenants' namespaces.
+	strayRoutes []readiness.Ref
+	dropTokens  []string // tenants whose tokens go
 	// blocked are the projects of removed tenants (refused unless
 	// DeleteProjects).
 	blocked []string
@@ -43,11 +45,11 @@ type upgradePlan struct {
 	policies      []platform.Object
 	stalePolicies []readiness.Ref
 	gateway       []platform.Object
-	ingress       []platform.Object
-	// ingressHosts are the hosts the Ingresses serve (same order).
-	ingressHosts []string
-	restack      []project.Recorded // restacked (Restack)
-	cfgObj       *platform.Object   // kiln-config, when it changes
+	// routes are the projects' routes to create or fix and the previous
+	// kiln's tenant-namespace Ingresses to delete once those are ready.
+	routes  []project.RouteChange
+	restack []project.Recorded // restacked (Restack)
+	cfgObj  *platform.Object   // kiln-config, when it changes
 	// needRestack are the projects on a changed stack that stay on it.
 	needRestack []string
 }
@@ -139,6 +141,15 @@ func (u *upgrade) plan(ctx context.Context) (*upgradePlan, error) {
 		p.removeTenants = append(p.removeTenants, ref)
 		p.changes = append(p.changes, PlanChange{Action: platform.ActionDelete, Kind: ref.Kind, Name: ref.Name, Message: msg})
 	}
+	stale, err := p.ops.StrayRoutes(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, ref := range stale {
+		p.strayRoutes = append(p.strayRoutes, ref)
+		p.changes = append(p.changes, PlanChange{Action: platform.ActionDelete, Kind: ref.Kind, Namespace: ref.Namespace, Name: ref.Name,
+			Message: fmt.Sprintf("the route of project %s, whose tenant is removed, goes before the tenant's namespace", strings.Replace(ref.Name, ".", "/", 1))})
+	}
 	for _, t := range td.Manifest.Tenants {
 		if !slices.Contains(cfg.Spec.Tenants, t) {
 			p.dropTokens = append(p.dropTokens, t)
@@ -180,7 +191,7 @@ func (u *upgrade) plan(ctx context.Context) (*upgradePlan, error) {
 		}
 	}
 	p.notes = append(p.notes, frontDoorWarnings(ctx, cs, cfg)...)
-	if err := u.planProjects(ctx, p, st.Config, specs); err != nil {
+	if err := u.planProjects(ctx, p, specs); err != nil {
 		return nil, err
 	}
 
@@ -216,16 +227,26 @@ func (u *upgrade) plan(ctx context.Context) (*upgradePlan, error) {
 }
 
 // planProjects adds what the projects need: every running project's
-// Ingress when the domain changes, and a restack (or a note) for each
-// project whose recorded stack differs from the stack of that name now.
-func (u *upgrade) planProjects(ctx context.Context, p *upgradePlan, installed *config.ClusterConfig, specs []project.Recorded) error {
-	cs := u.loc.Client
-	domainChanged := installed.Spec.Domain != p.cfg.Spec.Domain
-	var live map[string]*networkingv1.Ingress
-	if domainChanged {
-		var err error
-		if live, err = p.ops.Ingresses(ctx); err != nil {
-			return err
+// route through the gateway (Ingress kiln-system/T.P) that is missing or
+// differs (a changed domain, a previous kiln's platform), the previous
+// kiln's Ingress in the tenant namespace to delete once the new route is
+// ready, and a restack (or a note) for each project whose recorded stack
+// differs from the stack of that name now.
+func (u *upgrade) planProjects(ctx context.Context, p *upgradePlan, specs []project.Recorded) error {
+	routes, err := p.ops.PlanRoutes(ctx, specs)
+	if err != nil {
+		return err
+	}
+	p.routes = routes
+	for _, c := range routes {
+		msg := c.Message(p.ops.Host(c.Ref))
+		if c.Route != nil && c.Action != "" {
+			r := c.Route.Ref
+			p.changes = append(p.changes, PlanChange{Action: c.Action, Kind: r.Kind, Namespace: r.Namespace, Name: r.Name, Fields: c.Fields, Message: msg})
+		}
+		if c.Legacy != nil {
+			p.changes = append(p.changes, PlanChange{Action: platform.ActionDelete, Kind: c.Legacy.Kind, Namespace: c.Legacy.Namespace, Name: c.Legacy.Name,
+				Message: fmt.Sprintf("the route of project %s moved to %s/%s through %s; this one bypassed the gateway's token check", c.Ref, platform.Namespace, project.RouteName(c.Ref), platform.GatewayName)})
 		}
 	}
 	for _, s := range specs {
@@ -233,19 +254,6 @@ func (u *upgrade) planProjects(ctx context.Context, p *upgradePlan, installed *c
 			continue // goes with its tenant
 		}
 		running := s.Spec.State == project.DesiredRunning
-		if domainChanged && running {
-			obj := p.ops.IngressObject(s.Ref)
-			ch, err := platform.PlanLive(ctx, cs, obj, live[obj.Ref.Namespace+"/"+obj.Ref.Name])
-			if err != nil {
-				return err
-			}
-			if ch.Action != "" {
-				p.ingress = append(p.ingress, obj)
-				p.ingressHosts = append(p.ingressHosts, p.ops.Host(s.Ref))
-				p.changes = append(p.changes, PlanChange{Action: ch.Action, Kind: obj.Ref.Kind, Namespace: obj.Ref.Namespace, Name: obj.Ref.Name, Fields: ch.Fields,
-					Message: fmt.Sprintf("project %s served at %s", s.Ref, p.ops.Host(s.Ref))})
-			}
-		}
 		want, ok := p.cfg.Stack(s.Spec.Stack.Name)
 		if !ok {
 			p.notes = append(p.notes, fmt.Sprintf("project %s runs stack %s, which the config no longer lists; it keeps running its recorded stack (kiln project restack %s --stack NAME moves it)", s.Ref, s.Spec.Stack.Name, s.Ref))

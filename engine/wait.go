@@ -9,6 +9,7 @@ import (
 	"github.com/kilnctl/kiln/creds"
 	"github.com/kilnctl/kiln/engine/config"
 	"github.com/kilnctl/kiln/engine/platform"
+	"github.com/kilnctl/kiln/engine/project"
 	"github.com/kilnctl/kiln/engine/readiness"
 )
 
@@ -88,8 +89,41 @@ func (e *Engine) wait(ctx context.Context, req WaitRequest) (*creds.TokenDir, er
 		err = e.phase(ctx, PhaseProbe, func(ctx context.Context) error {
 			return e.probe(ctx, loc, req.Name, td, tenants)
 		})
+		if err == nil {
+			err = e.reachRunning(ctx, loc, req, td)
+		}
 	}
 	return td, err
+}
+
+// reachRunning probes every running project through the gateway (wait
+// --probe), logging "reachable: …" for each; an unreachable project is
+// reported, not a failure of the wait.
+func (e *Engine) reachRunning(ctx context.Context, loc Location, req WaitRequest, td *creds.TokenDir) error {
+	st, err := platform.Read(ctx, loc.Client)
+	if err != nil {
+		return err
+	}
+	if st.Config == nil {
+		return nil
+	}
+	ops := e.opsFor(Location{Client: loc.Client, REST: loc.REST, State: st}, req.Target, req.Timeout)
+	list, err := ops.List(ctx, "")
+	if err != nil {
+		return err
+	}
+	var refs []project.Ref
+	for _, p := range list {
+		if p.State == project.StateRunning {
+			refs = append(refs, project.Ref{Tenant: p.Tenant, Project: p.Project})
+		}
+	}
+	if len(refs) == 0 {
+		e.logf(LevelInfo, "probe: no running project to reach")
+		return nil
+	}
+	e.reach(ctx, loc, req.Name, st.Config.Spec.Domain, td, refs)
+	return nil
 }
 
 func foundSuffix(have []string) string {

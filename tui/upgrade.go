@@ -404,8 +404,11 @@ type planGroup struct {
 
 // groupPlan groups the changes per part: the platform (kiln-system and
 // anything cluster-wide), each tenant (token, namespace, its policies),
-// each project (its Ingress, its restack); in that order, tenants and
+// each project (its route, an earlier kiln's Ingress, its restack); in that order, tenants and
 // projects by name, changes in the engine's (dependency) order.
+// systemNamespace is where the platform and the projects' routes live.
+const systemNamespace = "kiln-system"
+
 func groupPlan(changes []engine.PlanChange) []planGroup {
 	var platform []engine.PlanChange
 	tenants := map[string][]engine.PlanChange{}
@@ -420,6 +423,10 @@ func groupPlan(changes []engine.PlanChange) []planGroup {
 			tenants[t] = append(tenants[t], c)
 		case inTenant && (c.Kind == engine.KindProject || c.Kind == "Ingress"):
 			ref := tenant + "/" + c.Name
+			projects[ref] = append(projects[ref], c)
+		case c.Kind == "Ingress" && c.Namespace == systemNamespace && strings.Contains(c.Name, "."):
+			// A project's route, Ingress kiln-system/T.P.
+			ref := strings.Replace(c.Name, ".", "/", 1)
 			projects[ref] = append(projects[ref], c)
 		case inTenant:
 			tenants[tenant] = append(tenants[tenant], c)

@@ -55,7 +55,7 @@ func TestUpgradeFormPlanAndApply(t *testing.T) {
 	h.Key("end")
 	end := ansi.Strip(h.WaitFor(t, "! project default/api needs a restack"))
 	for _, want := range []string{"+ create Namespace kiln-tenant-staging", "+ create NetworkPolicy kiln-tenant-staging/kiln-deny-ingress",
-		"Project default/blog", "~ update Ingress kiln-tenant-default/blog", "fields: spec.rules[0].host", "── lines 16–30 of 30"} {
+		"Project default/blog", "~ update Ingress kiln-system/default.blog", "fields: spec.rules[0].host", "── lines 16–30 of 30"} {
 		if !strings.Contains(end, want) {
 			t.Errorf("end of the plan lacks %q:\n%s", want, end)
 		}

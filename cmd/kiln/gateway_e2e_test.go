@@ -62,6 +62,30 @@ func TestGatewayDeployment(t *testing.T) {
 	if !skipped {
 		t.Errorf("wait --probe on fake nodes: no probe phase skipped for kwok fake nodes:\n%s", r)
 	}
+
+	// A running project: start and wait --probe say, per project, that
+	// reachability was not checked and why — never a claim, never a
+	// failure.
+	r = e.kiln("project", "create", "kube", "gwy", "default/blog", "--context", "kiln-a", "-o", "json")
+	expect(t, r, 0)
+	notChecked := func(r result) bool {
+		for _, ev := range r.events(t) {
+			msg, _ := ev["message"].(string)
+			if ev["type"] == "log" && strings.HasPrefix(msg, "project default/blog: reachable: not checked (the gateway pod ") &&
+				strings.Contains(msg, "which serves no port-forward") {
+				return true
+			}
+		}
+		return false
+	}
+	if !notChecked(r) {
+		t.Errorf("project create on fake nodes: no \"reachable: not checked\" line:\n%s", r)
+	}
+	r = e.kiln("wait", "kube", "gwy", "--probe", "--timeout", "1m", "-o", "json")
+	expect(t, r, 0)
+	if !notChecked(r) {
+		t.Errorf("wait --probe with a running project: no \"reachable: not checked\" line:\n%s", r)
+	}
 }
 
 // restrictedAdmits dry-run creates a pod from the Deployment's template in

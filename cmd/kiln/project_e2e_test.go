@@ -80,7 +80,13 @@ func record(t *testing.T, cs kubernetes.Interface, ns string) *recorder {
 		{"EndpointSlice", func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 			return cs.DiscoveryV1().EndpointSlices(ns).List(ctx, o)
 		}, cs.DiscoveryV1().EndpointSlices(ns).Watch},
+		// The project's route lives in kiln-system (Ingress T.P); an
+		// Ingress in the tenant namespace is recorded as TenantIngress,
+		// which kiln must never make.
 		{"Ingress", func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			return cs.NetworkingV1().Ingresses("kiln-system").List(ctx, o)
+		}, cs.NetworkingV1().Ingresses("kiln-system").Watch},
+		{"TenantIngress", func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 			return cs.NetworkingV1().Ingresses(ns).List(ctx, o)
 		}, cs.NetworkingV1().Ingresses(ns).Watch},
 	}
@@ -149,6 +155,56 @@ func (r *recorder) after(t *testing.T, floor int64, typ, kind, name string, read
 		t.Fatalf("no %s %s %s (ready=%v) event seen by the watch", typ, kind, name, ready)
 	}
 	return rv
+}
+
+// count is how many events of kind r saw.
+func (r *recorder) count(kind string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for _, e := range r.evs {
+		if e.kind == kind {
+			n++
+		}
+	}
+	return n
+}
+
+// checkRoute checks project T/P's route: Ingress kiln-system/T.P with
+// kiln's labels, host, path / Prefix, backend kiln-gateway:80, the given
+// class ("" for none) and its upstream; and no Ingress P in the tenant
+// namespace.
+func checkRoute(t *testing.T, cs kubernetes.Interface, tenant, project, host, class string) {
+	t.Helper()
+	ctx := context.Background()
+	ing, err := cs.NetworkingV1().Ingresses("kiln-system").Get(ctx, tenant+"."+project, metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("route kiln-system/%s.%s: %v", tenant, project, err)
+	}
+	if ing.Labels["kiln.dev/tenant"] != tenant || ing.Labels["kiln.dev/project"] != project || ing.Labels["app.kubernetes.io/managed-by"] != "kiln" || ing.Labels["kiln.dev/cluster"] == "" {
+		t.Errorf("route labels %v", ing.Labels)
+	}
+	if got := ing.Annotations["kiln.dev/upstream"]; got != "kiln-tenant-"+tenant+"/"+project {
+		t.Errorf("route upstream %q", got)
+	}
+	gotClass := ""
+	if ing.Spec.IngressClassName != nil {
+		gotClass = *ing.Spec.IngressClassName
+	}
+	if gotClass != class {
+		t.Errorf("route ingressClassName %q, want %q", gotClass, class)
+	}
+	if len(ing.Spec.Rules) != 1 || ing.Spec.Rules[0].Host != host || ing.Spec.Rules[0].HTTP == nil || len(ing.Spec.Rules[0].HTTP.Paths) != 1 {
+		t.Fatalf("route rules %+v, want one rule for %s", ing.Spec.Rules, host)
+	}
+	path := ing.Spec.Rules[0].HTTP.Paths[0]
+	if path.Path != "/" || path.PathType == nil || *path.PathType != "Prefix" || path.Backend.Service == nil ||
+		path.Backend.Service.Name != "kiln-gateway" || path.Backend.Service.Port.Number != 80 {
+		t.Errorf("route path %+v, want / Prefix to kiln-gateway:80", path)
+	}
+	if _, err := cs.NetworkingV1().Ingresses("kiln-tenant-"+tenant).Get(ctx, project, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("Ingress kiln-tenant-%s/%s: %v, want none in the tenant namespace", tenant, project, err)
+	}
 }
 
 func (r *recorder) reset() {
@@ -294,7 +350,7 @@ func TestProjectLifecycle(t *testing.T) {
 			rec.after(t, added, "MODIFIED", "Deployment", "blog", true),
 			svc,
 			rec.after(t, svc, "", "EndpointSlice", "blog", true),
-			rec.first(t, "ADDED", "Ingress", "blog", false),
+			rec.first(t, "ADDED", "Ingress", "default.blog", false),
 		}
 		assertOrder(t, []string{"spec ConfigMap added", "Secret added", "Deployment added", "Deployment available", "Service added", "ready endpoint", "Ingress added"}, rvs)
 		p := inspect("default/blog")
@@ -311,9 +367,9 @@ func TestProjectLifecycle(t *testing.T) {
 		if !readToken(t, cs, ns, "blog").inSync() {
 			t.Errorf("token not in sync: %+v", readToken(t, cs, ns, "blog"))
 		}
-		ing, err := cs.NetworkingV1().Ingresses(ns).Get(ctx, "blog", metav1.GetOptions{})
-		if err != nil || ing.Spec.Rules[0].Host != "blog.default.proj.example.test" {
-			t.Errorf("ingress %v: %v", ing, err)
+		checkRoute(t, cs, "default", "blog", "blog.default.proj.example.test", "")
+		if n := rec.count("TenantIngress"); n != 0 {
+			t.Errorf("%d Ingress events in %s: kiln must make no Ingress in a tenant namespace", n, ns)
 		}
 	})
 
@@ -341,7 +397,7 @@ func TestProjectLifecycle(t *testing.T) {
 		rec.reset()
 		expect(t, kp("suspend", "default/blog"), 0)
 		rvs := []int64{
-			rec.first(t, "DELETED", "Ingress", "blog", false),
+			rec.first(t, "DELETED", "Ingress", "default.blog", false),
 			rec.first(t, "DELETED", "Service", "blog", false),
 			rec.first(t, "DELETED", "Deployment", "blog", false),
 		}
@@ -362,7 +418,7 @@ func TestProjectLifecycle(t *testing.T) {
 			rec.after(t, added, "MODIFIED", "Deployment", "blog", true),
 			svc,
 			rec.after(t, svc, "", "EndpointSlice", "blog", true),
-			rec.first(t, "ADDED", "Ingress", "blog", false),
+			rec.first(t, "ADDED", "Ingress", "default.blog", false),
 		}
 		assertOrder(t, []string{"Deployment added", "Deployment available", "Service added", "ready endpoint", "Ingress added"}, rvs)
 		after := readToken(t, cs, ns, "blog")
@@ -377,13 +433,13 @@ func TestProjectLifecycle(t *testing.T) {
 		expect(t, kp("restack", "default/blog", "--stack", "api"), 0)
 		added := rec.first(t, "ADDED", "Deployment", "blog", false)
 		rvs := []int64{
-			rec.first(t, "DELETED", "Ingress", "blog", false),
+			rec.first(t, "DELETED", "Ingress", "default.blog", false),
 			rec.first(t, "DELETED", "Service", "blog", false),
 			rec.first(t, "DELETED", "Deployment", "blog", false),
 			added,
 			rec.after(t, added, "MODIFIED", "Deployment", "blog", true),
 			rec.first(t, "ADDED", "Service", "blog", false),
-			rec.first(t, "ADDED", "Ingress", "blog", false),
+			rec.first(t, "ADDED", "Ingress", "default.blog", false),
 		}
 		assertOrder(t, []string{"Ingress deleted", "Service deleted", "Deployment deleted", "Deployment added", "Deployment available", "Service added", "Ingress added"}, rvs)
 		d, err := cs.AppsV1().Deployments(ns).Get(ctx, "blog", metav1.GetOptions{})
@@ -403,7 +459,7 @@ func TestProjectLifecycle(t *testing.T) {
 		// Text mode: a report on stdout.
 		r := e.kiln("project", "inspect", "kube", "proj", "default/blog", "--context", "kiln-a")
 		expect(t, r, 0)
-		for _, want := range []string{"State     running (desired running)", "Stack     api", "Deployment  blog", "Ingress     blog"} {
+		for _, want := range []string{"State     running (desired running)", "Stack     api", "Deployment  blog", "Ingress     kiln-system/default.blog"} {
 			if !strings.Contains(r.stdout, want) {
 				t.Errorf("text inspect lacks %q:\n%s", want, r.stdout)
 			}
@@ -442,15 +498,15 @@ func TestProjectLifecycle(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := cs.NetworkingV1().Ingresses(ns).Delete(ctx, "blog", metav1.DeleteOptions{}); err != nil {
+		if err := cs.NetworkingV1().Ingresses("kiln-system").Delete(ctx, "default.blog", metav1.DeleteOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		if err := cs.CoreV1().Services(ns).Delete(ctx, "blog", metav1.DeleteOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		p := inspect("default/blog")
-		if p["state"] != "degraded" || !strings.Contains(reasons(p), "ingress missing") || !strings.Contains(reasons(p), "service missing") {
-			t.Fatalf("inspect after deleting ingress and service = %v", p)
+		if p["state"] != "degraded" || !strings.Contains(reasons(p), "route missing") || !strings.Contains(reasons(p), "service missing") {
+			t.Fatalf("inspect after deleting the route and service = %v", p)
 		}
 		r := e.kiln("status", "kube", "proj", "--context", "kiln-a", "--repair", "-o", "json")
 		expect(t, r, 0)
@@ -470,10 +526,33 @@ func TestProjectLifecycle(t *testing.T) {
 		if now := readToken(t, cs, ns, "blog"); now != tok {
 			t.Errorf("repair touched the token: %+v -> %+v", tok, now)
 		}
+		checkRoute(t, cs, "default", "blog", "blog.default.proj.example.test", "")
 		// Nothing missing: a second repair writes nothing at all.
 		before := nsObjects(t, cs, ns)
+		route, err := cs.NetworkingV1().Ingresses("kiln-system").Get(ctx, "default.blog", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
 		expect(t, e.kiln("status", "kube", "proj", "--context", "kiln-a", "--repair", "-o", "json"), 0)
 		sameMap(t, ns, before, nsObjects(t, cs, ns))
+		if again, err := cs.NetworkingV1().Ingresses("kiln-system").Get(ctx, "default.blog", metav1.GetOptions{}); err != nil || again.ResourceVersion != route.ResourceVersion {
+			t.Errorf("a repair with nothing missing rewrote the route: %v", err)
+		}
+
+		// A route pointed past the gateway, straight at the project, is
+		// drift: degraded with the reason, and repair puts it back.
+		route.Spec.Rules[0].HTTP.Paths[0].Backend.Service.Name = "blog"
+		if _, err := cs.NetworkingV1().Ingresses("kiln-system").Update(ctx, route, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if p := inspect("default/blog"); p["state"] != "degraded" || !strings.Contains(reasons(p), "route drifted: backend svc/blog is not kiln-gateway") {
+			t.Errorf("inspect with a drifted route = %v", p)
+		}
+		expect(t, e.kiln("status", "kube", "proj", "--context", "kiln-a", "--repair", "-o", "json"), 0)
+		checkRoute(t, cs, "default", "blog", "blog.default.proj.example.test", "")
+		if p := inspect("default/blog"); p["state"] != "running" {
+			t.Errorf("after repairing the drifted route: %v", p)
+		}
 	})
 
 	t.Run("token rotation", func(t *testing.T) {
@@ -625,7 +704,7 @@ func TestProjectLifecycle(t *testing.T) {
 		assertOrder(t, []string{"Deployment created", "Service created", "Ingress created"}, []int64{
 			rec.first(t, "ADDED", "Deployment", "blog", false),
 			rec.first(t, "ADDED", "Service", "blog", false),
-			rec.first(t, "ADDED", "Ingress", "blog", false),
+			rec.first(t, "ADDED", "Ingress", "default.blog", false),
 		})
 		if p := inspect("default/blog"); p["state"] != "running" {
 			t.Errorf("default/blog after start --all: %v", p)
@@ -644,7 +723,7 @@ func TestProjectLifecycle(t *testing.T) {
 		rec.reset()
 		expect(t, kp("delete", "default/blog"), 0)
 		rvs := []int64{
-			rec.first(t, "DELETED", "Ingress", "blog", false),
+			rec.first(t, "DELETED", "Ingress", "default.blog", false),
 			rec.first(t, "DELETED", "Service", "blog", false),
 			rec.first(t, "DELETED", "Deployment", "blog", false),
 			rec.first(t, "DELETED", "Secret", "blog-auth", false),

@@ -257,6 +257,7 @@ func TestSupportBundle(t *testing.T) {
 		"objects/kiln-system/ConfigMap/kiln-config.json", "objects/kiln-system/Deployment/kiln-gateway.json",
 		"objects/kiln-tenant-default/Secret/app-auth.json", "objects/kiln-tenant-default/Deployment/web.json",
 		"objects/kiln-tenant-default/Lease/kiln-project-app.json",
+		"objects/kiln-system/Ingress/default.web.json", // the route
 	} {
 		if _, ok := files[want]; !ok {
 			t.Errorf("bundle lacks %s; has %v", want, keys(files))
@@ -290,8 +291,10 @@ func TestSupportBundle(t *testing.T) {
 	one := filepath.Join(dir, "one.tar.gz")
 	expect(t, e.kiln("support", "bundle", "kube", "bndl", "--context", "kiln-b", "--project", "default/web", "--file", one), 0)
 	oneFiles := untar(t, one)
-	if _, ok := oneFiles["objects/kiln-tenant-default/Deployment/web.json"]; !ok {
-		t.Errorf("--project bundle lacks web's Deployment: %v", keys(oneFiles))
+	for _, want := range []string{"objects/kiln-tenant-default/Deployment/web.json", "objects/kiln-system/Ingress/default.web.json"} {
+		if _, ok := oneFiles[want]; !ok {
+			t.Errorf("--project bundle lacks %s: %v", want, keys(oneFiles))
+		}
 	}
 	if _, ok := oneFiles["objects/kiln-tenant-default/Deployment/app.json"]; ok {
 		t.Errorf("--project default/web bundle holds project app")

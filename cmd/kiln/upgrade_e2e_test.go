@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
@@ -56,6 +57,14 @@ func world(t *testing.T, cs kubernetes.Interface) map[string]string {
 		for k, v := range nsObjects(t, cs, ns.Name) {
 			out[ns.Name+"/"+k] = v
 		}
+	}
+	// The projects' routes live in kiln-system.
+	routes, err := cs.NetworkingV1().Ingresses("kiln-system").List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, i := range routes.Items {
+		out["kiln-system/ing/"+i.Name] = i.ResourceVersion
 	}
 	return out
 }
@@ -127,7 +136,7 @@ func TestUpgradePlanConfirmApply(t *testing.T) {
 		p := plans(t, r)
 		for _, want := range []string{
 			"create Token /staging", "create Namespace /kiln-tenant-staging",
-			"update Deployment kiln-system/kiln-gateway", "update Ingress kiln-tenant-default/blog",
+			"update Deployment kiln-system/kiln-gateway", "update Ingress kiln-system/default.blog",
 			"update ConfigMap kiln-system/kiln-config",
 			// The new tenant is fenced before the gateway changes.
 			"create NetworkPolicy kiln-tenant-staging/kiln-deny-ingress",
@@ -146,8 +155,8 @@ func TestUpgradePlanConfirmApply(t *testing.T) {
 		if ev := p["update ConfigMap kiln-system/kiln-config"]; ev != nil && (!hasField(ev, "spec.domain") || !hasField(ev, "spec.tenants")) {
 			t.Errorf("kiln-config update fields = %v", ev["fields"])
 		}
-		if ev := p["update Ingress kiln-tenant-default/blog"]; ev != nil && !hasField(ev, "spec.rules[0].host") {
-			t.Errorf("ingress update fields = %v", ev["fields"])
+		if ev := p["update Ingress kiln-system/default.blog"]; ev != nil && !hasField(ev, "spec.rules[0].host") {
+			t.Errorf("route update fields = %v", ev["fields"])
 		}
 		if !strings.Contains(r.stdout, "blog needs a restack") {
 			t.Errorf("the project on the changed stack is not listed:\n%s", r.stdout)
@@ -195,10 +204,7 @@ func TestUpgradePlanConfirmApply(t *testing.T) {
 		if err != nil || *d.Spec.Replicas != 2 || d.Status.ReadyReplicas != 2 {
 			t.Errorf("gateway not rolled out to 2 ready replicas: %v", err)
 		}
-		ing, err := cs.NetworkingV1().Ingresses("kiln-tenant-default").Get(ctx, "blog", metav1.GetOptions{})
-		if err != nil || ing.Spec.Rules[0].Host != "blog.default.next.example.test" {
-			t.Errorf("ingress not re-applied for the new domain: %v", err)
-		}
+		checkRoute(t, cs, "default", "blog", "blog.default.next.example.test", "")
 		ann, data := configAnnotations(t, cs)
 		if ann["kiln.dev/version"] != "dev" || ann["kiln.dev/schema-version"] != "1" || !strings.Contains(data, "next.example.test") {
 			t.Errorf("kiln-config annotations %v, data:\n%s", ann, data)
@@ -250,10 +256,13 @@ func TestUpgradePlanConfirmApply(t *testing.T) {
 		}
 		r = up("-c", back, "--yes", "--delete-projects", "-o", "json")
 		expect(t, r, 0)
-		if p := plans(t, r); p["delete Namespace /kiln-tenant-staging"] == nil || p["delete Token /staging"] == nil {
+		if p := plans(t, r); p["delete Namespace /kiln-tenant-staging"] == nil || p["delete Token /staging"] == nil || p["delete Ingress kiln-system/staging.api"] == nil {
 			t.Errorf("plan = %v", p)
 		}
 		waitNamespaceGone(t, cs, "kiln-tenant-staging")
+		if _, err := cs.NetworkingV1().Ingresses("kiln-system").Get(ctx, "staging.api", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			t.Errorf("the removed tenant's route is left: %v", err)
+		}
 		td, err := creds.Load(e.tokenDir(name))
 		if err != nil || td.Manifest.HasTenant("staging") || len(td.Tokens) != 1 {
 			t.Errorf("staging token not removed: %v", err)
@@ -370,10 +379,7 @@ func TestKilledUpgradeConverges(t *testing.T) {
 		if !strings.Contains(data, domain) {
 			t.Errorf("kiln-config does not hold domain %s:\n%s", domain, data)
 		}
-		ing, err := cs.NetworkingV1().Ingresses("kiln-tenant-default").Get(context.Background(), "blog", metav1.GetOptions{})
-		if err != nil || ing.Spec.Rules[0].Host != "blog.default."+domain {
-			t.Errorf("ingress host: %v", err)
-		}
+		checkRoute(t, cs, "default", "blog", "blog.default."+domain, "")
 		expect(t, e.kiln("wait", "kube", name, "--context", kctx, "--timeout", "1m"), 0)
 	}
 	crash := func(t *testing.T, point, cfg string) {

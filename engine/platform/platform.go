@@ -36,7 +36,10 @@ const (
 	AuthName      = "kiln-auth"
 	AuthKey       = "keys.json"
 	GatewayName   = "kiln-gateway"
-	LockName      = "kiln-lock"
+	// GatewayServicePort is the port of Service kiln-gateway, which the
+	// projects' routes point at.
+	GatewayServicePort = 80
+	LockName           = "kiln-lock"
 
 	FieldManager    = "kiln"
 	LabelManagedBy  = "app.kubernetes.io/managed-by"
@@ -288,7 +291,7 @@ func GatewayObjects(cluster string, cfg *config.ClusterConfig, version string) [
 	// Port 80 named http whatever the protocol: the project routes'
 	// Ingresses name it. With TLS its appProtocol says the gateway speaks
 	// HTTPS there, for ingress controllers and load balancers that read it.
-	port := corev1ac.ServicePort().WithName("http").WithPort(80).WithTargetPort(intstr.FromString("http"))
+	port := corev1ac.ServicePort().WithName("http").WithPort(GatewayServicePort).WithTargetPort(intstr.FromString("http"))
 	if tlsSecret != "" {
 		port = port.WithAppProtocol("https")
 	}

@@ -31,16 +31,17 @@ var ProgressEvery = 3 * time.Second
 //   - one read of the projects (List) and one LIST of the Leases per
 //     tenant namespace, from which each lease is taken without reading it
 //     again (lock.Options.Seen);
-//   - one informer per tenant namespace and kind (readiness.Shared)
-//     telling every project's waits when to look, instead of a list and
-//     watches per object; an object the informers show missing is applied
-//     without a read;
+//   - one informer per tenant namespace and kind (readiness.Shared),
+//     and one per kind on kiln-system (the routes, by label; the
+//     gateway), telling every project's waits when to look, instead of a
+//     list and watches per object; an object the informers show missing
+//     is applied without a read;
 //   - pipelined steps: concurrency bounds the projects whose writes are
 //     under way — lease, spec, Secret, and the Deployment's apply (start)
 //     or deletion request (suspend). A project frees its slot there and
 //     goes on outside it, still in order, each step verified: its
 //     Deployment rolls out (or goes) while the next projects write, then
-//     its Service and Ingress follow. The rollouts, which the cluster's
+//     its Service and route follow. The rollouts, which the cluster's
 //     controllers pace, overlap as they would were every project applied
 //     at once.
 //
@@ -64,6 +65,9 @@ func (o *Ops) Bulk(ctx context.Context, op, tenant string, concurrency int) (ok,
 		return nil, nil, err
 	}
 	shared := readiness.NewShared(o.Client)
+	// One Ingress informer on kiln-system for every route of the batch,
+	// holding this cluster's routes only.
+	shared.IngressSelector = o.selector("")
 	defer shared.Close()
 	base := o.R.Watcher()
 	br := &bulkReporter{Reporter: o.R, steps: map[string]*stepTime{},

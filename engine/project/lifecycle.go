@@ -90,7 +90,7 @@ func (o *Ops) precheck(ctx context.Context, r Ref, mustExist bool) (*Spec, error
 }
 
 // maxHost is the longest DNS name, which the project's host P.T.DOMAIN
-// (its Ingress rule) must fit.
+// (its route's rule) must fit.
 const maxHost = 253
 
 func quoteHost(h string) string {
@@ -157,8 +157,8 @@ func (o *Ops) Start(ctx context.Context, r Ref) error {
 	})
 }
 
-// Suspend sets the desired state to suspended and removes Ingress, Service
-// and Deployment in that order, each verified gone. The Secret stays, so a
+// Suspend sets the desired state to suspended and removes the route,
+// Service and Deployment in that order, each verified gone. The Secret stays, so a
 // later start keeps the token.
 func (o *Ops) Suspend(ctx context.Context, r Ref) error {
 	if _, err := o.precheck(ctx, r, true); err != nil {
@@ -204,7 +204,7 @@ func (o *Ops) Restack(ctx context.Context, r Ref, stackName string) error {
 }
 
 // Delete removes everything of the project, each object verified gone:
-// Ingress, Service, Deployment, Secret, the spec ConfigMap, then the Lease.
+// the route, Service, Deployment, Secret, the spec ConfigMap, then the Lease.
 func (o *Ops) Delete(ctx context.Context, r Ref) error {
 	if _, err := o.precheck(ctx, r, true); err != nil {
 		// A delete killed after removing the spec ConfigMap leaves the
@@ -257,12 +257,12 @@ func phaseName(ref readiness.Ref) string {
 	case readiness.KindService:
 		return "service"
 	case readiness.KindIngress:
-		return "ingress"
+		return "ingress" // the route; the phase keeps the seed's name
 	}
 	return ref.Kind
 }
 
-// provision applies Secret → Deployment → Service → Ingress, each confirmed
+// provision applies Secret → Deployment → Service → route, each confirmed
 // ready through the API (watched) before the next is applied.
 func (o *Ops) provision(ctx context.Context, r Ref, spec *Spec) error {
 	return o.provisionThen(ctx, r, spec, nil)
@@ -299,11 +299,12 @@ func (o *Ops) provisionThen(ctx context.Context, r Ref, spec *Spec, applied func
 	if err := o.R.Phase(ctx, "service", func(ctx context.Context) error { return o.ensureReady(ctx, o.serviceObject(r)) }); err != nil {
 		return err
 	}
-	return o.R.Phase(ctx, "ingress", func(ctx context.Context) error { return o.ensureReady(ctx, o.ingressObject(r)) })
+	return o.R.Phase(ctx, "ingress", func(ctx context.Context) error { return o.ensureReady(ctx, o.routeObject(r)) })
 }
 
-// deprovision removes Ingress → Service → Deployment, each watched until it
-// is gone before the next is deleted.
+// deprovision removes route → Service → Deployment, each watched until it
+// is gone before the next is deleted. A route the previous kiln left in
+// the tenant namespace (Ingress kiln-tenant-T/P) goes with the route.
 func (o *Ops) deprovision(ctx context.Context, r Ref) error {
 	return o.deprovisionThen(ctx, r, nil)
 }
@@ -312,8 +313,14 @@ func (o *Ops) deprovision(ctx context.Context, r Ref) error {
 // Deployment's deletion is requested, before it is confirmed gone (a
 // batch's slot, as in provisionThen).
 func (o *Ops) deprovisionThen(ctx context.Context, r Ref, deleted func()) error {
-	_, dep, svc, ing, _ := refs(r)
-	for _, ref := range []readiness.Ref{ing, svc, dep} {
+	_, dep, svc, route, _ := refs(r)
+	steps := []readiness.Ref{route}
+	if left, err := o.legacyRouteLeft(ctx, r); err != nil {
+		return err
+	} else if left {
+		steps = append(steps, legacyRouteRef(r))
+	}
+	for _, ref := range append(steps, svc, dep) {
 		then := func() {}
 		if ref == dep && deleted != nil {
 			then = deleted
@@ -323,6 +330,21 @@ func (o *Ops) deprovisionThen(ctx context.Context, r Ref, deleted func()) error 
 		}
 	}
 	return nil
+}
+
+// legacyRouteLeft says whether the previous kiln's route of r (Ingress
+// kiln-tenant-T/P) still exists; a batch's informers answer without a
+// request.
+func (o *Ops) legacyRouteLeft(ctx context.Context, r Ref) (bool, error) {
+	ref := legacyRouteRef(r)
+	if absent, ok := o.R.Watcher().Shared.Absent(ctx, ref); ok {
+		return !absent, nil
+	}
+	res, err := readiness.Compute(ctx, o.Client, ref)
+	if err != nil {
+		return false, err
+	}
+	return res.Status != readiness.NotFound, nil
 }
 
 func (o *Ops) ensureReady(ctx context.Context, obj platform.Object) error {

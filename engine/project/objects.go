@@ -15,6 +15,7 @@ import (
 
 	"github.com/kilnctl/kiln/engine/config"
 	"github.com/kilnctl/kiln/engine/platform"
+	"github.com/kilnctl/kiln/engine/readiness"
 )
 
 // Names in the project's pod template.
@@ -101,16 +102,38 @@ func (o *Ops) serviceObject(r Ref) platform.Object {
 // Host is the project's public host name: P.T.DOMAIN.
 func (o *Ops) Host(r Ref) string { return r.Project + "." + r.Tenant + "." + o.Config.Spec.Domain }
 
-func (o *Ops) ingressObject(r Ref) platform.Object {
+// RouteName is the name of a project's route, Ingress kiln-system/T.P
+// (tenant "." project: unique across tenants, and no DNS-1123 label
+// contains a dot, so two projects never share one).
+func RouteName(r Ref) string { return r.Tenant + "." + r.Project }
+
+// routeObject is the project's route (DESIGN.md §5): Ingress
+// kiln-system/T.P serving host P.T.DOMAIN through kiln-gateway, which
+// checks the tenant token before it forwards to Service P. Its upstream
+// annotation names Service P, so the route is judged ready only when the
+// project it fronts has ready endpoints (readiness.AnnotationUpstream).
+func (o *Ops) routeObject(r Ref) platform.Object {
 	_, _, _, ref, _ := refs(r)
-	ing := networkingac.Ingress(r.Project, r.Namespace()).WithLabels(o.labels(r)).
-		WithSpec(networkingac.IngressSpec().WithRules(networkingac.IngressRule().
-			WithHost(o.Host(r)).
-			WithHTTP(networkingac.HTTPIngressRuleValue().WithPaths(networkingac.HTTPIngressPath().
-				WithPath("/").
-				WithPathType(networkingv1.PathTypePrefix).
-				WithBackend(networkingac.IngressBackend().WithService(networkingac.IngressServiceBackend().
-					WithName(r.Project).
-					WithPort(networkingac.ServiceBackendPort().WithNumber(servicePort))))))))
+	spec := networkingac.IngressSpec().WithRules(networkingac.IngressRule().
+		WithHost(o.Host(r)).
+		WithHTTP(networkingac.HTTPIngressRuleValue().WithPaths(networkingac.HTTPIngressPath().
+			WithPath("/").
+			WithPathType(networkingv1.PathTypePrefix).
+			WithBackend(networkingac.IngressBackend().WithService(networkingac.IngressServiceBackend().
+				WithName(platform.GatewayName).
+				WithPort(networkingac.ServiceBackendPort().WithNumber(platform.GatewayServicePort)))))))
+	if c := o.Config.Spec.Gateway.IngressClassName; c != "" {
+		spec = spec.WithIngressClassName(c)
+	}
+	ing := networkingac.Ingress(ref.Name, ref.Namespace).WithLabels(o.labels(r)).
+		WithAnnotations(map[string]string{readiness.AnnotationUpstream: r.Namespace() + "/" + r.Project}).
+		WithSpec(spec)
 	return platform.Object{Ref: ref, Apply: ing}
+}
+
+// legacyRouteRef is where the previous kiln put a project's route:
+// Ingress kiln-tenant-T/P straight to Service P, bypassing the gateway.
+// kiln moves it (MigrateRoutes) and never creates one.
+func legacyRouteRef(r Ref) readiness.Ref {
+	return readiness.Ref{Kind: readiness.KindIngress, Namespace: r.Namespace(), Name: r.Project}
 }

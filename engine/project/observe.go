@@ -21,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/kilnctl/kiln/engine/lock"
+	"github.com/kilnctl/kiln/engine/platform"
 	"github.com/kilnctl/kiln/engine/readiness"
 )
 
@@ -78,7 +79,9 @@ const (
 )
 
 // snapshot is every project object of one scope, read with one LIST per
-// kind: answering for 1 or 1,000 projects costs the same 7 requests.
+// kind: answering for 1 or 1,000 projects costs the same 7 requests. The
+// routes are one LIST of kiln-system's Ingresses by label, whatever the
+// number of tenants.
 // Secrets are not among them: health needs no Secret data (the token in
 // force is recorded on the spec ConfigMap), so a role without access to
 // Secrets sees everything.
@@ -95,9 +98,14 @@ type snapshot struct {
 func key(ns, name string) string { return ns + "/" + name }
 
 // read lists the project objects in namespace ("" for every namespace)
-// matching selector.
-func (o *Ops) read(ctx context.Context, namespace, selector string) (*snapshot, error) {
+// matching selector, and their routes in kiln-system (of tenant, when
+// set).
+func (o *Ops) read(ctx context.Context, namespace, tenant, selector string) (*snapshot, error) {
 	opts := metav1.ListOptions{LabelSelector: selector}
+	routeOpts := opts
+	if tenant != "" {
+		routeOpts.LabelSelector += "," + LabelTenant + "=" + tenant
+	}
 	cs := o.Client
 	s := &snapshot{
 		deps: map[string]*appsv1.Deployment{},
@@ -128,7 +136,10 @@ func (o *Ops) read(ctx context.Context, namespace, selector string) (*snapshot, 
 	list(0, func() (err error) { cms, err = cs.CoreV1().ConfigMaps(namespace).List(ctx, opts); return err })
 	list(1, func() (err error) { deps, err = cs.AppsV1().Deployments(namespace).List(ctx, opts); return err })
 	list(2, func() (err error) { svcs, err = cs.CoreV1().Services(namespace).List(ctx, opts); return err })
-	list(3, func() (err error) { ings, err = cs.NetworkingV1().Ingresses(namespace).List(ctx, opts); return err })
+	list(3, func() (err error) {
+		ings, err = cs.NetworkingV1().Ingresses(platform.Namespace).List(ctx, routeOpts)
+		return err
+	})
 	list(4, func() (err error) { leases, err = cs.CoordinationV1().Leases(namespace).List(ctx, opts); return err })
 	list(5, func() (err error) {
 		slices, err = cs.DiscoveryV1().EndpointSlices(namespace).List(ctx, opts)
@@ -160,7 +171,7 @@ func (o *Ops) read(ctx context.Context, namespace, selector string) (*snapshot, 
 		s.svcs[key(x.Namespace, x.Name)] = x
 	}
 	if err := errs[3]; err != nil {
-		return nil, wrap("ingresses", err)
+		return nil, wrap("ingresses in "+platform.Namespace, err)
 	}
 	for i := range ings.Items {
 		x := &ings.Items[i]
@@ -205,7 +216,7 @@ func (o *Ops) Inspect(ctx context.Context, r Ref) (*Status, error) {
 	if _, err := o.precheck(ctx, r, true); err != nil {
 		return nil, err
 	}
-	snap, err := o.read(ctx, r.Namespace(), o.selector(r.Project))
+	snap, err := o.read(ctx, r.Namespace(), r.Tenant, o.selector(r.Project))
 	if err != nil {
 		return nil, err
 	}
@@ -234,7 +245,7 @@ func (o *Ops) List(ctx context.Context, tenant string) ([]Status, error) {
 		}
 		ns = Ref{Tenant: tenant}.Namespace()
 	}
-	snap, err := o.read(ctx, ns, o.selector(""))
+	snap, err := o.read(ctx, ns, tenant, o.selector(""))
 	if err != nil {
 		return nil, err
 	}
@@ -271,12 +282,13 @@ func (o *Ops) observe(snap *snapshot, cm *corev1.ConfigMap) (*Status, error) {
 		Host: o.Host(r), Desired: spec.State, Revision: spec.Revision, Reasons: []string{},
 		Created: cm.CreationTimestamp.Time, Pods: podInfos(snap.pods[key(ns, r.Project)]),
 	}
-	add := func(kind, name string, obj runtime.Object, res readiness.Result) {
+	addIn := func(ns, kind, name string, obj runtime.Object, res readiness.Result) {
 		if obj == nil {
 			res = readiness.Result{Status: readiness.NotFound, Message: "not found"}
 		}
 		st.Objects = append(st.Objects, ObjectStatus{kind, ns, name, res.Status, res.Message})
 	}
+	add := func(kind, name string, obj runtime.Object, res readiness.Result) { addIn(ns, kind, name, obj, res) }
 	reason := func(format string, args ...any) { st.Reasons = append(st.Reasons, fmt.Sprintf(format, args...)) }
 	judge := func(kind string, obj runtime.Object) readiness.Result {
 		res, err := readiness.Judge(kind, obj)
@@ -289,7 +301,7 @@ func (o *Ops) observe(snap *snapshot, cm *corev1.ConfigMap) (*Status, error) {
 
 	dep := snap.deps[key(ns, r.Project)]
 	svc := snap.svcs[key(ns, r.Project)]
-	ing := snap.ings[key(ns, r.Project)]
+	ing := snap.ings[key(platform.Namespace, RouteName(r))]
 
 	// The Secret itself is not read: its row says what kiln recorded.
 	curKey, curHash := cm.Annotations[AnnotationSpecKey], cm.Annotations[AnnotationToken]
@@ -321,22 +333,24 @@ func (o *Ops) observe(snap *snapshot, cm *corev1.ConfigMap) (*Status, error) {
 	add(readiness.KindService, r.Project, objOrNil(svc), svcRes)
 
 	var ingRes readiness.Result
+	drift := ""
 	if ing != nil {
 		ingRes = judge(readiness.KindIngress, ing)
-		if ingRes.Status == readiness.Current {
-			for _, b := range readiness.IngressBackends(ing) {
-				if snap.svcs[key(ns, b)] == nil {
-					ingRes = readiness.Result{Status: readiness.InProgress, Message: "backend svc/" + b + " missing"}
-				} else if b == r.Project && svcRes.Status != readiness.Current {
-					ingRes = readiness.Result{Status: readiness.InProgress, Message: "backend svc/" + b + " has " + svcRes.Message}
-				}
-			}
-			if ingRes.Status == readiness.Current {
-				ingRes.Message = "host " + o.Host(r)
-			}
+		drift = o.routeDrift(r, ing)
+		switch {
+		case drift != "":
+			ingRes = readiness.Result{Status: readiness.InProgress, Message: drift}
+		case ingRes.Status != readiness.Current:
+		case svcRes.Status != readiness.Current:
+			// The gateway is the route's backend; the project behind it
+			// must be ready too (the route's upstream), or a Current
+			// route would front a dead project.
+			ingRes = readiness.Result{Status: readiness.InProgress, Message: "upstream svc/" + ns + "/" + r.Project + " has " + svcRes.Message}
+		default:
+			ingRes.Message = "host " + o.Host(r) + " via " + platform.GatewayName
 		}
 	}
-	add(readiness.KindIngress, r.Project, objOrNil(ing), ingRes)
+	addIn(platform.Namespace, readiness.KindIngress, RouteName(r), objOrNil(ing), ingRes)
 
 	st.TokenSync, st.TokenSyncReason = tokenSync(recorded, curKey, curHash, dep)
 
@@ -350,7 +364,7 @@ func (o *Ops) observe(snap *snapshot, cm *corev1.ConfigMap) (*Status, error) {
 		for _, x := range []struct {
 			name    string
 			present bool
-		}{{"ingress", ing != nil}, {"service", svc != nil}, {"deployment", dep != nil}} {
+		}{{"route", ing != nil}, {"service", svc != nil}, {"deployment", dep != nil}} {
 			if x.present {
 				left = append(left, x.name)
 			}
@@ -393,8 +407,11 @@ func (o *Ops) observe(snap *snapshot, cm *corev1.ConfigMap) (*Status, error) {
 	case svcRes.Status != readiness.Current && !(rolling && dep != nil):
 		reason("no ready endpoints")
 	}
-	if ing == nil {
-		reason("ingress missing")
+	switch {
+	case ing == nil:
+		reason("route missing")
+	case drift != "":
+		reason("route drifted: %s", drift)
 	}
 	switch {
 	case len(st.Reasons) == 0 && !rolling:
@@ -412,6 +429,25 @@ func (o *Ops) observe(snap *snapshot, cm *corev1.ConfigMap) (*Status, error) {
 		st.State = StateDegraded
 	}
 	return st, nil
+}
+
+// routeDrift says how a live route differs from what kiln makes in what
+// decides where traffic goes: its backend must be kiln-gateway (which
+// checks the tenant token) and its host P.T.DOMAIN; "" when it does not
+// differ.
+func (o *Ops) routeDrift(r Ref, ing *networkingv1.Ingress) string {
+	for _, b := range readiness.IngressBackends(ing) {
+		if b != platform.GatewayName {
+			return "backend svc/" + b + " is not " + platform.GatewayName + " (traffic would bypass the gateway's token check)"
+		}
+	}
+	want := o.Host(r)
+	for _, rule := range ing.Spec.Rules {
+		if rule.Host != want {
+			return fmt.Sprintf("host %q is not %s", rule.Host, want)
+		}
+	}
+	return ""
 }
 
 // StatusUnrecorded is the status of a project's Secret row when the spec

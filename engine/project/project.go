@@ -1,8 +1,9 @@
 // Package project is the lifecycle of kiln projects (DESIGN.md §10): a
 // tenant's application instance running a stack. Every project P of tenant
 // T lives in namespace kiln-tenant-T as ConfigMap kiln-project-P (the desired
-// spec and state, the source of truth), Secret P-auth, Deployment P,
-// Service P and Ingress P, all labelled kiln.dev/project=P; Lease
+// spec and state, the source of truth), Secret P-auth, Deployment P and
+// Service P, all labelled kiln.dev/project=P; its route is Ingress
+// kiln-system/T.P to kiln-gateway (never in the tenant namespace); Lease
 // kiln-project-P serializes operations on one project.
 //
 // The package does the Kubernetes work and reports through a Reporter; the
@@ -18,6 +19,7 @@ import (
 
 	"github.com/kilnctl/kiln/engine/config"
 	"github.com/kilnctl/kiln/engine/input"
+	"github.com/kilnctl/kiln/engine/platform"
 	"github.com/kilnctl/kiln/engine/readiness"
 	"github.com/kilnctl/kiln/internal/exit"
 )
@@ -163,11 +165,12 @@ func (o *Ops) withTimeout(ctx context.Context) (context.Context, context.CancelF
 	return context.WithCancel(ctx)
 }
 
-func refs(r Ref) (secret, dep, svc, ing, spec readiness.Ref) {
+// refs are the project's objects; its route lives in kiln-system.
+func refs(r Ref) (secret, dep, svc, route, spec readiness.Ref) {
 	ns := r.Namespace()
 	return readiness.Ref{Kind: readiness.KindSecret, Namespace: ns, Name: SecretName(r.Project)},
 		readiness.Ref{Kind: readiness.KindDeployment, Namespace: ns, Name: r.Project},
 		readiness.Ref{Kind: readiness.KindService, Namespace: ns, Name: r.Project},
-		readiness.Ref{Kind: readiness.KindIngress, Namespace: ns, Name: r.Project},
+		readiness.Ref{Kind: readiness.KindIngress, Namespace: platform.Namespace, Name: RouteName(r)},
 		readiness.Ref{Kind: readiness.KindConfigMap, Namespace: ns, Name: SpecName(r.Project)}
 }

@@ -55,7 +55,25 @@ func newOps(t *testing.T, tenant string) (*Ops, context.Context) {
 	if _, err := platform.Ensure(ctx, cs, platform.TenantObjects("unit", []string{tenant})[0]); err != nil {
 		t.Fatal(err)
 	}
+	ensureGateway(t, ctx, cs, cfg)
 	return &Ops{Client: cs, Cluster: "unit", Config: cfg, Timeout: time.Minute, R: &logReporter{t: t, w: &readiness.Watcher{Client: cs}}}, ctx
+}
+
+// ensureGateway installs kiln-system and the gateway (kwok runs its pods),
+// which the projects' routes point at, and waits until it is ready.
+func ensureGateway(t *testing.T, ctx context.Context, cs kubernetes.Interface, cfg *config.ClusterConfig) {
+	t.Helper()
+	objs := append([]platform.Object{platform.NamespaceObject("unit")}, platform.GatewayObjects("unit", cfg, "dev")...)
+	var refs []readiness.Ref
+	for _, obj := range objs {
+		if _, err := platform.Ensure(ctx, cs, obj); err != nil {
+			t.Fatal(err)
+		}
+		refs = append(refs, obj.Ref)
+	}
+	if _, err := (&readiness.Watcher{Client: cs}).Until(ctx, refs, readiness.Ready); err != nil {
+		t.Fatalf("gateway not ready: %v", err)
+	}
 }
 
 // Writes to the spec carry the resourceVersion they read: twenty writers

@@ -42,17 +42,17 @@ func (o *Ops) Specs(ctx context.Context) ([]Recorded, error) {
 	return out, nil
 }
 
-// IngressObject is the project's Ingress as o.Config wants it (the host
-// is P.T.DOMAIN of o.Config's domain).
-func (o *Ops) IngressObject(r Ref) platform.Object { return o.ingressObject(r) }
+// RouteObject is the project's route as o.Config wants it (the host is
+// P.T.DOMAIN of o.Config's domain).
+func (o *Ops) RouteObject(r Ref) platform.Object { return o.routeObject(r) }
 
-// Ingresses reads every project Ingress of the cluster with one LIST,
-// keyed by namespace/name.
-func (o *Ops) Ingresses(ctx context.Context) (map[string]*networkingv1.Ingress, error) {
+// Routes reads every project route of the cluster (Ingresses in
+// kiln-system) with one LIST, keyed by namespace/name.
+func (o *Ops) Routes(ctx context.Context) (map[string]*networkingv1.Ingress, error) {
 	sel := o.selector("")
-	list, err := o.Client.NetworkingV1().Ingresses("").List(ctx, metav1.ListOptions{LabelSelector: sel})
+	list, err := o.Client.NetworkingV1().Ingresses(platform.Namespace).List(ctx, metav1.ListOptions{LabelSelector: sel})
 	if err != nil {
-		return nil, fmt.Errorf("list ingresses (%s): %w", sel, err)
+		return nil, fmt.Errorf("list ingresses %s (%s): %w", platform.Namespace, sel, err)
 	}
 	out := make(map[string]*networkingv1.Ingress, len(list.Items))
 	for i := range list.Items {

@@ -5,6 +5,9 @@ import (
 	"errors"
 	"fmt"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"github.com/kilnctl/kiln/engine/lock"
 	"github.com/kilnctl/kiln/engine/platform"
 	"github.com/kilnctl/kiln/engine/readiness"
@@ -66,12 +69,24 @@ func (o *Ops) repairOne(ctx context.Context, r Ref) (bool, error) {
 		objs := []platform.Object{
 			o.deploymentObject(r, spec.Stack, k, TokenHash(s.Data[k])),
 			o.serviceObject(r),
-			o.ingressObject(r),
+			o.routeObject(r),
 		}
 		for _, obj := range objs {
 			res, err := readiness.Compute(ctx, o.Client, obj.Ref)
 			if err != nil {
 				return err
+			}
+			if drift, err := o.liveRouteDrift(ctx, r, obj.Ref); err != nil {
+				return err
+			} else if drift != "" {
+				// A route that bypasses the gateway is not healthy: it is
+				// put back, never waited on.
+				o.R.Logf("info", "repair %s: %s drifted (%s), applying it again", r, obj.Ref, drift)
+				if err := o.R.Phase(ctx, phaseName(obj.Ref), func(ctx context.Context) error { return o.ensureReady(ctx, obj) }); err != nil {
+					return err
+				}
+				did = true
+				continue
 			}
 			if res.Status != readiness.NotFound {
 				// Present: wait for it (a dependent must not go first),
@@ -90,7 +105,35 @@ func (o *Ops) repairOne(ctx context.Context, r Ref) (bool, error) {
 			}
 			did = true
 		}
+		// An earlier kiln's route in the tenant namespace bypasses the
+		// gateway: once the route above is ready, it goes.
+		if left, err := o.legacyRouteLeft(ctx, r); err != nil {
+			return err
+		} else if left {
+			ref := legacyRouteRef(r)
+			o.R.Logf("info", "repair %s: %s routes around the gateway (made by an earlier kiln), deleting it", r, ref)
+			if err := o.R.Phase(ctx, phaseName(ref), func(ctx context.Context) error { return o.gone(ctx, ref) }); err != nil {
+				return err
+			}
+			did = true
+		}
 		return nil
 	})
 	return did, err
+}
+
+// liveRouteDrift is how the live route of r differs from what kiln makes
+// (routeDrift); "" for any other object, or a route that is absent.
+func (o *Ops) liveRouteDrift(ctx context.Context, r Ref, ref readiness.Ref) (string, error) {
+	if ref.Kind != readiness.KindIngress {
+		return "", nil
+	}
+	ing, err := o.Client.NetworkingV1().Ingresses(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("get %s: %w", ref, err)
+	}
+	return o.routeDrift(r, ing), nil
 }

@@ -9,6 +9,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/kilnctl/kiln/engine/platform"
 )
 
 // MaxEvents bounds the Kubernetes Events Inspect reports per project.
@@ -91,18 +93,28 @@ func Owns(p, kind, name string) bool {
 	return false
 }
 
-// events lists the namespace's Events about project p's objects and pods,
-// newest first, at most MaxEvents.
+// events lists the Events about project p's objects and pods (its
+// namespace's, and its route's in kiln-system), newest first, at most
+// MaxEvents.
 func (o *Ops) events(ctx context.Context, r Ref) ([]EventInfo, error) {
 	list, err := o.Client.CoreV1().Events(r.Namespace()).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("list events in %s: %w", r.Namespace(), err)
 	}
+	// The route lives in kiln-system: its Events are read there, by name.
+	routes, err := o.Client.CoreV1().Events(platform.Namespace).List(ctx, metav1.ListOptions{
+		FieldSelector: "involvedObject.kind=Ingress,involvedObject.name=" + RouteName(r),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list events of route %s/%s: %w", platform.Namespace, RouteName(r), err)
+	}
 	now := o.now()
 	out := []EventInfo{}
-	for _, ev := range list.Items {
+	for _, ev := range append(list.Items, routes.Items...) {
 		io := ev.InvolvedObject
-		if !Owns(r.Project, io.Kind, io.Name) {
+		if ev.Namespace == platform.Namespace {
+			io.Name = platform.Namespace + "/" + io.Name
+		} else if !Owns(r.Project, io.Kind, io.Name) {
 			continue
 		}
 		last := eventTime(&ev)

@@ -49,6 +49,23 @@ const (
 	KindNetworkPolicy = "NetworkPolicy"
 )
 
+// AnnotationUpstream on an Ingress names, as NAMESPACE/NAME, the Service
+// its backend (a gateway) forwards to: the Ingress is ready only when that
+// Service is ready too. A project's route points at kiln-gateway, which
+// is ready while the project behind it may be dead; without this a route
+// would say Current in front of a project with no endpoints.
+const AnnotationUpstream = "kiln.dev/upstream"
+
+// Upstream is the Service an Ingress's AnnotationUpstream names (ok false
+// when it names none, or is malformed).
+func Upstream(ing *networkingv1.Ingress) (namespace, name string, ok bool) {
+	ns, n, found := strings.Cut(ing.Annotations[AnnotationUpstream], "/")
+	if !found || ns == "" || n == "" {
+		return "", "", false
+	}
+	return ns, n, true
+}
+
 // Ref names one object.
 type Ref struct {
 	Kind      string
@@ -319,6 +336,23 @@ func ingressResult(ctx context.Context, cs kubernetes.Interface, ing *networking
 		}
 	}
 	msg := fmt.Sprintf("%d backend%s ready", len(backends), plural(len(backends)))
+	if ns, name, ok := Upstream(ing); ok {
+		svc, err := cs.CoreV1().Services(ns).Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return Result{InProgress, "upstream svc/" + ns + "/" + name + " missing"}, nil
+		}
+		if err != nil {
+			return Result{}, fmt.Errorf("get upstream service %s/%s: %w", ns, name, err)
+		}
+		r, err := serviceResult(ctx, cs, svc)
+		if err != nil {
+			return Result{}, err
+		}
+		if r.Status != Current {
+			return Result{InProgress, "upstream svc/" + ns + "/" + name + " has " + r.Message}, nil
+		}
+		msg += ", upstream svc/" + ns + "/" + name + " ready"
+	}
 	var addrs []string
 	for _, lb := range ing.Status.LoadBalancer.Ingress {
 		if lb.Hostname != "" {

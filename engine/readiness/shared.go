@@ -28,6 +28,10 @@ import (
 // reports is always the live object, never a cached copy.
 type Shared struct {
 	Client kubernetes.Interface
+	// IngressSelector, when set, is the label selector of the Ingress
+	// informers: one informer on kiln-system holds the routes of a batch,
+	// not every Ingress there.
+	IngressSelector string
 
 	mu     sync.Mutex
 	ns     map[string]*nsCache
@@ -94,7 +98,7 @@ func (s *Shared) namespace(ctx context.Context, ns string) (*nsCache, error) {
 	if !ok {
 		c = &nsCache{synced: make(chan struct{}), changed: make(chan struct{}), byName: map[string]chan struct{}{}}
 		s.ns[ns] = c
-		go c.start(s.Client, ns, s.stop)
+		go c.start(s.Client, ns, s.IngressSelector, s.stop)
 	}
 	s.mu.Unlock()
 	select {
@@ -105,7 +109,7 @@ func (s *Shared) namespace(ctx context.Context, ns string) (*nsCache, error) {
 	return c, c.err
 }
 
-func (c *nsCache) start(cs kubernetes.Interface, ns string, stop chan struct{}) {
+func (c *nsCache) start(cs kubernetes.Interface, ns, ingressSelector string, stop chan struct{}) {
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() {
 		<-stop
@@ -125,7 +129,18 @@ func (c *nsCache) start(cs kubernetes.Interface, ns string, stop chan struct{}) 
 		}
 		return nil, nil
 	}})
-	c.ings = informer(ctx, &networkingv1.Ingress{}, in.List, in.Watch, nil)
+	withSelector := func(o metav1.ListOptions) metav1.ListOptions {
+		o.LabelSelector = ingressSelector
+		return o
+	}
+	c.ings = informer(ctx, &networkingv1.Ingress{},
+		func(ctx context.Context, o metav1.ListOptions) (*networkingv1.IngressList, error) {
+			return in.List(ctx, withSelector(o))
+		},
+		func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			return in.Watch(ctx, withSelector(o))
+		},
+		nil)
 	h := cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { c.bump(obj) },
 		UpdateFunc: func(_, obj any) { c.bump(obj) },
@@ -194,20 +209,41 @@ func (c *nsCache) signal(name string) <-chan struct{} {
 	return ch
 }
 
-// key is the name whose events can change ref's status: its own, unless
-// it is an Ingress with a backend of another name (then the namespace's).
-func (c *nsCache) key(ref Ref) string {
-	if ref.Kind != KindIngress {
-		return ref.Name
-	}
-	if ing := cached[networkingv1.Ingress](c.ings, ref.Namespace, ref.Name); ing != nil {
-		for _, b := range IngressBackends(ing) {
-			if b != ref.Name {
-				return ""
+// wake returns a channel closed on the next event that can change ref's
+// status: of its own name, and for an Ingress of each backend's name (a
+// route's kiln-gateway) and of its upstream Service in that Service's
+// namespace (up, nil when it names none). A route wait so wakes for its
+// project and the gateway, not for every other route of the batch.
+func (c *nsCache) wake(ref Ref, up *nsCache, upName string, done <-chan struct{}) <-chan struct{} {
+	chs := []<-chan struct{}{c.signal(ref.Name)}
+	if ref.Kind == KindIngress {
+		if ing := cached[networkingv1.Ingress](c.ings, ref.Namespace, ref.Name); ing != nil {
+			for _, b := range IngressBackends(ing) {
+				if b != ref.Name {
+					chs = append(chs, c.signal(b))
+				}
 			}
 		}
+		if up != nil {
+			chs = append(chs, up.signal(upName))
+		}
 	}
-	return ref.Name
+	if len(chs) == 1 {
+		return chs[0]
+	}
+	out := make(chan struct{})
+	var once sync.Once
+	for _, ch := range chs {
+		go func() {
+			select {
+			case <-ch:
+				once.Do(func() { close(out) })
+			case <-out:
+			case <-done:
+			}
+		}()
+	}
+	return out
 }
 
 func cached[T any](i cache.SharedIndexInformer, ns, name string) *T {
@@ -219,8 +255,10 @@ func cached[T any](i cache.SharedIndexInformer, ns, name string) *T {
 	return t
 }
 
-// judge is ref's status as the cache has it.
-func (c *nsCache) judge(ref Ref) Result {
+// judge is ref's status as the cache has it; up is the cache of an
+// Ingress's upstream namespace (nil: it names no upstream, or the cache
+// is not started yet, judged InProgress).
+func (c *nsCache) judge(ref Ref, up *nsCache) Result {
 	var obj runtime.Object
 	switch ref.Kind {
 	case KindDeployment:
@@ -261,6 +299,18 @@ func (c *nsCache) judge(ref Ref) Result {
 			}
 			if r := c.service(svc); r.Status != Current {
 				return Result{InProgress, "backend svc/" + name + " has " + r.Message}
+			}
+		}
+		if ns, name, ok := Upstream(o); ok {
+			if up == nil {
+				return Result{InProgress, "upstream svc/" + ns + "/" + name + " not read yet"}
+			}
+			svc := cached[corev1.Service](up.svcs, ns, name)
+			if svc == nil {
+				return Result{InProgress, "upstream svc/" + ns + "/" + name + " missing"}
+			}
+			if r := up.service(svc); r.Status != Current {
+				return Result{InProgress, "upstream svc/" + ns + "/" + name + " has " + r.Message}
 			}
 		}
 		// The message (backends, address) comes from the confirming
@@ -304,7 +354,26 @@ func (s *Shared) Absent(ctx context.Context, ref Ref) (absent, ok bool) {
 	if err != nil {
 		return false, false
 	}
-	return c.judge(ref).Status == NotFound, true
+	return c.judge(ref, nil).Status == NotFound, true
+}
+
+// upstream is the cache of the namespace of the upstream Service that ref
+// (an Ingress, as c holds it) names, started on first use, and that
+// Service's name; nil when ref names none.
+func (s *Shared) upstream(ctx context.Context, c *nsCache, ref Ref) (*nsCache, string, error) {
+	if ref.Kind != KindIngress {
+		return nil, "", nil
+	}
+	ing := cached[networkingv1.Ingress](c.ings, ref.Namespace, ref.Name)
+	if ing == nil {
+		return nil, "", nil
+	}
+	ns, name, ok := Upstream(ing)
+	if !ok {
+		return nil, "", nil
+	}
+	up, err := s.namespace(ctx, ns)
+	return up, name, err
 }
 
 // followShared is follow for a kind the Shared answers: judged from the
@@ -318,10 +387,16 @@ func (w *Watcher) followShared(ctx context.Context, ref Ref, goal Goal, record f
 	report := w.reportChanges(ref, record)
 	var lastErr error
 	backoff := 100 * time.Millisecond
+	done := make(chan struct{})
+	defer close(done)
 	for {
-		ch := c.signal(c.key(ref)) // before judging, so no change between is missed
+		up, upName, err := w.Shared.upstream(ctx, c, ref)
+		if err != nil {
+			return fmt.Errorf("%s: %w", ref, err)
+		}
+		ch := c.wake(ref, up, upName, done) // before judging, so no change between is missed
 		var retry *time.Timer
-		r := c.judge(ref)
+		r := c.judge(ref, up)
 		if !goal(r) && r.Status != Failed {
 			report(r)
 		} else {

@@ -120,6 +120,9 @@ func (w *Watcher) follow(ctx context.Context, ref Ref, goal Goal, record func(Re
 		}
 	}
 	srcs := sources(w.Client, ref)
+	if ref.Kind == KindIngress {
+		srcs = append(srcs, upstreamSources(ctx, w.Client, ref)...)
+	}
 	if len(srcs) == 0 {
 		return fmt.Errorf("readiness: unsupported kind %q of %s", ref.Kind, ref)
 	}
@@ -355,6 +358,28 @@ func sources(cs kubernetes.Interface, ref Ref) []source {
 		}
 	}
 	return nil
+}
+
+// upstreamSources are the streams of the Service an Ingress's
+// AnnotationUpstream names (that Service and its EndpointSlices), read
+// from the Ingress as it is when the wait starts: kiln applies a route
+// before waiting on it. An Ingress absent then, or naming no upstream,
+// adds none.
+func upstreamSources(ctx context.Context, cs kubernetes.Interface, ref Ref) []source {
+	ing, err := cs.NetworkingV1().Ingresses(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
+	if err != nil {
+		return nil
+	}
+	ns, name, ok := Upstream(ing)
+	if !ok {
+		return nil
+	}
+	services := cs.CoreV1().Services(ns)
+	slices := cs.DiscoveryV1().EndpointSlices(ns)
+	return []source{
+		newSource(services.List, services.Watch, byName(name)),
+		newSource(slices.List, slices.Watch, metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=" + name}),
+	}
 }
 
 // permanent says whether an API error will come back however often the

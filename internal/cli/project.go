@@ -151,7 +151,11 @@ func printProject(w io.Writer, st *engine.ProjectStatus) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "KIND\tNAME\tSTATUS\tMESSAGE")
 	for _, o := range st.Objects {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", o.Kind, o.Name, o.Status, o.Message)
+		name := o.Name
+		if o.Namespace != st.Namespace {
+			name = o.Namespace + "/" + o.Name // the route, in kiln-system
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", o.Kind, name, o.Status, o.Message)
 	}
 	_ = tw.Flush()
 	printPods(w, st.Pods)

@@ -97,7 +97,7 @@ func emitter(sink engine.Sink) func(engine.Event) {
 
 // UpgradePlan is the plan of an upgrade of cluster NAME that adds tenant
 // staging, runs two gateway replicas and moves the domain (so project
-// default/blog's Ingress follows), as the engine plans it.
+// default/blog's route follows), as the engine plans it.
 func UpgradePlan(name string) []engine.PlanChange {
 	key := "sha256:3f1c0a9be2d47d6b1e0f5a8c9d2e7b4a6c1f0e9d8b7a6c5d4e3f2a1b0c9d8e7f"
 	dir := "/home/dev/.local/state/kiln/kube/" + name + "/tokens"
@@ -106,7 +106,7 @@ func UpgradePlan(name string) []engine.PlanChange {
 		{Action: "create", Kind: "Namespace", Name: "kiln-tenant-staging", Message: "tenant staging"},
 		{Action: "create", Kind: "NetworkPolicy", Namespace: "kiln-tenant-staging", Name: "kiln-deny-ingress", Message: "network isolation of kiln-tenant-staging"},
 		{Action: "update", Kind: "Deployment", Namespace: "kiln-system", Name: "kiln-gateway", Fields: []string{"spec.replicas"}, Message: "the gateway"},
-		{Action: "update", Kind: "Ingress", Namespace: "kiln-tenant-default", Name: "blog", Fields: []string{"spec.rules[0].host"}, Message: "project default/blog served at blog.default.next.example.test"},
+		{Action: "update", Kind: "Ingress", Namespace: "kiln-system", Name: "default.blog", Fields: []string{"spec.rules[0].host"}, Message: "project default/blog served at blog.default.next.example.test"},
 		{Action: "delete", Kind: "Namespace", Name: "kiln-tenant-old", Message: "tenant old removed: its namespace is deleted"},
 		{Action: "update", Kind: "ConfigMap", Namespace: "kiln-system", Name: "kiln-config", Fields: []string{"spec.domain", "spec.tenants", "spec.gateway.replicas"},
 			Message: "spec.domain: \"up.example.test\" (cluster) vs \"next.example.test\" (file); records kiln v0.9.0 (platform schema 2)"},
