@@ -251,6 +251,11 @@ func GatewayObjects(cluster string, cfg *config.ClusterConfig, version string) [
 			corev1ac.ContainerPort().WithName("metrics").WithContainerPort(gatewayMetricsPort),
 		).
 		WithVolumeMounts(mounts...).
+		// The gateway sets its Go memory limit from the container's
+		// (internal/gateway SetMemoryLimit), so it collects before the
+		// kernel kills it.
+		WithEnv(corev1ac.EnvVar().WithName("KILN_MEMORY_LIMIT").WithValueFrom(corev1ac.EnvVarSource().
+			WithResourceFieldRef(corev1ac.ResourceFieldSelector().WithContainerName("gateway").WithResource("limits.memory")))).
 		WithReadinessProbe(probe("/readyz")).
 		WithLivenessProbe(probe("/healthz").WithFailureThreshold(6)).
 		WithResources(corev1ac.ResourceRequirements().

@@ -41,8 +41,17 @@ With --tls-cert and --tls-key (the mounted Secret of spec.gateway.tls),
 Secret volume swap included), so a renewed certificate is served without a
 restart, and a pair that does not load keeps the one in force.
 
-/healthz, /readyz (ready once keys are loaded) and Prometheus /metrics are
-served on --metrics-listen, or on --listen when that is empty. The access
+/healthz, /readyz (ready once keys are loaded, and not while keys.json
+cannot be read) and Prometheus /metrics are served on --metrics-listen, or
+on --listen when that is empty (then /metrics answers loopback clients
+only, unless --metrics-public).
+
+Limits: request headers over --max-header-bytes are refused with 431; a
+backend that sends no response headers within --backend-timeout gets the
+client a 504; at most --max-conns connections are held at once; a tenant
+with --tenant-concurrency requests in flight gets 503 for the next, so one
+tenant cannot starve the others. Projects are dialled by fully qualified
+name (P.kiln-tenant-T.svc.CLUSTER-DOMAIN.). The access
 log is JSON lines on stderr; it never contains tokens. SIGTERM drains the
 requests in flight and exits 0.`,
 		Example: `  kiln gateway --listen 127.0.0.1:8080 --auth-dir ./auth --cluster dev1 \
@@ -70,6 +79,7 @@ requests in flight and exits 0.`,
 				cfg.Backends[route] = addr
 			}
 			cfg.Log = slog.New(slog.NewJSONHandler(g.stderr, nil))
+			gateway.SetMemoryLimit(cfg.Log)
 			gw, err := gateway.New(cfg)
 			if err != nil {
 				return exit.Usage("%v", err)
@@ -95,5 +105,11 @@ requests in flight and exits 0.`,
 	f.StringVar(&cfg.TLSCert, "tls-cert", "", "PEM certificate (chain) file: serve HTTPS on --listen, reloading it when it changes (with --tls-key)")
 	f.StringVar(&cfg.TLSKey, "tls-key", "", "PEM private key file of --tls-cert")
 	f.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", gateway.DefaultShutdownTimeout, "on SIGTERM, wait this long for requests in flight")
+	f.IntVar(&cfg.MaxHeaderBytes, "max-header-bytes", gateway.DefaultMaxHeaderBytes, "largest request headers accepted (larger: 431)")
+	f.DurationVar(&cfg.BackendTimeout, "backend-timeout", gateway.DefaultBackendTimeout, "longest wait for a project's response headers (then 504)")
+	f.IntVar(&cfg.MaxConns, "max-conns", gateway.DefaultMaxConns, "most client connections held open at once")
+	f.IntVar(&cfg.TenantConcurrency, "tenant-concurrency", gateway.DefaultTenantConcurrency, "most requests of one tenant in flight (more: 503)")
+	f.StringVar(&cfg.ClusterDomain, "cluster-domain", gateway.DefaultClusterDomain, "the cluster's DNS domain, for project Service names")
+	f.BoolVar(&cfg.MetricsPublic, "metrics-public", false, "without --metrics-listen, serve /metrics to every client, not only loopback")
 	return cmd
 }

@@ -33,6 +33,20 @@ const (
 	DefaultListen          = ":8080"
 	DefaultReloadInterval  = time.Second
 	DefaultShutdownTimeout = 10 * time.Second
+	// DefaultMaxHeaderBytes bounds a request's headers: past it the
+	// answer is 431 Request Header Fields Too Large (DESIGN.md §17).
+	DefaultMaxHeaderBytes = 64 << 10
+	// DefaultBackendTimeout bounds the wait for a backend's response
+	// headers: past it the answer is 504.
+	DefaultBackendTimeout = 30 * time.Second
+	// DefaultMaxConns bounds the connections the gateway holds open at
+	// once; more wait in the listen backlog.
+	DefaultMaxConns = 2048
+	// DefaultTenantConcurrency bounds one tenant's requests in flight:
+	// past it that tenant gets 503, and the others are not starved.
+	DefaultTenantConcurrency = 256
+	// DefaultClusterDomain is the cluster's DNS domain for backends.
+	DefaultClusterDomain = "cluster.local"
 	// ProjectPort is the port of a project's Service (engine/project).
 	ProjectPort = 80
 	// RetryAfter is the Retry-After (seconds) of a 503.
@@ -73,6 +87,21 @@ type Config struct {
 	ShutdownTimeout time.Duration
 	// Log receives the access log and key reloads (JSON in the command).
 	Log *slog.Logger
+	// MaxHeaderBytes, BackendTimeout, MaxConns and TenantConcurrency are
+	// the limits (0: the Default* values).
+	MaxHeaderBytes    int
+	BackendTimeout    time.Duration
+	MaxConns          int
+	TenantConcurrency int
+	// ClusterDomain is the cluster's DNS domain: project P of tenant T is
+	// dialled as P.kiln-tenant-T.svc.DOMAIN. — fully qualified, so no
+	// search path can turn it into another name.
+	ClusterDomain string
+	// MetricsPublic serves /metrics on Listen to clients that are not on
+	// loopback (without MetricsListen); otherwise only loopback may read it.
+	MetricsPublic bool
+	// Dial, when set, replaces the backend dialer (tests).
+	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
 }
 
 // label is a DNS label as tenant and project names are (engine/config).
@@ -105,6 +134,7 @@ type Gateway struct {
 	metrics *metrics
 	proxy   http.Handler
 	closing atomic.Bool
+	tenants tenantLimit
 }
 
 // New checks cfg and builds the gateway. It reads no keys yet (Run does).
@@ -117,6 +147,22 @@ func New(cfg Config) (*Gateway, error) {
 	}
 	if cfg.ShutdownTimeout <= 0 {
 		cfg.ShutdownTimeout = DefaultShutdownTimeout
+	}
+	if cfg.MaxHeaderBytes <= 0 {
+		cfg.MaxHeaderBytes = DefaultMaxHeaderBytes
+	}
+	if cfg.BackendTimeout <= 0 {
+		cfg.BackendTimeout = DefaultBackendTimeout
+	}
+	if cfg.MaxConns <= 0 {
+		cfg.MaxConns = DefaultMaxConns
+	}
+	if cfg.TenantConcurrency <= 0 {
+		cfg.TenantConcurrency = DefaultTenantConcurrency
+	}
+	cfg.ClusterDomain = strings.Trim(strings.ToLower(cfg.ClusterDomain), ".")
+	if cfg.ClusterDomain == "" {
+		cfg.ClusterDomain = DefaultClusterDomain
 	}
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.NewJSONHandler(os.Stderr, nil))
@@ -136,7 +182,7 @@ func New(cfg Config) (*Gateway, error) {
 		return nil, errors.New("--tls-cert and --tls-key: give both (HTTPS) or neither (HTTP)")
 	}
 	m := newMetrics()
-	g := &Gateway{cfg: cfg, metrics: m, keys: newKeyStore(cfg.AuthDir, cfg.ReloadInterval, cfg.Log, m)}
+	g := &Gateway{cfg: cfg, metrics: m, keys: newKeyStore(cfg.AuthDir, cfg.ReloadInterval, cfg.Log, m), tenants: tenantLimit{max: cfg.TenantConcurrency}}
 	if cfg.TLSCert != "" {
 		g.certs = newCertStore(cfg.TLSCert, cfg.TLSKey, cfg.ReloadInterval, cfg.Log)
 	}
@@ -147,7 +193,7 @@ func New(cfg Config) (*Gateway, error) {
 // Ready reports whether the gateway has keys to verify tokens with.
 func (g *Gateway) Ready() bool {
 	s := g.keys.current()
-	return s != nil && len(s.keys) > 0 && !g.closing.Load()
+	return s != nil && len(s.keys) > 0 && !g.closing.Load() && !g.keys.broken.Load()
 }
 
 // Reload reads keys.json now. Run does it at start and on every change;
@@ -170,6 +216,7 @@ func (g *Gateway) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("gateway: listen on %s: %w", g.cfg.Listen, err)
 	}
+	ln = limitListener(ln, g.cfg.MaxConns)
 	servers := []*http.Server{}
 	lns := []net.Listener{ln}
 	if g.cfg.MetricsListen != "" {
@@ -229,8 +276,13 @@ func (g *Gateway) server(h http.Handler) *http.Server {
 	return &http.Server{
 		Handler:           h,
 		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-		ErrorLog:          slog.NewLogLogger(g.cfg.Log.Handler(), slog.LevelWarn),
+		// Request bodies may be slow uploads; a client that sends nothing
+		// for this long is cut (net/http resets the deadline per read
+		// only with ReadTimeout, so bound the whole read generously).
+		ReadTimeout:    5 * time.Minute,
+		IdleTimeout:    2 * time.Minute,
+		MaxHeaderBytes: g.cfg.MaxHeaderBytes,
+		ErrorLog:       slog.NewLogLogger(g.cfg.Log.Handler(), slog.LevelWarn),
 	}
 }
 
@@ -242,11 +294,20 @@ func (g *Gateway) AdminHandler() http.Handler {
 	})
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
 		if !g.Ready() {
-			http.Error(w, "not ready: no trusted keys loaded", http.StatusServiceUnavailable)
+			why := "no trusted keys loaded"
+			if g.keys.broken.Load() {
+				why = "keys.json cannot be read or parsed (see the log); the last keys read stay in force"
+			}
+			http.Error(w, "not ready: "+why, http.StatusServiceUnavailable)
 			return
 		}
 		_, _ = w.Write([]byte("ok\n"))
 	})
-	mux.Handle("GET /metrics", g.metrics)
+	metrics := http.Handler(g.metrics)
+	if g.cfg.MetricsListen == "" && !g.cfg.MetricsPublic {
+		// On the tenants' address, only this machine reads request counts.
+		metrics = loopbackOnly(metrics)
+	}
+	mux.Handle("GET /metrics", metrics)
 	return mux
 }

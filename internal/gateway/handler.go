@@ -22,6 +22,8 @@ const (
 	bodyNotFound     = "not found\n"
 	bodyUnavailable  = "no ready backend; retry later\n"
 	bodyBadGateway   = "bad gateway\n"
+	bodyTimeout      = "the project did not answer in time\n"
+	bodyBusy         = "too many requests in flight for this tenant; retry later\n"
 
 	challenge        = `Bearer realm="kiln"`
 	challengeInvalid = `Bearer realm="kiln", error="invalid_token"`
@@ -75,10 +77,27 @@ func (g *Gateway) Handler() http.Handler {
 			}
 			info.addr = addr
 		} else {
-			info.addr = net.JoinHostPort(info.route.Project+"."+TenantNamespace(info.route.Tenant)+".svc", strconv.Itoa(ProjectPort))
+			info.addr = net.JoinHostPort(BackendHost(info.route, g.cfg.ClusterDomain), strconv.Itoa(ProjectPort))
 		}
+		release, ok := g.tenants.acquire(info.route.Tenant)
+		if !ok {
+			info.reason = "tenant over its concurrency limit"
+			g.metrics.limited(info.route.Tenant)
+			w.Header().Set("Retry-After", strconv.Itoa(RetryAfter))
+			deny(rec, http.StatusServiceUnavailable, bodyBusy)
+			return
+		}
+		defer release()
 		g.proxy.ServeHTTP(rec, r.WithContext(context.WithValue(r.Context(), infoKey{}, info)))
 	})
+}
+
+// BackendHost is the fully qualified name the gateway dials for route r:
+// P.kiln-tenant-T.svc.DOMAIN. with the root dot, so the resolver's search
+// path never applies (a namespace named "svc" holding a Service named
+// kiln-tenant-T would otherwise answer for P.kiln-tenant-T.svc).
+func BackendHost(r Route, clusterDomain string) string {
+	return r.Project + "." + TenantNamespace(r.Tenant) + ".svc." + clusterDomain + "."
 }
 
 // TenantNamespace is the namespace of tenant (DESIGN.md §5).
@@ -172,11 +191,16 @@ func deny(w http.ResponseWriter, code int, body string) {
 }
 
 func newProxy(cfg Config) http.Handler {
+	dial := cfg.Dial
+	if dial == nil {
+		dial = (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext
+	}
 	tr := &http.Transport{
 		// Never through an HTTP proxy from the environment: backends are
 		// cluster-internal.
 		Proxy:                 nil,
-		DialContext:           (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		DialContext:           dial,
+		ResponseHeaderTimeout: cfg.BackendTimeout,
 		MaxIdleConns:          512,
 		MaxIdleConnsPerHost:   128,
 		IdleConnTimeout:       90 * time.Second,
@@ -187,6 +211,12 @@ func newProxy(cfg Config) http.Handler {
 			info := pr.In.Context().Value(infoKey{}).(*reqInfo)
 			pr.Out.URL.Path, pr.Out.URL.RawPath = info.path, info.raw
 			pr.SetURL(&url.URL{Scheme: "http", Host: info.addr})
+			// The proxy drops X-Forwarded-For/-Host/-Proto itself; a
+			// client's other forwarding headers are dropped here, so a
+			// backend trusts only what the gateway sets.
+			for _, h := range clientForwarding {
+				pr.Out.Header.Del(h)
+			}
 			pr.SetXForwarded()
 			if info.prefix != "" {
 				pr.Out.Header.Set("X-Forwarded-Prefix", info.prefix)
@@ -203,6 +233,9 @@ func newProxy(cfg Config) http.Handler {
 	}
 }
 
+// clientForwarding are forwarding headers a client may forge.
+var clientForwarding = []string{"Forwarded", "X-Forwarded-Prefix", "X-Forwarded-Port", "X-Forwarded-Server", "X-Forwarded-Ssl", "X-Forwarded-Scheme", "X-Real-Ip", "X-Original-Forwarded-For", "X-Kiln-Tenant"}
+
 type bufferPool struct{ p sync.Pool }
 
 func (b *bufferPool) Get() []byte  { return b.p.Get().([]byte) }
@@ -218,6 +251,7 @@ func proxyError(w http.ResponseWriter, r *http.Request, err error) {
 	}
 	var dnsErr *net.DNSError
 	var opErr *net.OpError
+	var netErr net.Error
 	switch {
 	case errors.Is(err, context.Canceled):
 		// The client went away; nobody reads an answer.
@@ -230,6 +264,13 @@ func proxyError(w http.ResponseWriter, r *http.Request, err error) {
 			info.reason = "unknown project (no such Service)"
 		}
 		deny(w, http.StatusNotFound, bodyNotFound)
+	case errors.As(err, &netErr) && netErr.Timeout() && !errors.As(err, &opErr) && !errors.As(err, &dnsErr):
+		// No response headers within the backend timeout: the backend
+		// accepted the request and hangs.
+		if info != nil {
+			info.reason = "backend timed out: " + err.Error()
+		}
+		deny(w, http.StatusGatewayTimeout, bodyTimeout)
 	case errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.EHOSTUNREACH), errors.Is(err, syscall.ENETUNREACH),
 		errors.As(err, &opErr) && opErr.Op == "dial":
 		w.Header().Set("Retry-After", strconv.Itoa(RetryAfter))

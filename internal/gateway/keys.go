@@ -28,6 +28,9 @@ const KeysFile = "keys.json"
 // with valid tokens of their own tenant.
 const maxCached = 10000
 
+// MinKeyBits is the shortest RSA key the gateway trusts.
+const MinKeyBits = 2048
+
 // keySet is one version of keys.json, parsed, with the tokens verified
 // against it. A reload builds a new keySet, so a token verified against
 // an old set (perhaps with a key removed since) is never accepted from the
@@ -90,6 +93,11 @@ type keyStore struct {
 	metrics  *metrics
 
 	cur atomic.Pointer[keySet]
+	// broken: the last read of keys.json failed; the gateway is not
+	// ready until a read succeeds (the Service stops sending it traffic
+	// while its keys may lag behind kiln-auth: a key removed there may
+	// still be in the set in force).
+	broken atomic.Bool
 	// Loader goroutine only: the last bytes parsed and the last failure.
 	digest  [sha256.Size]byte
 	seen    bool
@@ -124,7 +132,15 @@ func (k *keyStore) load() {
 		k.fail(fmt.Errorf("%s: %w", path, err))
 		return
 	}
+	for id, pub := range keys {
+		if pub.N.BitLen() < MinKeyBits {
+			// A key too weak to trust is left out, said once per load.
+			k.log.Error("key refused: RSA key shorter than the minimum", "key_id", id, "bits", pub.N.BitLen(), "min_bits", MinKeyBits)
+			delete(keys, id)
+		}
+	}
 	k.lastErr = ""
+	k.broken.Store(false)
 	set := newKeySet(keys)
 	k.cur.Store(set)
 	k.metrics.keyReload(true, len(keys))
@@ -134,12 +150,13 @@ func (k *keyStore) load() {
 // fail counts and logs a failed load once per distinct failure (the poll
 // would otherwise repeat it every interval).
 func (k *keyStore) fail(err error) {
+	k.broken.Store(true)
 	if err.Error() == k.lastErr {
 		return
 	}
 	k.lastErr = err.Error()
 	k.metrics.keyReload(false, -1)
-	k.log.Error("keys not loaded; the keys in force stay", "error", k.lastErr)
+	k.log.Error("keys not loaded; the keys in force stay, and the gateway is not ready until keys.json reads again", "error", k.lastErr)
 }
 
 // run reloads on every change until ctx ends.

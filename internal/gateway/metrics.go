@@ -19,6 +19,8 @@ const (
 	metricDuration = "kiln_gateway_request_duration_seconds"
 	metricReloads  = "kiln_gateway_key_reloads_total"
 	metricKeys     = "kiln_gateway_trusted_keys"
+	metricLimited  = "kiln_gateway_tenant_limited_total"
+	metricKeysOK   = "kiln_gateway_keys_file_ok"
 )
 
 // durationBuckets are the latency histogram's upper bounds in seconds.
@@ -37,6 +39,8 @@ type metrics struct {
 	sum      float64
 	reloads  map[string]uint64
 	keys     int
+	limits   map[string]uint64 // per verified tenant
+	keysOK   bool
 }
 
 func newMetrics() *metrics {
@@ -44,7 +48,16 @@ func newMetrics() *metrics {
 		requests: map[requestKey]uint64{},
 		buckets:  make([]uint64, len(durationBuckets)),
 		reloads:  map[string]uint64{"success": 0, "failure": 0},
+		limits:   map[string]uint64{},
 	}
+}
+
+// limited counts a request refused because its (verified) tenant had
+// too many in flight.
+func (m *metrics) limited(tenant string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.limits[tenant]++
 }
 
 // request records one finished request. tenant is the verified token's
@@ -74,6 +87,7 @@ func (m *metrics) keyReload(ok bool, keys int) {
 	} else {
 		m.reloads["failure"]++
 	}
+	m.keysOK = ok
 	if keys >= 0 {
 		m.keys = keys
 	}
@@ -121,6 +135,23 @@ func (m *metrics) write(w io.Writer) {
 	fmt.Fprintf(&b, "# HELP %s Keys in the key set in force.\n", metricKeys)
 	fmt.Fprintf(&b, "# TYPE %s gauge\n", metricKeys)
 	fmt.Fprintf(&b, "%s %d\n", metricKeys, m.keys)
+	fmt.Fprintf(&b, "# HELP %s 1 when the last read of keys.json succeeded; 0 while it cannot be read or parsed (the gateway is then not ready).\n", metricKeysOK)
+	fmt.Fprintf(&b, "# TYPE %s gauge\n", metricKeysOK)
+	ok := 0
+	if m.keysOK {
+		ok = 1
+	}
+	fmt.Fprintf(&b, "%s %d\n", metricKeysOK, ok)
+	fmt.Fprintf(&b, "# HELP %s Requests refused with 503 because the tenant had too many in flight.\n", metricLimited)
+	fmt.Fprintf(&b, "# TYPE %s counter\n", metricLimited)
+	tenants := make([]string, 0, len(m.limits))
+	for t := range m.limits {
+		tenants = append(tenants, t)
+	}
+	sort.Strings(tenants)
+	for _, t := range tenants {
+		fmt.Fprintf(&b, "%s{tenant=\"%s\"} %d\n", metricLimited, escapeLabel(t), m.limits[t])
+	}
 	_, _ = io.WriteString(w, b.String())
 }
 
