@@ -119,7 +119,7 @@ func batchClient(ops *project.Ops) error {
 
 func (e *Engine) opsFor(loc Location, req Target, timeout time.Duration) *project.Ops {
 	return &project.Ops{
-		Client: loc.Client, Cluster: req.Name, Config: loc.State.Config, Timeout: timeout,
+		Client: loc.Client, Cluster: req.Name, Config: loc.State.Config, Timeout: timeout, Provider: req.Provider.Name(),
 		R: &reporter{e: e, w: e.watcher(loc.Client), rest: loc.REST}, Now: e.Now,
 	}
 }

@@ -6,6 +6,7 @@ package project
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -17,8 +18,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
 
 	"github.com/kilnctl/kiln/engine/lock"
 	"github.com/kilnctl/kiln/engine/platform"
@@ -82,17 +86,22 @@ const (
 // kind: answering for 1 or 1,000 projects costs the same 7 requests. The
 // routes are one LIST of kiln-system's Ingresses by label, whatever the
 // number of tenants.
-// Secrets are not among them: health needs no Secret data (the token in
-// force is recorded on the spec ConfigMap), so a role without access to
-// Secrets sees everything.
+// Secrets are read as metadata only (an eighth LIST, never their data):
+// the row of a project's Secret says whether it exists and which key it
+// holds in force. A role that may not list Secrets sees every other row,
+// and the Secret's as Unknown, "not permitted to read secrets".
 type snapshot struct {
-	specs  []corev1.ConfigMap
-	deps   map[string]*appsv1.Deployment
-	svcs   map[string]*corev1.Service
-	ings   map[string]*networkingv1.Ingress
-	leases map[string]*coordinationv1.Lease
-	slices map[string][]discoveryv1.EndpointSlice // by namespace/service
-	pods   map[string][]corev1.Pod                // by namespace/project
+	specs []corev1.ConfigMap
+	// secrets are the Secrets' metadata; secretsErr why they could not
+	// be listed (then every Secret row is Unknown, saying so).
+	secrets    map[string]*metav1.PartialObjectMetadata
+	secretsErr error
+	deps       map[string]*appsv1.Deployment
+	svcs       map[string]*corev1.Service
+	ings       map[string]*networkingv1.Ingress
+	leases     map[string]*coordinationv1.Lease
+	slices     map[string][]discoveryv1.EndpointSlice // by namespace/service
+	pods       map[string][]corev1.Pod                // by namespace/project
 }
 
 func key(ns, name string) string { return ns + "/" + name }
@@ -111,7 +120,7 @@ func (o *Ops) read(ctx context.Context, namespace, tenant, selector string) (*sn
 		deps: map[string]*appsv1.Deployment{},
 		svcs: map[string]*corev1.Service{}, ings: map[string]*networkingv1.Ingress{},
 		leases: map[string]*coordinationv1.Lease{}, slices: map[string][]discoveryv1.EndpointSlice{},
-		pods: map[string][]corev1.Pod{},
+		pods: map[string][]corev1.Pod{}, secrets: map[string]*metav1.PartialObjectMetadata{},
 	}
 	// The lists are independent: they run in parallel (one round trip of
 	// latency, not seven), then are read in a fixed order.
@@ -123,7 +132,8 @@ func (o *Ops) read(ctx context.Context, namespace, tenant, selector string) (*sn
 		leases *coordinationv1.LeaseList
 		slices *discoveryv1.EndpointSliceList
 		pods   *corev1.PodList
-		errs   [7]error
+		secs   *metav1.PartialObjectMetadataList
+		errs   [8]error
 		wg     sync.WaitGroup
 	)
 	list := func(i int, f func() error) {
@@ -146,6 +156,7 @@ func (o *Ops) read(ctx context.Context, namespace, tenant, selector string) (*sn
 		return err
 	})
 	list(6, func() (err error) { pods, err = cs.CoreV1().Pods(namespace).List(ctx, opts); return err })
+	list(7, func() (err error) { secs, err = listSecretMetadata(ctx, cs, namespace, opts); return err })
 	wg.Wait()
 	wrap := func(what string, err error) error { return fmt.Errorf("list %s (%s): %w", what, selector, err) }
 	if err := errs[0]; err != nil {
@@ -200,7 +211,31 @@ func (o *Ops) read(ctx context.Context, namespace, tenant, selector string) (*sn
 		k := key(x.Namespace, x.Labels[LabelProject])
 		s.pods[k] = append(s.pods[k], x)
 	}
+	switch err := errs[7]; {
+	case apierrors.IsForbidden(err):
+		s.secretsErr = errors.New("not permitted to read secrets")
+	case err != nil:
+		return nil, wrap("secrets (metadata)", err)
+	default:
+		for i := range secs.Items {
+			x := &secs.Items[i]
+			s.secrets[key(x.Namespace, x.Name)] = x
+		}
+	}
 	return s, nil
+}
+
+// listSecretMetadata lists Secrets as PartialObjectMetadata: names,
+// labels and annotations, never their data (which kiln does not need to
+// judge a project, and must not hold in memory to print a table).
+func listSecretMetadata(ctx context.Context, cs kubernetes.Interface, namespace string, opts metav1.ListOptions) (*metav1.PartialObjectMetadataList, error) {
+	out := &metav1.PartialObjectMetadataList{}
+	err := cs.CoreV1().RESTClient().Get().
+		Namespace(namespace).Resource("secrets").
+		VersionedParams(&opts, scheme.ParameterCodec).
+		SetHeader("Accept", "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1").
+		Do(ctx).Into(out)
+	return out, err
 }
 
 func (o *Ops) selector(project string) string {
@@ -303,11 +338,26 @@ func (o *Ops) observe(snap *snapshot, cm *corev1.ConfigMap) (*Status, error) {
 	svc := snap.svcs[key(ns, r.Project)]
 	ing := snap.ings[key(platform.Namespace, RouteName(r))]
 
-	// The Secret itself is not read: its row says what kiln recorded.
+	// The Secret's row is its live metadata (never its data): present,
+	// and holding in force the key kiln recorded on the spec.
 	curKey, curHash := cm.Annotations[AnnotationSpecKey], cm.Annotations[AnnotationToken]
 	recorded := curKey != "" && curHash != ""
-	secRes := readiness.Result{Status: StatusUnrecorded, Message: "token in force not recorded (a project made by an older kiln); its next operation records it"}
-	if recorded {
+	sec, secMissing := snap.secrets[key(ns, SecretName(r.Project))], false
+	var secRes readiness.Result
+	switch {
+	case snap.secretsErr != nil:
+		secRes = readiness.Result{Status: StatusUnrecorded, Message: snap.secretsErr.Error()}
+	case sec == nil:
+		secMissing = true
+		secRes = readiness.Result{Status: readiness.NotFound, Message: "not found"}
+	case sec.DeletionTimestamp != nil:
+		secMissing = true
+		secRes = readiness.Result{Status: readiness.Terminating, Message: "being deleted"}
+	case !recorded:
+		secRes = readiness.Result{Status: StatusUnrecorded, Message: "token in force not recorded (a project made by an older kiln); its next operation records it"}
+	case sec.Annotations[AnnotationKey] != curKey:
+		secRes = readiness.Result{Status: readiness.InProgress, Message: fmt.Sprintf("holds key %q in force, the spec records %q", sec.Annotations[AnnotationKey], curKey)}
+	default:
 		secRes = readiness.Result{Status: readiness.Current, Message: "token " + curKey}
 	}
 	st.Objects = append(st.Objects, ObjectStatus{readiness.KindSecret, ns, SecretName(r.Project), secRes.Status, secRes.Message})
@@ -353,6 +403,9 @@ func (o *Ops) observe(snap *snapshot, cm *corev1.ConfigMap) (*Status, error) {
 	addIn(platform.Namespace, readiness.KindIngress, RouteName(r), objOrNil(ing), ingRes)
 
 	st.TokenSync, st.TokenSyncReason = tokenSync(recorded, curKey, curHash, dep)
+	if secMissing {
+		st.TokenSync, st.TokenSyncReason = TokenUnknown, "secret "+SecretName(r.Project)+" is missing: no token is in force"
+	}
 
 	if l := snap.leases[key(ns, LeaseName(r.Project))]; l != nil && leaseHeld(l, o.now()) {
 		st.Operation = lock.Who(*l.Spec.HolderIdentity)
@@ -384,6 +437,9 @@ func (o *Ops) observe(snap *snapshot, cm *corev1.ConfigMap) (*Status, error) {
 
 	// Desired running.
 	rolling := false
+	if secMissing && !busy {
+		reason("secret %s missing (the project's token; pods keep the copy they mounted until they restart)", SecretName(r.Project))
+	}
 	switch {
 	case dep == nil:
 		reason("deployment missing")

@@ -93,6 +93,9 @@ type Ops struct {
 	R       Reporter
 	// Now is the clock (default time.Now).
 	Now func() time.Time
+	// Provider is the provider's name (kube, aws), for the commands the
+	// messages suggest ("" words them with PROVIDER).
+	Provider string
 	// PlatformHeld says the caller holds the cluster's exclusive lease
 	// (kiln upgrade restacking projects): the project leases it takes do
 	// not count that lease as another operation.
@@ -173,4 +176,14 @@ func refs(r Ref) (secret, dep, svc, route, spec readiness.Ref) {
 		readiness.Ref{Kind: readiness.KindService, Namespace: ns, Name: r.Project},
 		readiness.Ref{Kind: readiness.KindIngress, Namespace: platform.Namespace, Name: RouteName(r)},
 		readiness.Ref{Kind: readiness.KindConfigMap, Namespace: ns, Name: SpecName(r.Project)}
+}
+
+// command is the kiln command for operation op on project r of this
+// cluster, as a user would type it.
+func (o *Ops) command(op string, r Ref) string {
+	p := o.Provider
+	if p == "" {
+		p = "PROVIDER"
+	}
+	return "kiln project " + op + " " + p + " " + o.Cluster + " " + r.String()
 }
