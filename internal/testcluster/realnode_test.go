@@ -1,0 +1,238 @@
+package testcluster
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/wait"
+)
+
+const webImage = "docker.io/kiln/web:test"
+
+// needRealNode skips a real-node test where the machine cannot run one; in
+// CI (which installs everything) it fails instead, so a skip hides nothing.
+func needRealNode(t *testing.T) {
+	t.Helper()
+	err := RealNodePrereqs()
+	if err == nil {
+		if _, e := binDir(""); e == nil {
+			dir, _ := binDir("")
+			for _, b := range realNodeBins {
+				if _, e := os.Stat(filepath.Join(dir, b)); e != nil {
+					err = fmt.Errorf("%s missing in %s: run `make testbin-realnode`", b, dir)
+					break
+				}
+			}
+		}
+	}
+	if err == nil {
+		return
+	}
+	if os.Getenv("CI") != "" {
+		t.Fatalf("CI: %v", err)
+	}
+	t.Skip(err)
+}
+
+// TestRealNodeServesThroughClusterIP runs a real container on the real
+// node: a Deployment of the web image pinned to it, a Service in front, the
+// page fetched from the host through the ClusterIP (kube-proxy's iptables
+// rules) and straight from the pod IP (the CNI bridge), the container's
+// log read through the API (the API server proxying to the kubelet). Then
+// Stop leaves no bridge, shim, mount or kube-proxy chain behind.
+func TestRealNodeServesThroughClusterIP(t *testing.T) {
+	needRealNode(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+	defer cancel()
+	start := time.Now()
+	c, err := Start(ctx, Options{Nodes: 1, RealNode: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stopped := false
+	defer func() {
+		if !stopped {
+			_ = c.Stop()
+		}
+	}()
+	t.Logf("real-node cluster up in %s", time.Since(start).Round(time.Millisecond))
+
+	// The kwok node is still there and still fake; the real node is apart.
+	nodes, err := c.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(nodes.Items) != 2 {
+		t.Fatalf("got %d nodes, want the kwok node and %s", len(nodes.Items), RealNodeName)
+	}
+	real, err := c.Client.CoreV1().Nodes().Get(ctx, RealNodeName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if real.Labels[RealNodeLabel] != "true" || real.Annotations["kwok.x-k8s.io/node"] != "" {
+		t.Fatalf("real node labels %v annotations %v", real.Labels, real.Annotations)
+	}
+
+	t0 := time.Now()
+	if err := c.ImportGoImage(ctx, webImage, "github.com/kilnctl/kiln/internal/testcluster/images/web"); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("web image built and imported in %s", time.Since(t0).Round(time.Millisecond))
+
+	ns := c.Namespace(t)
+	cs := c.Client
+	labels := map[string]string{"app": "web"}
+	replicas := int32(1)
+	spec := corev1.PodSpec{
+		AutomountServiceAccountToken: new(bool),
+		Containers: []corev1.Container{{
+			Name: "web", Image: webImage, ImagePullPolicy: corev1.PullNever,
+			Ports: []corev1.ContainerPort{{ContainerPort: 8080}},
+			ReadinessProbe: &corev1.Probe{
+				ProbeHandler:  corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/ready", Port: intstr.FromInt32(8080)}},
+				PeriodSeconds: 1,
+			},
+		}},
+	}
+	PinToRealNode(&spec)
+	dep := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: ns},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: &replicas,
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: spec},
+		},
+	}
+	if _, err := cs.AppsV1().Deployments(ns).Create(ctx, dep, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	svc, err := cs.CoreV1().Services(ns).Create(ctx, &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: ns},
+		Spec:       corev1.ServiceSpec{Selector: labels, Ports: []corev1.ServicePort{{Port: 80, TargetPort: intstr.FromInt32(8080)}}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 = time.Now()
+	var pod corev1.Pod
+	err = wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		pods, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app=web"})
+		if err != nil || len(pods.Items) != 1 {
+			return false, nil
+		}
+		pod = pods.Items[0]
+		for _, cond := range pod.Status.Conditions {
+			if cond.Type == corev1.PodReady && cond.Status == corev1.ConditionTrue {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		t.Fatalf("web pod not ready: %v\npod status: %+v\n%s", err, pod.Status, c.realLogs())
+	}
+	t.Logf("pod %s Ready on %s with IP %s in %s", pod.Name, pod.Spec.NodeName, pod.Status.PodIP, time.Since(t0).Round(time.Millisecond))
+	if pod.Spec.NodeName != RealNodeName {
+		t.Fatalf("pod on %s, want %s", pod.Spec.NodeName, RealNodeName)
+	}
+	ip, err := netip.ParseAddr(pod.Status.PodIP)
+	if err != nil || !netip.MustParsePrefix(RealPodCIDR).Contains(ip) {
+		t.Fatalf("pod IP %q not in %s", pod.Status.PodIP, RealPodCIDR)
+	}
+
+	// Straight to the pod over the bridge.
+	if body := get(t, ctx, "http://"+net.JoinHostPort(pod.Status.PodIP, "8080")+"/direct"); !strings.Contains(body, "kiln-web "+pod.Name) {
+		t.Fatalf("pod IP answered %q, want the pod's name", body)
+	}
+	// Through the ClusterIP: kube-proxy's DNAT.
+	t0 = time.Now()
+	body := get(t, ctx, "http://"+net.JoinHostPort(svc.Spec.ClusterIP, "80")+"/via-service")
+	if !strings.Contains(body, "kiln-web "+pod.Name) {
+		t.Fatalf("ClusterIP %s answered %q, want the pod's name", svc.Spec.ClusterIP, body)
+	}
+	t.Logf("ClusterIP %s answered in %s: %q", svc.Spec.ClusterIP, time.Since(t0).Round(time.Millisecond), strings.TrimSpace(body))
+
+	// The container's own stdout, through the API server and the kubelet.
+	err = wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		logs, err := cs.CoreV1().Pods(ns).GetLogs(pod.Name, &corev1.PodLogOptions{Container: "web"}).DoRaw(ctx)
+		if err != nil {
+			t.Logf("pods/log: %v", err)
+			return false, nil
+		}
+		return strings.Contains(string(logs), "GET /via-service") && strings.Contains(string(logs), "kiln-web listening on :8080"), nil
+	})
+	if err != nil {
+		t.Fatalf("pod log lacks the request: %v", err)
+	}
+
+	// Stop leaves nothing on the host.
+	sock := c.real.st.socket()
+	dir := c.Dir
+	stopped = true
+	if err := c.Stop(); err != nil {
+		t.Fatalf("Stop: %v", err)
+	}
+	if err := exec.Command("ip", "link", "show", realBridge).Run(); err == nil {
+		t.Errorf("bridge %s still there after Stop", realBridge)
+	}
+	for _, save := range []string{"iptables-save", "ip6tables-save"} {
+		if out, _ := exec.Command(save).Output(); strings.Contains(string(out), "KUBE-") {
+			t.Errorf("%s: the kubelet's or kube-proxy's chains still there after Stop:\n%s", save, out)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(realNodeState, "state.json")); err == nil {
+		t.Errorf("real-node record %s left after Stop", filepath.Join(realNodeState, "state.json"))
+	}
+	if out, _ := exec.Command("pgrep", "-f", sock).Output(); len(out) > 0 {
+		t.Errorf("processes of %s still running after Stop: %s", sock, out)
+	}
+	if mi, _ := os.ReadFile("/proc/self/mountinfo"); strings.Contains(string(mi), dir) {
+		t.Errorf("mounts under %s left after Stop", dir)
+	}
+	if _, err := os.Stat(dir); err == nil {
+		t.Errorf("cluster dir %s left after Stop", dir)
+	}
+}
+
+// get fetches url from the host, retrying for a little while (kube-proxy
+// syncs its rules a moment after the endpoints appear). Only addresses on
+// this machine's bridge are ever asked.
+func get(t *testing.T, ctx context.Context, url string) string {
+	t.Helper()
+	client := &http.Client{Timeout: 2 * time.Second}
+	var last error
+	for i := 0; i < 60; i++ {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		resp, err := client.Do(req)
+		if err == nil {
+			b, rerr := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if rerr == nil && resp.StatusCode == http.StatusOK {
+				return string(b)
+			}
+			err = fmt.Errorf("status %d, read %v", resp.StatusCode, rerr)
+		}
+		last = err
+		select {
+		case <-ctx.Done():
+			t.Fatalf("GET %s: %v", url, ctx.Err())
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+	t.Fatalf("GET %s: %v", url, last)
+	return ""
+}
