@@ -132,7 +132,9 @@ type realNodeRecord struct {
 func (r realNodeRecord) path(elem ...string) string {
 	return filepath.Join(append([]string{r.Dir, "realnode"}, elem...)...)
 }
-func (r realNodeRecord) socket() string { return r.path("containerd", "containerd.sock") }
+// socket is containerd's: under /run, not the cluster dir, which can be too
+// deep for a unix socket path (108 bytes); one real node runs at a time.
+func (r realNodeRecord) socket() string { return filepath.Join(realNodeState, "containerd.sock") }
 func (r realNodeRecord) endpoint() string {
 	return "unix://" + r.socket()
 }
@@ -190,6 +192,7 @@ func (c *Cluster) startRealNode(ctx context.Context, bin string) error {
 	if err := rn.writeConfigs(); err != nil {
 		return err
 	}
+	_ = os.Remove(st.socket())
 	p, err := c.runReal(ctx, "containerd", "containerd", "--config", st.path("containerd.toml"))
 	if err != nil {
 		return err
@@ -685,7 +688,9 @@ func recoverRealNode() error {
 	}
 	var errs []error
 	if _, err := os.Stat(st.path("containerd.toml")); err == nil {
-		killShims(st.socket())
+		// Its shims still run: the new containerd reconnects to them, and
+		// the CRI stops their pods.
+		_ = os.Remove(st.socket()) // the dead containerd's: wait for the new one's
 		cmd := exec.Command("containerd", "--config", st.path("containerd.toml"))
 		cmd.SysProcAttr = sysProcAttr()
 		if err := cmd.Start(); err == nil {

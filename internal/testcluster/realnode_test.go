@@ -10,7 +10,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -235,4 +237,142 @@ func get(t *testing.T, ctx context.Context, url string) string {
 	}
 	t.Fatalf("GET %s: %v", url, last)
 	return ""
+}
+
+// TestKilledRealNodeIsCleanedUpByTheNext kills (SIGKILL) a test process
+// whose real node runs a pod: its containerd, kubelet and kube-proxy die
+// with it, but the pod's shim and container, the bridge, the mounts and
+// the iptables rules outlive it. The next real node's start tears all that
+// down before it builds its own.
+func TestKilledRealNodeIsCleanedUpByTheNext(t *testing.T) {
+	needRealNode(t)
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	report := filepath.Join(t.TempDir(), "report")
+	cmd := exec.Command(exe)
+	cmd.Env = append(os.Environ(), "KILN_TESTCLUSTER_ORPHAN_REAL="+report)
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	var sock string
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	err = wait.PollUntilContextCancel(ctx, 200*time.Millisecond, true, func(context.Context) (bool, error) {
+		select {
+		case err := <-exited:
+			return false, fmt.Errorf("child exited: %v", err)
+		default:
+		}
+		data, err := os.ReadFile(report)
+		if err != nil || !strings.HasSuffix(string(data), "\n") {
+			return false, nil
+		}
+		sock = strings.TrimSpace(string(data))
+		return true, nil
+	})
+	if err != nil {
+		_ = cmd.Process.Kill()
+		t.Fatalf("child never reported its real node: %v", err)
+	}
+	if len(pidsOf(t, "/web")) == 0 || len(pidsOf(t, sock)) == 0 {
+		_ = cmd.Process.Kill()
+		t.Fatalf("child's pod not running: web %v, shims %v", pidsOf(t, "/web"), pidsOf(t, sock))
+	}
+	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	<-exited
+	time.Sleep(time.Second) // Pdeathsig reaches containerd, kubelet and kube-proxy
+	if len(pidsOf(t, "/web")) == 0 {
+		t.Fatal("the container died with its test: nothing for the next start to clean (the test no longer tests that)")
+	}
+	if err := exec.Command("ip", "link", "show", realBridge).Run(); err != nil {
+		t.Fatalf("the killed node's bridge is already gone: %v", err)
+	}
+
+	c, err := Start(ctx, Options{RealNode: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := pidsOf(t, "/web"); len(p) > 0 {
+		t.Errorf("the killed node's container still runs after the next start: pids %v", p)
+	}
+	if p := pidsOf(t, sock); len(p) > 0 {
+		t.Errorf("the killed node's shims still run after the next start: pids %v", p)
+	}
+	if mi, _ := os.ReadFile("/proc/self/mountinfo"); strings.Contains(string(mi), filepath.Dir(report)) {
+		t.Errorf("the killed node's mounts under %s are still there", filepath.Dir(report))
+	}
+	if err := c.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	if err := exec.Command("ip", "link", "show", realBridge).Run(); err == nil {
+		t.Errorf("bridge %s still there after Stop", realBridge)
+	}
+}
+
+// pidsOf returns the processes whose command line contains s.
+func pidsOf(t *testing.T, s string) []int {
+	t.Helper()
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pids []int
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		cl, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil || len(cl) == 0 {
+			continue
+		}
+		args := strings.Split(strings.TrimRight(string(cl), "\x00"), "\x00")
+		if args[0] == s || strings.Contains(strings.Join(args[1:], " "), s) {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// orphanRealChild starts a real node with one web pod on it, reports the
+// node's containerd socket, then waits to be killed.
+func orphanRealChild() {
+	fail := func(err error) {
+		fmt.Fprintln(os.Stderr, "orphan real child:", err)
+		os.Exit(1)
+	}
+	dir := filepath.Join(filepath.Dir(os.Getenv("KILN_TESTCLUSTER_ORPHAN_REAL")), "cluster")
+	ctx := context.Background()
+	c, err := Start(ctx, Options{ContextName: "kiln-orphan-real", Dir: dir, RealNode: true})
+	if err != nil {
+		fail(err)
+	}
+	if err := c.ImportGoImage(ctx, webImage, "github.com/kilnctl/kiln/internal/testcluster/images/web"); err != nil {
+		fail(err)
+	}
+	spec := corev1.PodSpec{
+		AutomountServiceAccountToken: new(bool),
+		Containers:                   []corev1.Container{{Name: "web", Image: webImage, ImagePullPolicy: corev1.PullNever}},
+	}
+	PinToRealNode(&spec)
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "default"}, Spec: spec}
+	if _, err := c.Client.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		fail(err)
+	}
+	err = wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		p, err := c.Client.CoreV1().Pods("default").Get(ctx, "web", metav1.GetOptions{})
+		return err == nil && p.Status.Phase == corev1.PodRunning, nil
+	})
+	if err != nil {
+		fail(fmt.Errorf("pod not running: %w\n%s", err, c.realLogs()))
+	}
+	_ = os.WriteFile(os.Getenv("KILN_TESTCLUSTER_ORPHAN_REAL"), []byte(c.real.st.socket()+"\n"), 0o600)
+	select {} // wait for SIGKILL
 }
