@@ -132,6 +132,7 @@ type realNodeRecord struct {
 func (r realNodeRecord) path(elem ...string) string {
 	return filepath.Join(append([]string{r.Dir, "realnode"}, elem...)...)
 }
+
 // socket is containerd's: under /run, not the cluster dir, which can be too
 // deep for a unix socket path (108 bytes); one real node runs at a time.
 func (r realNodeRecord) socket() string { return filepath.Join(realNodeState, "containerd.sock") }
