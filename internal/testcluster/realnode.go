@@ -111,6 +111,25 @@ func RealNodePrereqs() error {
 	return nil
 }
 
+// RealNodeAvailable is RealNodePrereqs and the real node's testbin
+// binaries (in $KILN_TESTBIN_DIR or .cache/testbin): nil means Start with
+// RealNode can run here.
+func RealNodeAvailable() error {
+	if err := RealNodePrereqs(); err != nil {
+		return err
+	}
+	dir, err := binDir("")
+	if err != nil {
+		return err
+	}
+	for _, b := range realNodeBins {
+		if _, err := os.Stat(filepath.Join(dir, b)); err != nil {
+			return fmt.Errorf("real-node binary %s missing in %s: run `make testbin-realnode`", b, dir)
+		}
+	}
+	return nil
+}
+
 // realNode is the running real node.
 type realNode struct {
 	st    realNodeRecord

@@ -29,18 +29,7 @@ const webImage = "docker.io/kiln/web:test"
 // CI (which installs everything) it fails instead, so a skip hides nothing.
 func needRealNode(t *testing.T) {
 	t.Helper()
-	err := RealNodePrereqs()
-	if err == nil {
-		if _, e := binDir(""); e == nil {
-			dir, _ := binDir("")
-			for _, b := range realNodeBins {
-				if _, e := os.Stat(filepath.Join(dir, b)); e != nil {
-					err = fmt.Errorf("%s missing in %s: run `make testbin-realnode`", b, dir)
-					break
-				}
-			}
-		}
-	}
+	err := RealNodeAvailable()
 	if err == nil {
 		return
 	}
