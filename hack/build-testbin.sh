@@ -20,14 +20,19 @@ declare -A pkgs=(
   [kubelet]=k8s.io/kubernetes/cmd/kubelet
   [kube-proxy]=k8s.io/kubernetes/cmd/kube-proxy
   [kiln-cri-clean]=./cmd/kiln-cri-clean
+  [coredns]=.
 )
+# The module each binary is built in: CoreDNS has a module of its own
+# (hack/testbin/coredns) so its dependencies do not move the control plane's.
+declare -A mods=([coredns]=$mod/coredns)
 stamp=$( (cat "$mod/go.mod" "$mod/go.sum" "$mod"/cmd/*/main.go; go version) | sha256sum | cut -c1-16)
+realnode_stamp=$( (echo "$stamp"; cat "$mod/coredns/go.mod" "$mod/coredns/go.sum" "$mod/coredns/main.go") | sha256sum | cut -c1-16)
 mkdir -p "$out"
 
-# build NAME STAMPFILE BIN... builds one set unless its stamp matches and
-# every binary is there.
+# build NAME STAMPFILE STAMP BIN... builds one set unless its stamp matches
+# and every binary is there.
 build() {
-  local set=$1 stampfile=$out/$2; shift 2
+  local set=$1 stampfile=$out/$2 stamp=$3; shift 3
   local bins=("$@")
   if [ "$(cat "$stampfile" 2>/dev/null)" = "$stamp" ]; then
     local missing=0 b
@@ -45,7 +50,7 @@ build() {
     i=$((i+1))
     start=$(date +%s)
     printf 'testbin: [%d/%d] %s ... ' "$i" "${#bins[@]}" "$b"
-    (cd "$mod" && CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o "$out/$b.tmp" "${pkgs[$b]}")
+    (cd "${mods[$b]:-$mod}" && CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o "$out/$b.tmp" "${pkgs[$b]}")
     mv "$out/$b.tmp" "$out/$b"
     echo "done in $(( $(date +%s) - start ))s"
   done
@@ -68,9 +73,9 @@ build() {
   echo "testbin: $set ready in $out"
 }
 
-build core .stamp etcd kube-apiserver kube-controller-manager kube-scheduler kwok
+build core .stamp "$stamp" etcd kube-apiserver kube-controller-manager kube-scheduler kwok
 case "${1:-}" in
   "") ;;
-  realnode) build realnode .stamp-realnode kubelet kube-proxy kiln-cri-clean ;;
+  realnode) build realnode .stamp-realnode "$realnode_stamp" kubelet kube-proxy kiln-cri-clean coredns ;;
   *) echo "usage: $0 [realnode]" >&2; exit 2 ;;
 esac

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/util/retry"
@@ -48,6 +49,13 @@ const (
 	// every pod, built and imported at start.
 	PauseImage = "docker.io/kiln/pause:test"
 
+	// ClusterDNSIP is the kube-system/kube-dns Service's ClusterIP, the
+	// nameserver of every real pod: CoreDNS (its kubernetes plugin) on
+	// the node's address behind it.
+	ClusterDNSIP = "10.96.0.10"
+	// ClusterDomain is the real pods' cluster domain.
+	ClusterDomain = "cluster.local"
+
 	serviceCIDR   = "10.96.0.0/16"
 	kwokPodCIDR   = "10.244.0.0/16"
 	realBridge    = "kilnreal0"
@@ -69,7 +77,7 @@ func PinToRealNode(spec *corev1.PodSpec) {
 
 // realNodeBins are the testbin binaries a real node needs beyond the
 // control plane (`make testbin-realnode`).
-var realNodeBins = []string{"kubelet", "kube-proxy", "kiln-cri-clean"}
+var realNodeBins = []string{"kubelet", "kube-proxy", "kiln-cri-clean", "coredns"}
 
 // RealNodePrereqs reports what this machine lacks to run a real node: root,
 // and the Debian packages (named in the error) with containerd, runc, the
@@ -259,6 +267,9 @@ func (c *Cluster) startRealNode(ctx context.Context, bin string) error {
 	); err != nil {
 		return err
 	}
+	if err := c.startDNS(ctx, bin); err != nil {
+		return err
+	}
 	return c.waitRealNode(ctx)
 }
 
@@ -385,11 +396,14 @@ serializeImagePulls: false
 podPidsLimit: -1
 resolvConf: /etc/resolv.conf
 podLogsDir: %s
+clusterDNS:
+- %s
+clusterDomain: %s
 nodeStatusUpdateFrequency: 2s
 syncFrequency: 5s
 fileCheckFrequency: 5s
 shutdownGracePeriod: 0s
-`, RealNodeIP, port, healthz, st.endpoint(), RealNodeTaint, st.path("pods"))
+`, RealNodeIP, port, healthz, st.endpoint(), RealNodeTaint, st.path("pods"), ClusterDNSIP, ClusterDomain)
 	return os.WriteFile(st.path("kubelet.yaml"), []byte(cfg), 0o600)
 }
 
@@ -760,6 +774,71 @@ func waitSocket(ctx context.Context, path string, p *proc) error {
 		}
 	}
 }
+
+// startDNS runs CoreDNS on the node's address (port 53, the kubernetes
+// plugin reading the API with the admin kubeconfig, nothing forwarded) and
+// puts it behind the kube-system/kube-dns Service at ClusterDNSIP: a
+// selector-less Service whose EndpointSlice names the node's address.
+func (c *Cluster) startDNS(ctx context.Context, bin string) error {
+	ports, err := freePorts(2)
+	if err != nil {
+		return err
+	}
+	corefile := fmt.Sprintf(`.:53 {
+    bind %s
+    errors
+    health 127.0.0.1:%d
+    ready 127.0.0.1:%d
+    kubernetes %s in-addr.arpa ip6.arpa {
+        kubeconfig %s %s
+        pods insecure
+        fallthrough in-addr.arpa ip6.arpa
+    }
+    cache 5
+}
+`, RealNodeIP, ports[0], ports[1], ClusterDomain, c.KubeconfigPath, c.ContextName)
+	path := c.real.st.path("Corefile")
+	if err := os.WriteFile(path, []byte(corefile), 0o600); err != nil {
+		return err
+	}
+	if _, err := c.runReal(ctx, "coredns", filepath.Join(bin, "coredns"), "-conf", path); err != nil {
+		return err
+	}
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "kube-dns", Namespace: "kube-system", Labels: map[string]string{"k8s-app": "kube-dns"}},
+		Spec: corev1.ServiceSpec{ClusterIP: ClusterDNSIP, Ports: []corev1.ServicePort{
+			{Name: "dns", Protocol: corev1.ProtocolUDP, Port: 53},
+			{Name: "dns-tcp", Protocol: corev1.ProtocolTCP, Port: 53},
+		}},
+	}
+	if _, err := c.Client.CoreV1().Services("kube-system").Create(ctx, svc, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("create kube-system/kube-dns: %w", err)
+	}
+	ready, udp, tcp, port := true, corev1.ProtocolUDP, corev1.ProtocolTCP, int32(53)
+	names := []string{"dns", "dns-tcp"}
+	slice := &discoveryv1.EndpointSlice{
+		ObjectMeta: metav1.ObjectMeta{Name: "kube-dns-real-node", Namespace: "kube-system", Labels: map[string]string{
+			discoveryv1.LabelServiceName: "kube-dns",
+			discoveryv1.LabelManagedBy:   "testcluster.kiln.dev",
+		}},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Endpoints: []discoveryv1.Endpoint{{
+			Addresses:  []string{RealNodeIP},
+			Conditions: discoveryv1.EndpointConditions{Ready: &ready},
+			NodeName:   ptrTo(RealNodeName),
+		}},
+		Ports: []discoveryv1.EndpointPort{
+			{Name: &names[0], Protocol: &udp, Port: &port},
+			{Name: &names[1], Protocol: &tcp, Port: &port},
+		},
+	}
+	if _, err := c.Client.DiscoveryV1().EndpointSlices("kube-system").Create(ctx, slice, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("create the kube-dns EndpointSlice: %w", err)
+	}
+	return nil
+}
+
+func ptrTo[T any](v T) *T { return &v }
 
 // realLogs returns the tails of the real node's process logs, for a test
 // that reports a pod that did not come up.

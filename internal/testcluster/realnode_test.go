@@ -157,6 +157,18 @@ func TestRealNodeServesThroughClusterIP(t *testing.T) {
 	}
 	t.Logf("ClusterIP %s answered in %s: %q", svc.Spec.ClusterIP, time.Since(t0).Round(time.Millisecond), strings.TrimSpace(body))
 
+	// Cluster DNS: the pod's resolver asks CoreDNS (behind kube-dns's
+	// ClusterIP), which answers from the API, by full name and through
+	// the pod's search path.
+	t0 = time.Now()
+	for _, name := range []string{"web." + ns + ".svc." + ClusterDomain, "web"} {
+		got := get(t, ctx, "http://"+net.JoinHostPort(pod.Status.PodIP, "8080")+"/lookup?name="+name)
+		if strings.TrimSpace(got) != svc.Spec.ClusterIP {
+			t.Fatalf("in the pod, %s resolves to %q, want %s", name, got, svc.Spec.ClusterIP)
+		}
+	}
+	t.Logf("cluster DNS answered in the pod in %s", time.Since(t0).Round(time.Millisecond))
+
 	// The container's own stdout, through the API server and the kubelet.
 	err = wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
 		logs, err := cs.CoreV1().Pods(ns).GetLogs(pod.Name, &corev1.PodLogOptions{Container: "web"}).DoRaw(ctx)
