@@ -4,7 +4,8 @@
 # version; when it matches and every binary is present, nothing is rebuilt.
 #
 # `build-testbin.sh realnode` (make testbin-realnode) also builds the real
-# node's binaries, kubelet and kube-proxy, as a set of their own with its own
+# node's binaries (kubelet, kube-proxy, kiln-cri-clean, CoreDNS,
+# kube-router) as a set of their own with its own
 # stamp (.stamp-realnode): a checkout that never starts a real node does not
 # pay for them.
 set -euo pipefail
@@ -21,12 +22,14 @@ declare -A pkgs=(
   [kube-proxy]=k8s.io/kubernetes/cmd/kube-proxy
   [kiln-cri-clean]=./cmd/kiln-cri-clean
   [coredns]=.
+  [kube-router]=github.com/cloudnativelabs/kube-router/v2/cmd/kube-router
 )
-# The module each binary is built in: CoreDNS has a module of its own
-# (hack/testbin/coredns) so its dependencies do not move the control plane's.
-declare -A mods=([coredns]=$mod/coredns)
+# The module each binary is built in: CoreDNS and kube-router have a module
+# of their own (hack/testbin/coredns, hack/testbin/kube-router) so their
+# dependencies do not move the control plane's.
+declare -A mods=([coredns]=$mod/coredns [kube-router]=$mod/kube-router)
 stamp=$( (cat "$mod/go.mod" "$mod/go.sum" "$mod"/cmd/*/main.go; go version) | sha256sum | cut -c1-16)
-realnode_stamp=$( (echo "$stamp"; cat "$mod/coredns/go.mod" "$mod/coredns/go.sum" "$mod/coredns/main.go") | sha256sum | cut -c1-16)
+realnode_stamp=$( (echo "$stamp"; cat "$mod/coredns/go.mod" "$mod/coredns/go.sum" "$mod/coredns/main.go" "$mod/kube-router/go.mod" "$mod/kube-router/go.sum") | sha256sum | cut -c1-16)
 mkdir -p "$out"
 
 # build NAME STAMPFILE STAMP BIN... builds one set unless its stamp matches
@@ -76,6 +79,6 @@ build() {
 build core .stamp "$stamp" etcd kube-apiserver kube-controller-manager kube-scheduler kwok
 case "${1:-}" in
   "") ;;
-  realnode) build realnode .stamp-realnode "$realnode_stamp" kubelet kube-proxy kiln-cri-clean coredns ;;
+  realnode) build realnode .stamp-realnode "$realnode_stamp" kubelet kube-proxy kiln-cri-clean coredns kube-router ;;
   *) echo "usage: $0 [realnode]" >&2; exit 2 ;;
 esac

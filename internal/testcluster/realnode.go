@@ -77,7 +77,7 @@ func PinToRealNode(spec *corev1.PodSpec) {
 
 // realNodeBins are the testbin binaries a real node needs beyond the
 // control plane (`make testbin-realnode`).
-var realNodeBins = []string{"kubelet", "kube-proxy", "kiln-cri-clean", "coredns"}
+var realNodeBins = []string{"kubelet", "kube-proxy", "kiln-cri-clean", "coredns", "kube-router"}
 
 // RealNodePrereqs reports what this machine lacks to run a real node: root,
 // and the Debian packages (named in the error) with containerd, runc, the
@@ -92,6 +92,7 @@ func RealNodePrereqs() error {
 		"runc":                        {"runc"},
 		"iptables":                    {"iptables", "iptables-save", "iptables-restore"},
 		"iproute2":                    {"ip"},
+		"ipset":                       {"ipset"},
 		"containernetworking-plugins": nil,
 	}
 	var need []string
@@ -270,7 +271,32 @@ func (c *Cluster) startRealNode(ctx context.Context, bin string) error {
 	if err := c.startDNS(ctx, bin); err != nil {
 		return err
 	}
-	return c.waitRealNode(ctx)
+	// The node must exist before kube-router starts (it looks itself up).
+	if err := c.waitRealNode(ctx); err != nil {
+		return err
+	}
+	// NetworkPolicy: kube-router with only its firewall (iptables and
+	// ipset rules for the node's pods); kube-proxy and the CNI bridge do
+	// the rest. v2.1.0 has reported security flaws; it runs here only for
+	// the local test cluster.
+	if _, err := c.runReal(ctx, "kube-router", filepath.Join(bin, "kube-router"),
+		"--kubeconfig="+c.KubeconfigPath,
+		"--hostname-override="+RealNodeName,
+		"--run-firewall=true",
+		"--run-router=false",
+		"--run-service-proxy=false",
+		"--run-loadbalancer=false",
+		"--enable-cni=false",
+		"--enable-ipv6=false",
+		"--service-cluster-ip-range="+serviceCIDR,
+		"--health-port=0",
+		"--metrics-port=0",
+		"--iptables-sync-period=5s",
+		"--v=1",
+	); err != nil {
+		return err
+	}
+	return nil
 }
 
 // runReal starts a real-node process (its log beside the control plane's).
@@ -534,9 +560,13 @@ func teardownHost(st realNodeRecord) error {
 	if _, err := os.Stat(filepath.Join(st.BinDir, "kube-proxy")); err == nil {
 		_ = exec.Command(filepath.Join(st.BinDir, "kube-proxy"), "--cleanup", "--proxy-mode=iptables").Run()
 	}
+	if _, err := os.Stat(filepath.Join(st.BinDir, "kube-router")); err == nil {
+		_ = exec.Command(filepath.Join(st.BinDir, "kube-router"), "--cleanup-config").Run()
+	}
 	for _, ipt := range []string{"iptables", "ip6tables"} {
 		errs = append(errs, dropKubeChains(ipt))
 	}
+	errs = append(errs, destroyKubeIPSets())
 	// Deleting the bridge takes its address and the routes onto it.
 	if err := exec.Command("ip", "link", "show", realBridge).Run(); err == nil {
 		if out, err := exec.Command("ip", "link", "del", realBridge).CombinedOutput(); err != nil {
@@ -611,6 +641,27 @@ func dropKubeChains(ipt string) error {
 		return fmt.Errorf("%s-restore: %v: %s", ipt, err, b)
 	}
 	return nil
+}
+
+// destroyKubeIPSets destroys kube-router's ipsets (KUBE-*, kube-router-*),
+// once no iptables rule refers to them.
+func destroyKubeIPSets() error {
+	if _, err := exec.LookPath("ipset"); err != nil {
+		return nil
+	}
+	out, err := exec.Command("ipset", "list", "-n").Output()
+	if err != nil {
+		return nil
+	}
+	var errs []error
+	for _, name := range strings.Fields(string(out)) {
+		if strings.HasPrefix(name, "KUBE-") || strings.HasPrefix(name, "kube-router-") {
+			if b, err := exec.Command("ipset", "destroy", name).CombinedOutput(); err != nil {
+				errs = append(errs, fmt.Errorf("ipset destroy %s: %v: %s", name, err, b))
+			}
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // killShims kills the containerd shims started for socket.

@@ -2,6 +2,7 @@ package testcluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -18,6 +19,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -182,6 +184,8 @@ func TestRealNodeServesThroughClusterIP(t *testing.T) {
 		t.Fatalf("pod log lacks the request: %v", err)
 	}
 
+	t.Run("NetworkPolicy", func(t *testing.T) { testNetworkPolicy(t, ctx, c, ns, pod) })
+
 	// Stop leaves nothing on the host.
 	sock := c.real.st.socket()
 	dir := c.Dir
@@ -191,6 +195,9 @@ func TestRealNodeServesThroughClusterIP(t *testing.T) {
 	}
 	if err := exec.Command("ip", "link", "show", realBridge).Run(); err == nil {
 		t.Errorf("bridge %s still there after Stop", realBridge)
+	}
+	if out, _ := exec.Command("ipset", "list", "-n").Output(); len(strings.TrimSpace(string(out))) > 0 {
+		t.Errorf("ipsets left after Stop: %s", out)
 	}
 	for _, save := range []string{"iptables-save", "ip6tables-save"} {
 		if out, _ := exec.Command(save).Output(); strings.Contains(string(out), "KUBE-") {
@@ -376,4 +383,75 @@ func orphanRealChild() {
 	}
 	_ = os.WriteFile(os.Getenv("KILN_TESTCLUSTER_ORPHAN_REAL"), []byte(c.real.st.socket()+"\n"), 0o600)
 	select {} // wait for SIGKILL
+}
+
+// testNetworkPolicy: a client pod reaches the web pod; a NetworkPolicy
+// admitting only pods labelled role=allowed cuts it off (kube-router's
+// firewall); the label lets it through again.
+func testNetworkPolicy(t *testing.T, ctx context.Context, c *Cluster, ns string, web corev1.Pod) {
+	cs := c.Client
+	spec := corev1.PodSpec{
+		AutomountServiceAccountToken: new(bool),
+		Containers:                   []corev1.Container{{Name: "client", Image: webImage, ImagePullPolicy: corev1.PullNever}},
+	}
+	PinToRealNode(&spec)
+	client, err := cs.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "client", Labels: map[string]string{"role": "client"}},
+		Spec:       spec,
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		client, err = cs.CoreV1().Pods(ns).Get(ctx, "client", metav1.GetOptions{})
+		return err == nil && client.Status.Phase == corev1.PodRunning && client.Status.PodIP != "", nil
+	})
+	if err != nil {
+		t.Fatalf("client pod not running: %v", err)
+	}
+	fetch := "http://" + net.JoinHostPort(client.Status.PodIP, "8080") + "/fetch?url=http://" + net.JoinHostPort(web.Status.PodIP, "8080") + "/from-client"
+	reaches := func() bool {
+		resp, err := (&http.Client{Timeout: 5 * time.Second}).Get(fetch)
+		if err != nil {
+			t.Fatalf("client pod unreachable from the host: %v", err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode == http.StatusOK && strings.Contains(string(b), "kiln-web "+web.Name)
+	}
+	until := func(what string, want bool) {
+		t.Helper()
+		start := time.Now()
+		for !errors.Is(ctx.Err(), context.DeadlineExceeded) && time.Since(start) < 30*time.Second {
+			if reaches() == want {
+				t.Logf("%s after %s", what, time.Since(start).Round(time.Millisecond))
+				return
+			}
+			time.Sleep(500 * time.Millisecond)
+		}
+		out, _ := exec.Command("iptables-save", "-t", "filter").Output()
+		t.Fatalf("%s: not within 30 s\n%s\n%s", what, c.realLogs(), out)
+	}
+	until("client reaches web with no policy", true)
+	port := intstr.FromInt32(8080)
+	_, err = cs.NetworkingV1().NetworkPolicies(ns).Create(ctx, &networkingv1.NetworkPolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: "web-only-allowed"},
+		Spec: networkingv1.NetworkPolicySpec{
+			PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}},
+			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress},
+			Ingress: []networkingv1.NetworkPolicyIngressRule{{
+				From:  []networkingv1.NetworkPolicyPeer{{PodSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"role": "allowed"}}}},
+				Ports: []networkingv1.NetworkPolicyPort{{Port: &port}},
+			}},
+		},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	until("the policy cuts the client off", false)
+	client.Labels["role"] = "allowed"
+	if _, err := cs.CoreV1().Pods(ns).Update(ctx, client, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	until("the client labelled role=allowed reaches web again", true)
 }

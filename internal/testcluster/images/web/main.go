@@ -2,16 +2,20 @@
 // on :8080 (or $PORT) with 200 and a line naming the pod, and logs each
 // request to stdout, so a test reads it back through pods/log.
 // GET /lookup?name=NAME answers with NAME's addresses as the pod's resolver
-// (cluster DNS) finds them, one a line.
+// (cluster DNS) finds them, one a line. GET /fetch?url=URL fetches URL from
+// inside the pod (2 s timeout) and answers with its body, or 502 and the
+// error: a test asks one pod to reach another, so NetworkPolicy applies.
 package main
 
 import (
 	"fmt"
+	"io"
 	"log"
 	"net"
 	"net/http"
 	"os"
 	"strings"
+	"time"
 )
 
 func main() {
@@ -32,6 +36,19 @@ func main() {
 				return
 			}
 			fmt.Fprintln(w, strings.Join(addrs, "\n"))
+			return
+		}
+		if r.URL.Path == "/fetch" {
+			// A new connection each time: a kept-alive one would be
+			// conntrack ESTABLISHED, which a NetworkPolicy does not cut.
+			client := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+			resp, err := client.Get(r.URL.Query().Get("url"))
+			if err != nil {
+				http.Error(w, err.Error(), http.StatusBadGateway)
+				return
+			}
+			defer resp.Body.Close()
+			_, _ = io.Copy(w, resp.Body)
 			return
 		}
 		fmt.Fprintf(w, "kiln-web %s\n", host)
