@@ -144,9 +144,6 @@ type realNode struct {
 	st    realNodeRecord
 	lock  *os.File
 	procs []*proc // containerd, kubelet, kube-proxy in start order
-	// forward is the value of net.ipv4.ip_forward before the CNI bridge
-	// plugin (which turns it on for a gateway bridge) ran.
-	forward string
 }
 
 // realNodeRecord is what teardown needs, written to /run/kiln-realnode so
@@ -154,8 +151,15 @@ type realNode struct {
 type realNodeRecord struct {
 	Dir     string `json:"dir"`
 	BinDir  string `json:"binDir"`
-	Forward string `json:"forward"`
+	// Sysctls are the host's values of those the kubelet and the CNI
+	// bridge plugin set (path under /proc/sys -> value), put back on
+	// teardown.
+	Sysctls map[string]string `json:"sysctls"`
 }
+
+// hostSysctls are set by the kubelet (vm.overcommit_memory, kernel.panic,
+// kernel.panic_on_oops) and the bridge plugin (ip_forward).
+var hostSysctls = []string{"vm/overcommit_memory", "kernel/panic", "kernel/panic_on_oops", "net/ipv4/ip_forward"}
 
 func (r realNodeRecord) path(elem ...string) string {
 	return filepath.Join(append([]string{r.Dir, "realnode"}, elem...)...)
@@ -191,8 +195,12 @@ func (c *Cluster) startRealNode(ctx context.Context, bin string) error {
 	if err := recoverRealNode(); err != nil {
 		return fmt.Errorf("tear down the real node a killed test left: %w", err)
 	}
-	fwd, _ := os.ReadFile("/proc/sys/net/ipv4/ip_forward")
-	rn.st.Forward = strings.TrimSpace(string(fwd))
+	rn.st.Sysctls = map[string]string{}
+	for _, k := range hostSysctls {
+		if v, err := os.ReadFile("/proc/sys/" + k); err == nil {
+			rn.st.Sysctls[k] = strings.TrimSpace(string(v))
+		}
+	}
 	rec, _ := json.Marshal(rn.st)
 	if err := os.WriteFile(filepath.Join(realNodeState, "state.json"), rec, 0o600); err != nil {
 		return err
@@ -337,6 +345,9 @@ disabled_plugins = ["io.containerd.internal.v1.opt", "io.containerd.snapshotter.
   # runc cannot lower oom_score_adj from inside this machine's sandbox
   # ("failed to update /proc/self/oom_score_adj: Permission denied").
   restrict_oom_score_adj = true
+  # Pod network namespaces under the node's own state dir (not /run/netns),
+  # so a teardown after a crash finds and unmounts every one of them.
+  netns_mounts_under_state_dir = true
   stream_server_address = "127.0.0.1"
   stream_server_port = "0"
   enable_selinux = false
@@ -573,9 +584,10 @@ func teardownHost(st realNodeRecord) error {
 			errs = append(errs, fmt.Errorf("ip link del %s: %v: %s", realBridge, err, out))
 		}
 	}
-	if st.Forward == "0" {
-		_ = os.WriteFile("/proc/sys/net/ipv4/ip_forward", []byte("0\n"), 0o644)
+	for k, v := range st.Sysctls {
+		_ = os.WriteFile("/proc/sys/"+k, []byte(v+"\n"), 0o644)
 	}
+	_ = os.Remove(st.socket() + ".ttrpc")
 	return errors.Join(errs...)
 }
 

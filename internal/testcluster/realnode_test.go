@@ -51,6 +51,11 @@ func TestRealNodeServesThroughClusterIP(t *testing.T) {
 	needRealNode(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
+	sysctls := map[string]string{}
+	for _, k := range hostSysctls {
+		v, _ := os.ReadFile("/proc/sys/" + k)
+		sysctls[k] = string(v)
+	}
 	start := time.Now()
 	c, err := Start(ctx, Options{Nodes: 1, RealNode: true})
 	if err != nil {
@@ -222,6 +227,11 @@ func TestRealNodeServesThroughClusterIP(t *testing.T) {
 	}
 	if _, err := os.Stat(dir); err == nil {
 		t.Errorf("cluster dir %s left after Stop", dir)
+	}
+	for k, was := range sysctls {
+		if now, _ := os.ReadFile("/proc/sys/" + k); string(now) != was {
+			t.Errorf("sysctl %s is %q after Stop, was %q", k, strings.TrimSpace(string(now)), strings.TrimSpace(was))
+		}
 	}
 }
 
