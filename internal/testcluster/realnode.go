@@ -149,8 +149,8 @@ type realNode struct {
 // realNodeRecord is what teardown needs, written to /run/kiln-realnode so
 // that the next real node can tear down what a killed test left.
 type realNodeRecord struct {
-	Dir     string `json:"dir"`
-	BinDir  string `json:"binDir"`
+	Dir    string `json:"dir"`
+	BinDir string `json:"binDir"`
 	// Sysctls are the host's values of those the kubelet and the CNI
 	// bridge plugin set (path under /proc/sys -> value), put back on
 	// teardown.
