@@ -1,6 +1,7 @@
 // Package testcluster starts a real, local Kubernetes control plane for tests
 // and for the demo: etcd, kube-apiserver, kube-controller-manager,
-// kube-scheduler and kwok (which simulates nodes and the pods on them).
+// kube-scheduler and kwok (which simulates nodes and the pods on them), and
+// with Options.RealNode a real node beside the fake ones (realnode.go).
 //
 // The binaries come from hack/testbin (built by `make testbin` into
 // .cache/testbin). Every cluster lives on free loopback ports with its state
