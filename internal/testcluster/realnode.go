@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -864,8 +865,26 @@ func (c *Cluster) startDNS(ctx context.Context, bin string) error {
 	if err := os.WriteFile(path, []byte(corefile), 0o600); err != nil {
 		return err
 	}
-	if _, err := c.runReal(ctx, "coredns", filepath.Join(bin, "coredns"), "-conf", path); err != nil {
+	dns, err := c.runReal(ctx, "coredns", filepath.Join(bin, "coredns"), "-conf", path)
+	if err != nil {
 		return err
+	}
+	// Ready once its kubernetes plugin has synced with the API.
+	readyURL := "http://127.0.0.1:" + strconv.Itoa(ports[1]) + "/ready"
+	err = wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		if err := dns.exited(); err != nil {
+			return false, err
+		}
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, readyURL, nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return false, nil
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK, nil
+	})
+	if err != nil {
+		return fmt.Errorf("coredns not ready: %w\n%s", err, dns.logTail())
 	}
 	svc := &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Name: "kube-dns", Namespace: "kube-system", Labels: map[string]string{"k8s-app": "kube-dns"}},
