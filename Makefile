@@ -11,7 +11,7 @@ GORELEASER := github.com/goreleaser/goreleaser/v2@v2.15.1
 KUBECONFIG_LOCAL := $(CURDIR)/.cache/cluster/kubeconfig
 TEST_TIMEOUT ?= 40m
 
-.PHONY: all build test unit policycheck fmt-check vet testbin cluster-up cluster-down demo bench bench-smoke goreleaser-check clean
+.PHONY: all build test unit policycheck fmt-check vet testbin testbin-realnode cluster-up cluster-down demo bench bench-smoke goreleaser-check clean
 
 all: build
 
@@ -21,6 +21,11 @@ build:
 ## testbin: build the pinned control-plane binaries into .cache/testbin (cached)
 testbin:
 	@hack/build-testbin.sh
+
+## testbin-realnode: testbin, then the real node's kubelet, kube-proxy and
+## CRI clean-up tool (a set of their own, stamp-cached like testbin)
+testbin-realnode:
+	@hack/build-testbin.sh realnode
 
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './.cache/*')); \
@@ -35,7 +40,7 @@ vet:
 ## against a real control plane, the AWS emulator and a real Secret Service,
 ## then every benchmark once at tiny sizes (bench-smoke). policycheck asks an
 ## independent NetworkPolicy engine what kiln's NetworkPolicies admit.
-test: fmt-check vet goreleaser-check testbin build
+test: fmt-check vet goreleaser-check testbin-realnode build
 	hack/with-secret-service.sh env KILN_TEST_SECRET_SERVICE=1 $(GO) test -timeout $(TEST_TIMEOUT) -count=1 ./...
 	$(MAKE) --no-print-directory policycheck
 	$(MAKE) --no-print-directory bench-smoke

@@ -22,12 +22,17 @@ type proc struct {
 }
 
 func (c *Cluster) run(ctx context.Context, bin, name string, args ...string) error {
+	return c.runExe(ctx, name, filepath.Join(bin, name), args...)
+}
+
+// runExe starts exe as the process called name (its log is name.log).
+func (c *Cluster) runExe(ctx context.Context, name, exe string, args ...string) error {
 	logPath := c.path(name + ".log")
 	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return err
 	}
-	cmd := exec.Command(filepath.Join(bin, name), args...)
+	cmd := exec.Command(exe, args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.Dir = c.Dir
 	cmd.SysProcAttr = sysProcAttr()

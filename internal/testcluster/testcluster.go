@@ -1,6 +1,7 @@
 // Package testcluster starts a real, local Kubernetes control plane for tests
 // and for the demo: etcd, kube-apiserver, kube-controller-manager,
-// kube-scheduler and kwok (which simulates nodes and the pods on them).
+// kube-scheduler and kwok (which simulates nodes and the pods on them), and
+// with Options.RealNode a real node beside the fake ones (realnode.go).
 //
 // The binaries come from hack/testbin (built by `make testbin` into
 // .cache/testbin). Every cluster lives on free loopback ports with its state
@@ -53,6 +54,14 @@ type Options struct {
 	ExtraStages string
 	// StartTimeout bounds the whole start (default 2 minutes).
 	StartTimeout time.Duration
+	// RealNode adds a real node beside the kwok nodes: containerd, a
+	// kubelet and kube-proxy on this machine (see realnode.go, and
+	// RealNodePrereqs for what it needs: root, Debian's containerd, runc,
+	// containernetworking-plugins, iptables; `make testbin-realnode`).
+	// Only pods pinned to it (PinToRealNode) run there, from images
+	// imported with ImportImage. One real node per machine at a time: a
+	// second waits for the first to stop.
+	RealNode bool
 }
 
 // Cluster is a running control plane.
@@ -75,6 +84,7 @@ type Cluster struct {
 	procs    []*proc
 	stopOnce sync.Once
 	stopErr  error
+	real     *realNode
 }
 
 // Start brings up a control plane and returns once the API server is ready
@@ -88,6 +98,11 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	}
 	if opts.StartTimeout <= 0 {
 		opts.StartTimeout = 2 * time.Minute
+		if opts.RealNode {
+			// Builds the pause image, starts containerd, waits for the
+			// kubelet to register.
+			opts.StartTimeout = 5 * time.Minute
+		}
 	}
 	bin, err := binDir(opts.BinDir)
 	if err != nil {
@@ -156,6 +171,9 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 		// knowingly): kiln labels its namespaces restricted.
 		"--enable-admission-plugins=PodSecurity",
 		"--enable-priority-and-fairness=false",
+		// pods/log and exec reach a kubelet (kwok's, or the real node's on
+		// its bridge address) at its node's InternalIP.
+		"--kubelet-preferred-address-types=InternalIP",
 		"--profiling=false",
 		"--v=0",
 	); err != nil {
@@ -250,7 +268,7 @@ spec:
 			err = c.waitNodes(ctx, opts.Nodes)
 		}
 		if err == nil {
-			return c, nil
+			break
 		}
 		kwok := c.procs[len(c.procs)-1]
 		if kwok.name != "kwok" || kwok.exited() == nil || attempt == kwokStarts || ctx.Err() != nil {
@@ -258,6 +276,12 @@ spec:
 		}
 		c.procs = c.procs[:len(c.procs)-1]
 	}
+	if opts.RealNode {
+		if err := c.startRealNode(ctx, bin); err != nil {
+			return nil, err
+		}
+	}
+	return c, nil
 }
 
 func (c *Cluster) path(elem ...string) string {
@@ -409,6 +433,9 @@ func untaint(ctx context.Context, cs kubernetes.Interface, name string) error {
 func (c *Cluster) Stop() error {
 	c.stopOnce.Do(func() {
 		var errs []error
+		// The real node first (its pods, mounts and host network state),
+		// while the API server still answers the kubelet.
+		errs = append(errs, c.stopRealNode())
 		// Reverse start order: kwok and controllers before the API server,
 		// the API server before etcd.
 		for i := len(c.procs) - 1; i >= 0; i-- {

@@ -31,6 +31,11 @@ func TestMain(m *testing.M) {
 		orphanChild()
 		return
 	}
+	if os.Getenv("KILN_TESTCLUSTER_ORPHAN_REAL") != "" {
+		// Child mode for TestKilledRealNodeIsCleanedUpByTheNext.
+		orphanRealChild()
+		return
+	}
 	os.Exit(Main(m, Options{Nodes: 2}, &shared))
 }
 
