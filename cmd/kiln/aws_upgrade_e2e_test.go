@@ -193,6 +193,16 @@ func TestAWSUpgradeInfrastructure(t *testing.T) {
 		if p := planOrder(t, up("--kubernetes-version", "1.31", "--dry-run")); len(p) != 0 {
 			t.Errorf("the upgrade did not converge: plan %v", p)
 		}
+		// The managed add-ons follow the control plane: each at the
+		// version EKS gives as default for 1.31 (DescribeAddonVersions).
+		for _, a := range []string{"vpc-cni", "kube-proxy", "coredns"} {
+			if v, _, status := emu.AddonStatus(region, name, a); status != "ACTIVE" || v == "" {
+				t.Errorf("add-on %s after the upgrade to 1.31: %q %s", a, v, status)
+			}
+		}
+		if v, _, _ := emu.AddonStatus(region, name, "kube-proxy"); v != "v1.31.0-eksbuild.2" {
+			t.Errorf("kube-proxy after the upgrade to 1.31: %q, want the default for 1.31 (v1.31.0-eksbuild.2)", v)
+		}
 	})
 
 	// EKS reports a node group whose instances cannot be launched as

@@ -134,6 +134,8 @@ type Emulator struct {
 	eks *eksUpdates
 	// az is the emulation of availability zones (zones.go).
 	az *zoneState
+	// addons is the emulation of EKS add-ons (addons.go).
+	addons *addonStore
 
 	closeOnce sync.Once
 	closeErr  error
@@ -174,6 +176,7 @@ func Start(ctx context.Context, opts Options) (*Emulator, error) {
 		counts:   make(map[string]int),
 		eks:      newEKSUpdates(),
 		az:       &zoneState{zones: map[string][]Zone{}, subnets: map[string]string{}},
+		addons:   &addonStore{addons: map[string]map[string]*addonState{}},
 		served:   make(chan struct{}),
 		tr: &http.Transport{
 			Proxy:               nil, // never send emulator traffic through an HTTP proxy

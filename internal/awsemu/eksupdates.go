@@ -231,6 +231,9 @@ func (e *Emulator) serveEKS(w http.ResponseWriter, r *http.Request, b *backend, 
 			e.eks.mu.Lock()
 			delete(e.eks.clusters, b.region+"/"+name)
 			e.eks.mu.Unlock()
+			e.addons.mu.Lock()
+			delete(e.addons.addons, b.region+"/"+name)
+			e.addons.mu.Unlock()
 		}
 	case "DeleteNodegroup":
 		status, _, _, err := e.relay(w, r, b, body)

@@ -776,3 +776,70 @@ func subnetZones(t *testing.T, ec *ec2.Client, name string) []string {
 	}
 	return out
 }
+
+// kiln installs vpc-cni (network policy enforcement on), kube-proxy and
+// coredns as EKS managed add-ons (DESIGN §17), at the default version EKS
+// gives for the cluster's Kubernetes version (DescribeAddonVersions), and
+// puts the VPC CNI's configuration back when someone turned enforcement
+// off. The emulator applies the API reference's rules: CreateAddon on a
+// missing cluster, an incompatible version or configuration values
+// outside the add-on's schema are refused.
+func TestManagedAddonsWithNetworkPolicyEnforcement(t *testing.T) {
+	e := emulator(t)
+	p := newTestProvider(t, e)
+	ctx := context.Background()
+	name := uniq("addons")
+	const region = "eu-west-1"
+	sink := &events{}
+	if _, _, err := p.EnsureInfrastructure(ctx, name, region, sink); err != nil {
+		t.Fatalf("create: %v\n%s", err, sink)
+	}
+	t.Cleanup(func() { destroy(t, p, name, region) })
+	cfg, err := e.Config(ctx, region)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ek := eks.NewFromConfig(cfg)
+	for _, a := range []string{"vpc-cni", "kube-proxy", "coredns"} {
+		v, conf, status := e.AddonStatus(region, name, a)
+		if status != "ACTIVE" || v == "" {
+			t.Errorf("add-on %s: version %q status %q, want ACTIVE\n%s", a, v, status, sink)
+		}
+		if a == "vpc-cni" && !sameJSON(conf, `{"enableNetworkPolicy":"true"}`) {
+			t.Errorf("vpc-cni configuration %q: network policy enforcement not on", conf)
+		}
+	}
+	if !sink.has(KindAddon, engine.StatusCurrent) {
+		t.Errorf("no Current event for the add-ons:\n%s", sink)
+	}
+
+	// Someone turns enforcement off: the next run puts it back.
+	if _, err := ek.UpdateAddon(ctx, &eks.UpdateAddonInput{ClusterName: aws.String(name), AddonName: aws.String("vpc-cni"), ConfigurationValues: aws.String(`{"enableNetworkPolicy":"false"}`)}); err != nil {
+		t.Fatal(err)
+	}
+	again := &events{}
+	if _, _, err := p.EnsureInfrastructure(ctx, name, region, again); err != nil {
+		t.Fatalf("rerun: %v\n%s", err, again)
+	}
+	if _, conf, _ := e.AddonStatus(region, name, "vpc-cni"); !sameJSON(conf, `{"enableNetworkPolicy":"true"}`) {
+		t.Errorf("after the rerun, vpc-cni configuration %q", conf)
+	}
+
+	// The emulator refuses what EKS refuses.
+	for _, c := range []struct {
+		in   *eks.CreateAddonInput
+		code string
+	}{
+		{&eks.CreateAddonInput{ClusterName: aws.String(name + "-nope"), AddonName: aws.String("vpc-cni")}, "ResourceNotFoundException"},
+		{&eks.CreateAddonInput{ClusterName: aws.String(name), AddonName: aws.String("vpc-cni")}, "ResourceInUseException"},
+		{&eks.CreateAddonInput{ClusterName: aws.String(name), AddonName: aws.String("no-such-addon")}, "InvalidParameterException"},
+		{&eks.CreateAddonInput{ClusterName: aws.String(name), AddonName: aws.String("kube-proxy"), AddonVersion: aws.String("v1.0.0-eksbuild.1")}, "InvalidParameterException"},
+	} {
+		if _, err := ek.CreateAddon(ctx, c.in); apiCode(err) != c.code {
+			t.Errorf("CreateAddon %s on %s: %v, want %s", aws.ToString(c.in.AddonName), aws.ToString(c.in.ClusterName), err, c.code)
+		}
+	}
+	if _, err := ek.UpdateAddon(ctx, &eks.UpdateAddonInput{ClusterName: aws.String(name), AddonName: aws.String("vpc-cni"), ConfigurationValues: aws.String(`{"enableNetworkPolicies":"true"}`)}); apiCode(err) != "InvalidParameterException" {
+		t.Errorf("UpdateAddon with a key outside the schema: %v, want InvalidParameterException", err)
+	}
+}

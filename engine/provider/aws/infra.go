@@ -125,6 +125,7 @@ func (p *Provider) EnsureInfrastructure(ctx context.Context, name, region string
 		{KindIAMRole, in.ensureRoles},
 		{KindEKSCluster, in.ensureCluster},
 		{KindNodegroup, in.ensureNodegroup},
+		{KindAddon, in.ensureAddons},
 	}
 	for _, s := range steps {
 		engine.Checkpoint(ctx, "before-aws-"+strings.ToLower(s.kind))
