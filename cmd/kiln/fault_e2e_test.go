@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
@@ -220,7 +221,13 @@ func endState(t *testing.T, cs kubernetes.Interface) map[string]string {
 			t.Fatal(err)
 		}
 		for _, s := range svcs.Items {
-			out["svc/"+n+"/"+s.Name] = j(map[string]any{"labels": s.Labels, "ports": s.Spec.Ports, "selector": s.Spec.Selector})
+			// A node port is allocated at random: two clusters never agree
+			// on it, so it is no part of the end state.
+			ports := append([]corev1.ServicePort(nil), s.Spec.Ports...)
+			for i := range ports {
+				ports[i].NodePort = 0
+			}
+			out["svc/"+n+"/"+s.Name] = j(map[string]any{"labels": s.Labels, "type": s.Spec.Type, "ports": ports, "selector": s.Spec.Selector})
 		}
 		ings, err := cs.NetworkingV1().Ingresses(n).List(ctx, metav1.ListOptions{})
 		if err != nil {
