@@ -28,7 +28,7 @@ echo "exit code: $?"
 set -e
 step "kiln wait kube demo"
 $kiln wait kube demo --timeout 2m "${flags[@]}"
-step "kiln project create kube demo default/web   (Secret → Deployment → Service → Ingress, each verified)"
+step "kiln project create kube demo default/web   (Secret → Deployment → Service → route kiln-system/default.web, each verified)"
 $kiln project create kube demo default/web "${flags[@]}"
 step "kiln status kube demo"
 $kiln status kube demo "${flags[@]}"
