@@ -13,8 +13,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/fsnotify/fsnotify"
-
 	"github.com/kilnctl/kiln/creds"
 )
 
@@ -161,30 +159,5 @@ func (k *keyStore) fail(err error) {
 
 // run reloads on every change until ctx ends.
 func (k *keyStore) run(ctx context.Context) {
-	var events chan fsnotify.Event
-	var errs chan error
-	if w, err := fsnotify.NewWatcher(); err != nil {
-		k.log.Warn("no file watcher; polling keys only", "error", err.Error())
-	} else {
-		defer w.Close()
-		if err := w.Add(k.dir); err != nil {
-			k.log.Warn("cannot watch the auth directory; polling keys only", "dir", k.dir, "error", err.Error())
-		} else {
-			events, errs = w.Events, w.Errors
-		}
-	}
-	tick := time.NewTicker(k.interval)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-events:
-			k.load()
-		case err := <-errs:
-			k.log.Warn("file watcher error; the poll still reloads keys", "error", err.Error())
-		case <-tick.C:
-			k.load()
-		}
-	}
+	watchDirs(ctx, []string{k.dir}, k.interval, k.log, "keys", k.load)
 }

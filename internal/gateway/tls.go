@@ -11,8 +11,6 @@ import (
 	"path/filepath"
 	"sync/atomic"
 	"time"
-
-	"github.com/fsnotify/fsnotify"
 )
 
 // certStore holds the serving certificate and keeps it in step with the
@@ -90,37 +88,7 @@ func (c *certStore) getCertificate(*tls.ClientHelloInfo) (*tls.Certificate, erro
 
 // run reloads on every change until ctx ends.
 func (c *certStore) run(ctx context.Context) {
-	var events chan fsnotify.Event
-	var errs chan error
-	if w, err := fsnotify.NewWatcher(); err != nil {
-		c.log.Warn("no file watcher; polling the certificate only", "error", err.Error())
-	} else {
-		defer w.Close()
-		watched := true
-		for _, dir := range uniqueDirs(c.certFile, c.keyFile) {
-			if err := w.Add(dir); err != nil {
-				c.log.Warn("cannot watch the certificate's directory; polling it only", "dir", dir, "error", err.Error())
-				watched = false
-			}
-		}
-		if watched {
-			events, errs = w.Events, w.Errors
-		}
-	}
-	tick := time.NewTicker(c.interval)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-events:
-			_ = c.load()
-		case err := <-errs:
-			c.log.Warn("file watcher error; the poll still reloads the certificate", "error", err.Error())
-		case <-tick.C:
-			_ = c.load()
-		}
-	}
+	watchDirs(ctx, uniqueDirs(c.certFile, c.keyFile), c.interval, c.log, "the certificate", func() { _ = c.load() })
 }
 
 func uniqueDirs(files ...string) []string {
