@@ -117,11 +117,34 @@ func (c *Cluster) ImportImage(ctx context.Context, ref string, img v1.Image) err
 	if c.real == nil {
 		return errors.New("ImportImage: the cluster has no real node (Options.RealNode)")
 	}
+	return importImage(ctx, c.path("realnode", "images"), c.real.st.socket(), ref, img)
+}
+
+// ImportImageTarball imports a docker-archive or OCI-archive tarball into
+// the real node's containerd.
+func (c *Cluster) ImportImageTarball(ctx context.Context, path string) error {
+	if c.real == nil {
+		return errors.New("ImportImageTarball: the cluster has no real node (Options.RealNode)")
+	}
+	return importTarball(ctx, c.real.st.socket(), path)
+}
+
+// ImportIntoRealNode imports img as ref into the real node running on this
+// machine, from another process than the one that started it (the demo's
+// `hack/cluster images`); scratch is a directory for the tarball.
+func ImportIntoRealNode(ctx context.Context, scratch, ref string, img v1.Image) error {
+	sock := realNodeRecord{}.socket()
+	if _, err := os.Stat(sock); err != nil {
+		return fmt.Errorf("no real node runs on this machine (%w)", err)
+	}
+	return importImage(ctx, scratch, sock, ref, img)
+}
+
+func importImage(ctx context.Context, dir, socket, ref string, img v1.Image) error {
 	tag, err := name.NewTag(ref)
 	if err != nil {
 		return err
 	}
-	dir := c.path("realnode", "images")
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
 	}
@@ -137,17 +160,11 @@ func (c *Cluster) ImportImage(ctx context.Context, ref string, img v1.Image) err
 	if err := f.Close(); err != nil {
 		return err
 	}
-	return c.ImportImageTarball(ctx, f.Name())
+	return importTarball(ctx, socket, f.Name())
 }
 
-// ImportImageTarball imports a docker-archive or OCI-archive tarball into
-// the real node's containerd.
-func (c *Cluster) ImportImageTarball(ctx context.Context, path string) error {
-	if c.real == nil {
-		return errors.New("ImportImageTarball: the cluster has no real node (Options.RealNode)")
-	}
-	cmd := exec.CommandContext(ctx, "ctr", "--address", c.real.st.socket(), "-n", "k8s.io",
-		"images", "import", path)
+func importTarball(ctx context.Context, socket, path string) error {
+	cmd := exec.CommandContext(ctx, "ctr", "--address", socket, "-n", "k8s.io", "images", "import", path)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("ctr images import %s: %v: %s", path, err, out)
 	}

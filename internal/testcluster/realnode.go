@@ -125,11 +125,15 @@ func RealNodePrereqs() error {
 // binaries (in $KILN_TESTBIN_DIR or .cache/testbin): nil means Start with
 // RealNode can run here.
 func RealNodeAvailable() error {
-	if err := RealNodePrereqs(); err != nil {
-		return err
-	}
 	dir, err := binDir("")
 	if err != nil {
+		return err
+	}
+	return realNodeAvailable(dir)
+}
+
+func realNodeAvailable(dir string) error {
+	if err := RealNodePrereqs(); err != nil {
 		return err
 	}
 	for _, b := range realNodeBins {
@@ -142,9 +146,12 @@ func RealNodeAvailable() error {
 
 // realNode is the running real node.
 type realNode struct {
-	st    realNodeRecord
-	lock  *os.File
-	procs []*proc // containerd, kubelet, kube-proxy in start order
+	st realNodeRecord
+	// tainted: the node registers with RealNodeTaint (false with
+	// Options.RealNodeOnly, where it is the only node).
+	tainted bool
+	lock    *os.File
+	procs   []*proc // containerd, kubelet, kube-proxy in start order
 }
 
 // realNodeRecord is what teardown needs, written to /run/kiln-realnode so
@@ -175,23 +182,9 @@ func (r realNodeRecord) endpoint() string {
 
 // startRealNode starts containerd, the kubelet and kube-proxy, after the
 // control plane, and waits for the node to be Ready.
-func (c *Cluster) startRealNode(ctx context.Context, bin string) error {
-	if err := RealNodePrereqs(); err != nil {
-		return err
-	}
-	for _, b := range realNodeBins {
-		if _, err := os.Stat(filepath.Join(bin, b)); err != nil {
-			return fmt.Errorf("real-node binary %s missing in %s: run `make testbin-realnode` first", b, bin)
-		}
-	}
-	rn := &realNode{st: realNodeRecord{Dir: c.Dir, BinDir: bin}}
-	// One real node per machine: the kube-proxy rules, the bridge and the
-	// pod network are the host's.
-	lock, err := lockRealNode(ctx)
-	if err != nil {
-		return err
-	}
-	rn.lock = lock
+// It owns lock, the machine's real-node lock (lockRealNode), from here on.
+func (c *Cluster) startRealNode(ctx context.Context, bin string, tainted bool, lock *os.File) error {
+	rn := &realNode{st: realNodeRecord{Dir: c.Dir, BinDir: bin}, tainted: tainted, lock: lock}
 	c.real = rn
 	if err := recoverRealNode(); err != nil {
 		return fmt.Errorf("tear down the real node a killed test left: %w", err)
@@ -394,6 +387,10 @@ disabled_plugins = ["io.containerd.internal.v1.opt", "io.containerd.snapshotter.
 
 func (rn *realNode) writeKubeletConfig(port, healthz int) error {
 	st := rn.st
+	taints := "registerWithTaints: []\n"
+	if rn.tainted {
+		taints = fmt.Sprintf("registerWithTaints:\n- key: %s\n  value: \"true\"\n  effect: NoSchedule\n", RealNodeTaint)
+	}
 	cfg := fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
 address: %s
@@ -417,11 +414,7 @@ cgroupsPerQOS: false
 enforceNodeAllocatable: []
 failSwapOn: false
 localStorageCapacityIsolation: false
-registerWithTaints:
-- key: %s
-  value: "true"
-  effect: NoSchedule
-# The images are imported, not pulled: never collect them, never evict for
+%s# The images are imported, not pulled: never collect them, never evict for
 # a disk the other tests fill.
 imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
@@ -441,7 +434,7 @@ nodeStatusUpdateFrequency: 2s
 syncFrequency: 5s
 fileCheckFrequency: 5s
 shutdownGracePeriod: 0s
-`, RealNodeIP, port, healthz, st.endpoint(), RealNodeTaint, st.path("pods"), ClusterDNSIP, ClusterDomain)
+`, RealNodeIP, port, healthz, st.endpoint(), taints, st.path("pods"), ClusterDNSIP, ClusterDomain)
 	return os.WriteFile(st.path("kubelet.yaml"), []byte(cfg), 0o600)
 }
 
@@ -453,7 +446,8 @@ func (c *Cluster) importPause(ctx context.Context) error {
 
 // waitRealNode waits for the kubelet to register a Ready node and removes
 // the taints the API server adds at registration (the node lifecycle
-// controller that would is disabled), keeping RealNodeTaint.
+// controller that would is disabled), keeping RealNodeTaint if the node
+// is tainted.
 func (c *Cluster) waitRealNode(ctx context.Context) error {
 	var last string
 	err := wait.PollUntilContextCancel(ctx, 250*time.Millisecond, true, func(ctx context.Context) (bool, error) {
@@ -472,8 +466,8 @@ func (c *Cluster) waitRealNode(ctx context.Context) error {
 			return false, nil
 		}
 		for _, t := range n.Spec.Taints {
-			if t.Key != RealNodeTaint {
-				return false, keepTaint(ctx, c, RealNodeTaint)
+			if t.Key != RealNodeTaint || !c.real.tainted {
+				return false, keepTaint(ctx, c, RealNodeTaint, c.real.tainted)
 			}
 		}
 		return true, nil
@@ -497,19 +491,21 @@ func readyMessage(n *corev1.Node) string {
 	return "no Ready condition yet"
 }
 
-func keepTaint(ctx context.Context, c *Cluster, key string) error {
+// keepTaint removes every taint of the real node but key (that one too
+// unless keep).
+func keepTaint(ctx context.Context, c *Cluster, key string, keep bool) error {
 	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		n, err := c.Client.CoreV1().Nodes().Get(ctx, RealNodeName, metav1.GetOptions{})
 		if err != nil {
 			return err
 		}
-		var keep []corev1.Taint
+		var kept []corev1.Taint
 		for _, t := range n.Spec.Taints {
-			if t.Key == key {
-				keep = append(keep, t)
+			if t.Key == key && keep {
+				kept = append(kept, t)
 			}
 		}
-		n.Spec.Taints = keep
+		n.Spec.Taints = kept
 		_, err = c.Client.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{})
 		return err
 	})

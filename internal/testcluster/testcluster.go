@@ -62,6 +62,12 @@ type Options struct {
 	// imported with ImportImage. One real node per machine at a time: a
 	// second waits for the first to stop.
 	RealNode bool
+	// RealNodeOnly makes the real node the cluster's only node (it implies
+	// RealNode): no kwok node, and the real node has no taint, so every
+	// pod — kiln's own, unchanged — is scheduled there and really runs.
+	// Its images must be imported before the pods that use them start
+	// (nothing is pulled). The demo runs this way (hack/cluster).
+	RealNodeOnly bool
 }
 
 // Cluster is a running control plane.
@@ -90,7 +96,9 @@ type Cluster struct {
 // Start brings up a control plane and returns once the API server is ready
 // and every fake node is Ready and untainted.
 func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
-	if opts.Nodes <= 0 {
+	if opts.RealNodeOnly {
+		opts.RealNode, opts.Nodes = true, 0
+	} else if opts.Nodes <= 0 {
 		opts.Nodes = 1
 	}
 	if opts.ContextName == "" {
@@ -123,6 +131,24 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 			_ = c.Stop()
 		}
 	}()
+	// One real node per machine (the kube-proxy rules, the bridge and the
+	// pod network are the host's): its lock is taken first, with the
+	// caller's deadline, not StartTimeout, which bounds the start once the
+	// machine is free.
+	var realLock *os.File
+	if opts.RealNode {
+		if err := realNodeAvailable(bin); err != nil {
+			return nil, err
+		}
+		if realLock, err = lockRealNode(ctx); err != nil {
+			return nil, err
+		}
+		defer func() {
+			if c.real == nil {
+				realLock.Close()
+			}
+		}()
+	}
 	ctx, cancel := context.WithTimeout(ctx, opts.StartTimeout)
 	defer cancel()
 
@@ -277,7 +303,7 @@ spec:
 		c.procs = c.procs[:len(c.procs)-1]
 	}
 	if opts.RealNode {
-		if err := c.startRealNode(ctx, bin); err != nil {
+		if err := c.startRealNode(ctx, bin, !opts.RealNodeOnly, realLock); err != nil {
 			return nil, err
 		}
 	}
