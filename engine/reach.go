@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -73,10 +74,22 @@ func judgeReach(anon, authed answer) (string, string) {
 	return ReachYes, fmt.Sprintf("HTTP %d through the gateway with the tenant's token, 401 without", authed.code)
 }
 
+// The data plane trails the API: a Service whose endpoint the API calls
+// ready may not be routed by kube-proxy yet, and a kiln-auth the API
+// serves reaches the gateway's volume only at the kubelet's next sync
+// (up to about a minute). A project that is not reachable is asked again
+// every reachEvery until reachSettle has passed since the first request;
+// only then is "no" its verdict. A 403 (another tenant's token) is not
+// asked again: time does not change it.
+var (
+	reachSettle = 30 * time.Second
+	reachEvery  = time.Second
+)
+
 // reachProjects asks the gateway at base, for each project, GET / with
 // Host P.T.DOMAIN: once without a token and once with the tenant's token
-// from td. The token goes only in the Authorization header, never in a
-// message.
+// from td, again while the answer may still change (reachSettle). The
+// token goes only in the Authorization header, never in a message.
 func reachProjects(ctx context.Context, client *http.Client, base, domain string, td *creds.TokenDir, refs []project.Ref) []Reach {
 	get := func(host, token string) answer {
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/", nil)
@@ -95,16 +108,47 @@ func reachProjects(ctx context.Context, client *http.Client, base, domain string
 		resp.Body.Close()
 		return answer{code: resp.StatusCode}
 	}
-	out := make([]Reach, 0, len(refs))
-	for _, r := range refs {
-		tok, ok := td.Tokens[r.Tenant]
-		if !ok {
-			out = append(out, Reach{Ref: r, Verdict: ReachNotChecked, Why: "no token of tenant " + r.Tenant + " in " + td.Path})
+	out := make([]Reach, len(refs))
+	var pending []int
+	for i, r := range refs {
+		out[i] = Reach{Ref: r}
+		if _, ok := td.Tokens[r.Tenant]; !ok {
+			out[i].Verdict, out[i].Why = ReachNotChecked, "no token of tenant "+r.Tenant+" in "+td.Path
 			continue
 		}
-		host := r.Project + "." + r.Tenant + "." + domain
-		v, why := judgeReach(get(host, ""), get(host, tok))
-		out = append(out, Reach{Ref: r, Verdict: v, Why: why})
+		pending = append(pending, i)
+	}
+	start := time.Now()
+	for round := 1; len(pending) > 0; round++ {
+		var again []int
+		for _, i := range pending {
+			r := refs[i]
+			host := r.Project + "." + r.Tenant + "." + domain
+			authed := answer{}
+			anon := get(host, "")
+			if anon.err == nil {
+				authed = get(host, td.Tokens[r.Tenant])
+			}
+			v, why := judgeReach(anon, authed)
+			out[i].Verdict, out[i].Why = v, why
+			if v == ReachNo && authed.code != http.StatusForbidden {
+				again = append(again, i)
+			}
+		}
+		pending = again
+		if len(pending) == 0 {
+			break
+		}
+		if time.Since(start) >= reachSettle || ctx.Err() != nil {
+			for _, i := range pending {
+				out[i].Why += fmt.Sprintf("; the same after %s (%d tries)", time.Since(start).Round(time.Second), round)
+			}
+			break
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(reachEvery):
+		}
 	}
 	return out
 }

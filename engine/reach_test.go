@@ -7,12 +7,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -56,9 +58,15 @@ func TestJudgeReach(t *testing.T) {
 
 // The HTTP half of the probe against a real `kiln gateway` process with
 // real backends: a project that answers is reachable, one whose backend
-// refuses connections is not (the gateway's 503), a token of a key the
-// gateway does not trust is refused, a tenant without a token is not
-// checked; no result holds a token.
+// refuses connections is not (the gateway's 503, still so after the
+// settle time), one whose backend starts listening only after the first
+// try is reachable (asked again), a token of a key the gateway does not
+// trust is refused, a tenant without a token is not checked; no result
+// holds a token.
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
 func TestReachThroughGatewayProcess(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs kiln")
@@ -97,10 +105,31 @@ func TestReachThroughGatewayProcess(t *testing.T) {
 	down := httptest.NewServer(http.NotFoundHandler())
 	downAddr := down.Listener.Addr().String()
 	down.Close()
+	// late: refused until the probe has tried at least once, then an app.
+	reserved, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lateAddr := reserved.Addr().String()
+	reserved.Close()
+	lateTried := make(chan struct{})
+	var lateOnce sync.Once
+	lateUp := make(chan *httptest.Server, 1)
+	defer func() {
+		select {
+		case srv := <-lateUp:
+			srv.Close()
+		default:
+		}
+	}()
+	settle, every := reachSettle, reachEvery
+	reachSettle, reachEvery = 3*time.Second, 200*time.Millisecond
+	defer func() { reachSettle, reachEvery = settle, every }()
 
 	const cluster, domain = "dev1", "dev1.kiln.test"
 	cmd := exec.Command(bin, "gateway", "--listen", "127.0.0.1:0", "--auth-dir", authDir, "--cluster", cluster, "--domain", domain,
-		"--backend", "default/web="+app.Listener.Addr().String(), "--backend", "default/down="+downAddr)
+		"--backend", "default/web="+app.Listener.Addr().String(), "--backend", "default/down="+downAddr,
+		"--backend", "default/late="+lateAddr)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -139,12 +168,35 @@ func TestReachThroughGatewayProcess(t *testing.T) {
 	}
 	td.Path = "/tokens/dev1"
 	client := &http.Client{Timeout: time.Minute}
-	refs := []project.Ref{{Tenant: "default", Project: "web"}, {Tenant: "default", Project: "down"}, {Tenant: "staging", Project: "web"}}
-	got := reachProjects(t.Context(), client, base, domain, td, refs)
+	refs := []project.Ref{{Tenant: "default", Project: "web"}, {Tenant: "default", Project: "down"}, {Tenant: "staging", Project: "web"}, {Tenant: "default", Project: "late"}}
+	// The late backend starts once the gateway has refused it once (its
+	// 503 seen by the probe: the first round is over).
+	go func() {
+		<-lateTried
+		l, err := net.Listen("tcp", lateAddr)
+		if err != nil {
+			t.Errorf("listen %s: %v", lateAddr, err)
+			return
+		}
+		srv := &httptest.Server{Listener: l, Config: &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.WriteHeader(http.StatusTeapot)
+		})}}
+		srv.Start()
+		lateUp <- srv
+	}()
+	wrapped := &http.Client{Timeout: time.Minute, Transport: roundTripFunc(func(req *http.Request) (*http.Response, error) {
+		resp, err := http.DefaultTransport.RoundTrip(req)
+		if err == nil && req.Host == "late.default."+domain && req.Header.Get("Authorization") != "" && resp.StatusCode == http.StatusServiceUnavailable {
+			lateOnce.Do(func() { close(lateTried) })
+		}
+		return resp, err
+	})}
+	got := reachProjects(t.Context(), wrapped, base, domain, td, refs)
 	want := []struct{ verdict, why string }{
 		{ReachYes, "HTTP 200"},
-		{ReachNo, "HTTP 503"},
+		{ReachNo, "HTTP 503); the same after"},
 		{ReachNotChecked, "no token of tenant staging"},
+		{ReachYes, "HTTP 418"},
 	}
 	if len(got) != len(want) {
 		t.Fatalf("results %+v", got)
