@@ -15,8 +15,10 @@ TEST_TIMEOUT ?= 40m
 
 all: build
 
+# Static, as the release builds it (CGO_ENABLED=0): the same binary is the
+# demo's gateway image on a real node.
 build:
-	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/kiln ./cmd/kiln
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/kiln ./cmd/kiln
 
 ## testbin: build the pinned control-plane binaries into .cache/testbin (cached)
 testbin:
@@ -74,14 +76,21 @@ policycheck:
 goreleaser-check:
 	$(GO) run $(GORELEASER) check
 
+## cluster-up: the local control plane (context kiln-local); its node is real
+## when this machine can run one and `make testbin-realnode` was run (see
+## hack/cluster), else two kwok nodes. KILN_DEMO_NODE=kwok|real chooses.
 cluster-up: testbin
 	$(GO) run ./hack/cluster up
 
 cluster-down:
 	$(GO) run ./hack/cluster down
 
-## demo: kiln's main job on the built-in local control plane
-demo: build cluster-up
+## demo: kiln's main job on the built-in local control plane, ending with a
+## request through the front door. On a machine that can run a real node
+## (root, Debian: hack/realnode-deps.sh installs its packages and builds its
+## binaries) the cluster's only node is real and the request reaches a real
+## pod; else kwok nodes, and the demo says why it cannot send the request.
+demo: build testbin
 	@hack/demo.sh
 
 bench: testbin build

@@ -20,9 +20,12 @@ import (
 
 // Names in the project's pod template.
 const (
-	tokenVolume   = "project-token"
-	writableName  = "writable-"
-	podFSGroup    = 65532 // owns the token file, readable by the pod's non-root user
+	tokenVolume  = "project-token"
+	writableName = "writable-"
+	podFSGroup   = 65532 // the token file's group, so the pod's non-root user reads it
+	// tokenFileMode is asked of the kubelet; with the pod's fsGroup it
+	// adds group read, so the file is 0440 root:65532 in the container
+	// (seen on a real kubelet: cmd/kiln TestKilnOnARealNode).
 	tokenFileMode = 0o400
 )
 

@@ -5,9 +5,13 @@
 // (cluster DNS) finds them, one a line. GET /fetch?url=URL fetches URL from
 // inside the pod (2 s timeout) and answers with its body, or 502 and the
 // error: a test asks one pod to reach another, so NetworkPolicy applies.
+// GET /sha256?path=FILE answers with the hex SHA-256 and the permission
+// bits of a file in the pod ("HEX 0400"), never its content: a test checks
+// a mounted token without the token leaving the pod.
 package main
 
 import (
+	"crypto/sha256"
 	"fmt"
 	"io"
 	"log"
@@ -36,6 +40,21 @@ func main() {
 				return
 			}
 			fmt.Fprintln(w, strings.Join(addrs, "\n"))
+			return
+		}
+		if r.URL.Path == "/sha256" {
+			p := r.URL.Query().Get("path")
+			st, err := os.Stat(p)
+			if err != nil {
+				http.Error(w, err.Error(), http.StatusNotFound)
+				return
+			}
+			data, err := os.ReadFile(p)
+			if err != nil {
+				http.Error(w, err.Error(), http.StatusForbidden)
+				return
+			}
+			fmt.Fprintf(w, "%x %04o\n", sha256.Sum256(data), st.Mode().Perm())
 			return
 		}
 		if r.URL.Path == "/fetch" {
