@@ -90,3 +90,4 @@ step "done"
 echo "The local control plane keeps running: export KUBECONFIG=$KUBECONFIG"
 echo "Try: bin/kiln status kube demo --keyring-backend file   (with XDG_STATE_HOME=$XDG_STATE_HOME)"
 echo "Tear down: bin/kiln destroy kube demo --yes ...; make cluster-down"
+case $node in real:*) echo "While it runs it holds this machine's real node: the real-node tests of make test fail at once, naming it, until make cluster-down." ;; esac

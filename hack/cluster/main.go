@@ -163,7 +163,8 @@ func serve(dir string) error {
 		}
 	}
 	if opts.RealNodeOnly {
-		opts.StartTimeout = 10 * time.Minute // builds the pause image; may wait for a test's real node to stop
+		opts.StartTimeout = 5 * time.Minute // builds the pause image
+		opts.RealNodeHolder = fmt.Sprintf("the local cluster of `make demo` / `make cluster-up` (hack/cluster, pid %d): `make cluster-down` stops it", os.Getpid())
 	}
 	c, err := testcluster.Start(ctx, opts)
 	if err != nil {

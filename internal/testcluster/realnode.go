@@ -545,14 +545,26 @@ func (c *Cluster) stopRealNode() error {
 }
 
 // criClean stops and removes every pod of the node's containerd.
+//
+// containerd creates its socket before its CRI plugin is initialized (it
+// answers "server is not initialized yet" meanwhile, seen on a loaded
+// machine right after a restart): that answer is waited out.
 func criClean(st realNodeRecord) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	out, err := exec.CommandContext(ctx, filepath.Join(st.BinDir, "kiln-cri-clean"), st.endpoint()).CombinedOutput()
-	if err != nil {
-		return fmt.Errorf("kiln-cri-clean: %v: %s", err, out)
+	for {
+		out, err := exec.CommandContext(ctx, filepath.Join(st.BinDir, "kiln-cri-clean"), st.endpoint()).CombinedOutput()
+		if err == nil {
+			return nil
+		}
+		if !strings.Contains(string(out), "server is not initialized yet") || ctx.Err() != nil {
+			return fmt.Errorf("kiln-cri-clean: %v: %s", err, out)
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(500 * time.Millisecond):
+		}
 	}
-	return nil
 }
 
 // teardownHost removes what the real node left on the host once its
@@ -736,8 +748,11 @@ func unescapeMount(s string) string {
 }
 
 // lockRealNode takes the machine's real-node lock, waiting for another
-// test's real node to stop.
-func lockRealNode(ctx context.Context) (*os.File, error) {
+// test's real node to stop. holder, when not empty, says who holds it for
+// good (the demo's cluster, which runs until `make cluster-down`): it is
+// written beside the lock, and a waiter that finds it fails at once,
+// naming it, instead of waiting out its deadline.
+func lockRealNode(ctx context.Context, holder string) (*os.File, error) {
 	if err := os.MkdirAll(realNodeState, 0o700); err != nil {
 		return nil, err
 	}
@@ -745,14 +760,31 @@ func lockRealNode(ctx context.Context) (*os.File, error) {
 	if err != nil {
 		return nil, err
 	}
+	holderPath := filepath.Join(realNodeState, "holder")
 	for {
 		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
 		if err == nil {
+			if holder == "" {
+				err = os.Remove(holderPath)
+				if errors.Is(err, os.ErrNotExist) {
+					err = nil
+				}
+			} else {
+				err = os.WriteFile(holderPath, []byte(holder), 0o600)
+			}
+			if err != nil {
+				f.Close()
+				return nil, err
+			}
 			return f, nil
 		}
 		if !errors.Is(err, syscall.EWOULDBLOCK) {
 			f.Close()
 			return nil, err
+		}
+		if who, err := os.ReadFile(holderPath); err == nil && len(who) > 0 {
+			f.Close()
+			return nil, fmt.Errorf("this machine's real node is held by %s", who)
 		}
 		select {
 		case <-ctx.Done():

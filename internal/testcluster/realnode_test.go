@@ -200,7 +200,7 @@ func TestRealNodeServesThroughClusterIP(t *testing.T) {
 	}
 	// Check under the machine's real-node lock: another package's test may
 	// start its real node the moment this one lets go.
-	lock, err := lockRealNode(ctx)
+	lock, err := lockRealNode(ctx, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -338,7 +338,7 @@ func TestKilledRealNodeIsCleanedUpByTheNext(t *testing.T) {
 	if err := c.Stop(); err != nil {
 		t.Fatal(err)
 	}
-	lock, err := lockRealNode(ctx)
+	lock, err := lockRealNode(ctx, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -478,4 +478,41 @@ func testNetworkPolicy(t *testing.T, ctx context.Context, c *Cluster, ns string,
 		t.Fatal(err)
 	}
 	until("the client labelled role=allowed reaches web again", true)
+}
+
+// A real node held for good (the demo's: Options.RealNodeHolder) makes
+// another real node's start fail at once, naming the holder, instead of
+// waiting out its deadline; once released, the next taker clears the
+// holder's words.
+func TestRealNodeHeldByTheDemoFailsFast(t *testing.T) {
+	needRealNode(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
+	defer cancel()
+	const holder = "the local cluster of make demo (test)"
+	held, err := lockRealNode(ctx, holder) // may wait for another package's real node
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Had it waited, its deadline would end it with an error that does
+	// not name the holder.
+	waitCtx, cancelWait := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancelWait()
+	second, err := lockRealNode(waitCtx, "")
+	if err == nil {
+		second.Close()
+		held.Close()
+		t.Fatal("a second taker got the real-node lock while it was held")
+	}
+	if !strings.Contains(err.Error(), holder) {
+		t.Errorf("the second taker's error %q does not name the holder", err)
+	}
+	held.Close()
+	next, err := lockRealNode(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer next.Close()
+	if _, err := os.Stat(filepath.Join(realNodeState, "holder")); !os.IsNotExist(err) {
+		t.Errorf("the holder's words outlived its lock: %v", err)
+	}
 }

@@ -68,6 +68,11 @@ type Options struct {
 	// Its images must be imported before the pods that use them start
 	// (nothing is pulled). The demo runs this way (hack/cluster).
 	RealNodeOnly bool
+	// RealNodeHolder, for a real node that runs until someone stops it
+	// (the demo's), says who holds it and how to stop it: another Start
+	// that wants a real node then fails at once with these words instead
+	// of waiting for it.
+	RealNodeHolder string
 }
 
 // Cluster is a running control plane.
@@ -140,7 +145,7 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 		if err := realNodeAvailable(bin); err != nil {
 			return nil, err
 		}
-		if realLock, err = lockRealNode(ctx); err != nil {
+		if realLock, err = lockRealNode(ctx, opts.RealNodeHolder); err != nil {
 			return nil, err
 		}
 		defer func() {
