@@ -75,6 +75,36 @@ func TestCommandsSurviveAnAPIServerRestart(t *testing.T) {
 		t.Fatalf("after a create through a restart: kiln-auth trusts %d keys, token dir key %s state %s", len(keys), td.Manifest.KeyID, td.Manifest.State)
 	}
 
+	// create --continue through a restart: the same key, nothing regenerated.
+	r = outage("after-lock", "create", "kube", name, "--context", "kiln-restart", "--continue", "-o", "json")
+	expect(t, r, 0)
+	if got := authKeys(t, c.Client); len(got) != 1 || got[td.Manifest.KeyID] == "" {
+		t.Errorf("after create --continue through a restart: kiln-auth trusts %v, want only %s", keyIDs(got), td.Manifest.KeyID)
+	}
+
+	// upgrade adding a tenant through a restart.
+	cfg := writeConfig(t, "apiVersion: kiln.dev/v1alpha1\nkind: ClusterConfig\nspec:\n  tenants: [default, staging]\n")
+	r = outage("upgrade-after-tenants", "upgrade", "kube", name, "--context", "kiln-restart", "-c", cfg, "--yes", "-o", "json")
+	expect(t, r, 0)
+	if _, err := c.Client.CoreV1().Namespaces().Get(ctx, "kiln-tenant-staging", metav1.GetOptions{}); err != nil {
+		t.Errorf("after an upgrade through a restart: tenant namespace: %v", err)
+	}
+	if tokens := readTokens(t, e.tokenDir(name)); len(tokens["staging"]) == 0 {
+		t.Errorf("after an upgrade through a restart: no token of tenant staging in the token dir")
+	}
+
+	// rotate-key through a restart, paused while both keys are trusted:
+	// one key at the end, the token dir's.
+	r = outage("rotate-after-trust-both", "rotate-key", "kube", name, "--context", "kiln-restart", "--yes", "-o", "json")
+	expect(t, r, 0)
+	rotated, err := creds.Load(e.tokenDir(name))
+	if err != nil {
+		t.Fatalf("token dir after a rotate-key through a restart: %v", err)
+	}
+	if got := authKeys(t, c.Client); len(got) != 1 || got[rotated.Manifest.KeyID] == "" || rotated.Manifest.KeyID == td.Manifest.KeyID || rotated.Manifest.State != "committed" {
+		t.Errorf("after rotate-key through a restart: kiln-auth trusts %v, token dir key %s (%s), key before %s", keyIDs(got), rotated.Manifest.KeyID, rotated.Manifest.State, td.Manifest.KeyID)
+	}
+
 	refs := []string{"default/one", "default/two", "default/three"}
 	for _, ref := range refs {
 		expect(t, e.kiln("project", "create", "kube", name, ref, "--context", "kiln-restart", "--headless"), 0)
@@ -93,6 +123,21 @@ func TestCommandsSurviveAnAPIServerRestart(t *testing.T) {
 	expect(t, r, 0)
 	if st := projectStates(t, e, name, "kiln-restart")["default/one"]; st != "running" {
 		t.Errorf("after a restack through a restart: %q", st)
+	}
+
+	// etcd stalled for 20 s (the API server up, answering timeouts and
+	// 5xx) in the middle of a project create: the run completes.
+	p := e.startPaused("after-secret", "project", "create", "kube", name, "default/four", "--context", "kiln-restart", "--timeout", "3m", "-o", "json")
+	stalled := make(chan error, 1)
+	go func() { stalled <- c.StallEtcd(ctx, 20*time.Second) }()
+	time.Sleep(time.Second) // etcd stopped before the run goes on: not a wait for a result
+	r = p.resume()
+	if err := <-stalled; err != nil {
+		t.Fatal(err)
+	}
+	expect(t, r, 0)
+	if st := projectStates(t, e, name, "kiln-restart")["default/four"]; st != "running" {
+		t.Errorf("after a project create through an etcd stall: %q", st)
 	}
 
 	r = outage("after-tenants-delete", "destroy", "kube", name, "--context", "kiln-restart", "--yes", "-o", "json")

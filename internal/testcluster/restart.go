@@ -63,3 +63,30 @@ func (c *Cluster) StartAPIServer(ctx context.Context) error {
 		return err == nil, nil
 	})
 }
+
+// StallEtcd stops etcd (SIGSTOP) for d and then lets it go on (SIGCONT):
+// a stalled etcd, as a slow disk or a lost quorum makes one, while the API
+// server stays up and answers its clients with timeouts and 5xx. It
+// returns once etcd runs again.
+func (c *Cluster) StallEtcd(ctx context.Context, d time.Duration) error {
+	var etcd *proc
+	for _, p := range c.procs {
+		if p.name == "etcd" {
+			etcd = p
+		}
+	}
+	if etcd == nil {
+		return fmt.Errorf("testcluster: no etcd process")
+	}
+	pid := etcd.cmd.Process.Pid
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		return err
+	}
+	defer func() { _ = syscall.Kill(pid, syscall.SIGCONT) }()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(d):
+	}
+	return nil
+}
