@@ -215,9 +215,14 @@ func (s source) run(ctx context.Context, kick func()) {
 		}
 		if delivered {
 			backoff = 100 * time.Millisecond
-		} else if !expired && !retryWait(ctx, &backoff) {
+		} else if !retryWait(ctx, &backoff) {
 			// A stream that ends before delivering anything is a failed
-			// watch, not a quiet one: back off before the next.
+			// watch, not a quiet one: back off before the next. That
+			// includes one the server ends at once with 410 Expired: a
+			// server that does so to every watch (a relist storm) would
+			// otherwise be listed and watched in a loop as fast as the
+			// client's rate limit lets it, starving the run's own
+			// requests behind it.
 			return
 		}
 	}

@@ -525,3 +525,36 @@ func TestUntilFollowsAnObjectCreatedLater(t *testing.T) {
 		})
 	}
 }
+
+// A server that ends every watch at once with 410 Expired (a relist
+// storm) is listed and watched again only after a backoff: a source must
+// not loop as fast as the client lets it, or its own run's requests wait
+// behind it in the client's rate limiter (seen end to end:
+// TestCommandsCompleteUnderHostileAnswers). Each relist still kicks, so a
+// wait goes on learning the state.
+func TestSourceBacksOffARelistStorm(t *testing.T) {
+	var lists, watches, kicks atomic.Int64
+	src := source{
+		list: func(context.Context, metav1.ListOptions) (runtime.Object, error) {
+			lists.Add(1)
+			return &corev1.ConfigMapList{ListMeta: metav1.ListMeta{ResourceVersion: "7"}}, nil
+		},
+		watch: func(context.Context, metav1.ListOptions) (watch.Interface, error) {
+			watches.Add(1)
+			w := watch.NewFake()
+			go w.Error(&metav1.Status{Status: metav1.StatusFailure, Code: http.StatusGone, Reason: metav1.StatusReasonExpired, Message: "too old resource version"})
+			return w, nil
+		},
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
+	defer cancel()
+	src.run(ctx, func() { kicks.Add(1) })
+	// With the backoff (100 ms doubling to 2 s): about 5 rounds in 2 s.
+	// Without it: thousands.
+	if n := lists.Load(); n > 50 || n < 2 {
+		t.Errorf("%d lists and %d watches in 2 s of a relist storm: want a few, backed off", n, watches.Load())
+	}
+	if kicks.Load() != lists.Load() {
+		t.Errorf("%d kicks for %d lists: every relist must kick", kicks.Load(), lists.Load())
+	}
+}

@@ -53,10 +53,15 @@ const (
 	// WatchCut forwards a watch and cuts its stream after WatchCutMin to
 	// WatchCutMax.
 	WatchCut Kind = "watch-cut"
+	// WatchGone answers a watch, without forwarding it, as the API server
+	// answers one whose resourceVersion it no longer has: 200 and a
+	// single ERROR event holding a 410 Expired Status, then the end of the
+	// stream. At rate 1 every watch is refused so: a relist storm.
+	WatchGone Kind = "watch-gone"
 )
 
 // Kinds is every fault kind, in a fixed order.
-var Kinds = []Kind{InternalError, TooManyRequests, ResetBeforeRequest, AnswerLost, WatchCut}
+var Kinds = []Kind{InternalError, TooManyRequests, ResetBeforeRequest, AnswerLost, WatchCut, WatchGone}
 
 // Uniform spreads a total fault rate over the kinds that apply to each
 // request: 500, 429 and reset apply to all; answer-lost to every request but
@@ -90,6 +95,9 @@ type Options struct {
 	Script []Kind
 	// Observe, if set, sees every request before a fault is decided.
 	Observe func(*http.Request)
+	// Latency delays every request before it is forwarded or answered (a
+	// slow control plane); SetLatency changes it.
+	Latency time.Duration
 }
 
 // Proxy is a running fault-injecting proxy.
@@ -102,9 +110,10 @@ type Proxy struct {
 	rp     *httputil.ReverseProxy
 	mu     sync.Mutex
 	rng    *rand.Rand
-	rates  map[Kind]float64
-	counts map[Kind]int
-	total  int
+	rates   map[Kind]float64
+	counts  map[Kind]int
+	total   int
+	latency time.Duration
 }
 
 // Start starts a proxy in front of opts.Upstream.
@@ -132,8 +141,9 @@ func Start(opts Options) (*Proxy, error) {
 	p := &Proxy{
 		opts:   opts,
 		rng:    newRand(opts.Seed),
-		rates:  maps.Clone(opts.Rates),
-		counts: map[Kind]int{},
+		rates:   maps.Clone(opts.Rates),
+		counts:  map[Kind]int{},
+		latency: opts.Latency,
 	}
 	p.rp = &httputil.ReverseProxy{
 		Rewrite:       func(r *httputil.ProxyRequest) { r.SetURL(target); r.Out.Host = target.Host },
@@ -168,6 +178,13 @@ func (p *Proxy) SetRates(rates map[Kind]float64) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.rates = maps.Clone(rates)
+}
+
+// SetLatency changes the delay of every request from now on.
+func (p *Proxy) SetLatency(d time.Duration) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.latency = d
 }
 
 // Counts returns how many faults of each kind were injected.
@@ -261,7 +278,7 @@ func (p *Proxy) decide(r *http.Request) (Kind, time.Duration) {
 	}
 	u := p.rng.Float64()
 	for _, k := range Kinds {
-		if (k == AnswerLost && watch) || (k == WatchCut && !watch) {
+		if (k == AnswerLost && watch) || ((k == WatchCut || k == WatchGone) && !watch) {
 			continue
 		}
 		rate := p.rates[k]
@@ -282,6 +299,16 @@ func (p *Proxy) serve(w http.ResponseWriter, r *http.Request) {
 	if p.opts.Observe != nil {
 		p.opts.Observe(r)
 	}
+	p.mu.Lock()
+	delay := p.latency
+	p.mu.Unlock()
+	if delay > 0 {
+		select {
+		case <-r.Context().Done():
+			panic(http.ErrAbortHandler)
+		case <-time.After(delay):
+		}
+	}
 	kind, cut := p.decide(r)
 	switch kind {
 	case InternalError:
@@ -294,6 +321,15 @@ func (p *Proxy) serve(w http.ResponseWriter, r *http.Request) {
 	case AnswerLost:
 		p.rp.ServeHTTP(&discard{h: http.Header{}}, r)
 		reset(w)
+	case WatchGone:
+		ev, _ := json.Marshal(map[string]any{"type": "ERROR", "object": map[string]any{
+			"kind": "Status", "apiVersion": "v1", "metadata": map[string]any{},
+			"status": "Failure", "reason": "Expired", "code": http.StatusGone,
+			"message": "injected fault: too old resource version",
+		}})
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusOK)
+		_, _ = w.Write(append(ev, '\n'))
 	case WatchCut:
 		// The clock starts once the answer's headers are on their way to
 		// the client: a cut then always ends an open stream, however slow

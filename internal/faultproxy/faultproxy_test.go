@@ -11,7 +11,12 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 )
 
@@ -158,6 +163,52 @@ func TestWatchCutEndsTheStream(t *testing.T) {
 	}
 	if p.Counts()[WatchCut] != 1 {
 		t.Fatalf("watch cuts: %s", p)
+	}
+}
+
+// A watch refused with watch-gone is what client-go takes for an expired
+// resourceVersion (the reflector relists on it): an Error event whose
+// Status is 410 Expired. It never reaches the upstream.
+func TestWatchGoneIsAnExpiredWatchToClientGo(t *testing.T) {
+	u := startUpstream(t)
+	p, _ := startProxy(t, u, map[Kind]float64{WatchGone: 1})
+	cs, err := kubernetes.NewForConfig(p.RESTConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := cs.CoreV1().ConfigMaps("").Watch(t.Context(), metav1.ListOptions{ResourceVersion: "1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	ev, ok := <-w.ResultChan()
+	if !ok || ev.Type != watch.Error {
+		t.Fatalf("first event %v (open %v), want an Error event", ev.Type, ok)
+	}
+	if err := apierrors.FromObject(ev.Object); !apierrors.IsResourceExpired(err) || apierrors.ReasonForError(err) != metav1.StatusReasonExpired {
+		t.Fatalf("event error %v: client-go does not take it for an expired watch", err)
+	}
+	if _, ok := <-w.ResultChan(); ok {
+		t.Error("the stream goes on after the 410")
+	}
+	if u.reached.Load() != 0 || p.Counts()[WatchGone] != 1 {
+		t.Fatalf("upstream reached %d times; %s", u.reached.Load(), p)
+	}
+}
+
+// Latency delays every request; SetLatency(0) ends it.
+func TestLatencyDelaysEveryRequest(t *testing.T) {
+	u := startUpstream(t)
+	p, client := startProxy(t, u, nil)
+	p.SetLatency(300 * time.Millisecond)
+	start := time.Now()
+	resp, err := client.Get(p.URL + "/api")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if d := time.Since(start); d < 300*time.Millisecond {
+		t.Fatalf("the request took %s through a proxy with 300ms latency", d)
 	}
 }
 
