@@ -332,7 +332,7 @@ func (m *Model) viewHome(p *page, rows int) {
 	case len(m.clusters) == 0:
 		p.line("No kiln cluster found. Press n to create one.")
 	default:
-		cols := []table.Column{{Title: "PROV", Width: 7}, {Title: "NAME", Width: 17}, {Title: "CONTEXT", Width: 19}, {Title: "PLATFORM", Width: 11}, {Title: "TOKEN DIR"}}
+		cols := []table.Column{{Title: "PROV", Width: 7}, {Title: "NAME", Width: 15}, {Title: "CONTEXT", Width: 18}, {Title: "PLATFORM", Width: 15}, {Title: "TOKEN DIR"}}
 		trows := make([]table.Row, len(m.clusters))
 		for i, c := range m.clusters {
 			td := "not found"
@@ -609,7 +609,11 @@ func (r *runState) cancelled() bool {
 
 func (m *Model) viewRun(p *page, rows int) {
 	r := m.run
-	p.add("%s %s · %s %s", m.st.header.Render(r.kind.String()), r.name, "kube", r.location)
+	prov := r.provider
+	if prov == "" {
+		prov = "kube"
+	}
+	p.add("%s %s · %s %s", m.st.header.Render(r.kind.String()), r.name, prov, r.location)
 	m.viewPhases(p, false)
 	m.viewResult(p)
 	if len(p.lines) > rows-6 {
@@ -707,6 +711,9 @@ func (m *Model) viewResult(p *page) {
 		p.hang(m.st.header.Render("○ cancelled — "+msg), 2)
 	default:
 		p.hang(m.st.fail.Render(fmt.Sprintf("✗ %s (exit %d)", r.result.Message, r.result.ExitCode)), 2)
+	}
+	if r.destroyAgain() {
+		p.hang(m.st.warn.Render("Press d to run destroy again: it asks once more, then finishes what this run began (nothing removed comes back)."), 2)
 	}
 }
 
