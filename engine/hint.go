@@ -8,26 +8,37 @@ import "strings"
 // command goes straight to that cluster, whichever context is current),
 // then --token-dir when the user named one (a token dir kiln would not
 // find by itself). The other flags the user gave (--kubeconfig, the
-// keyring backend) and the environment are theirs to repeat: a hint never
-// guesses them. Hints put the command in backquotes.
+// keyring backend) and the environment are theirs to repeat, and a hint
+// never confirms in advance (no --yes): the command asks, or says what to
+// pass. Hints put the command in backquotes.
 func Command(t Target, location string, verb []string, args ...string) string {
-	words := append([]string{"kiln"}, verb...)
-	provider := "PROVIDER"
+	provider := ""
+	var at Input
 	if t.Provider != nil {
-		provider = t.Provider.Name()
+		provider, at = t.Provider.Name(), t.Provider.Nouns().Target
 	}
-	words = append(words, provider, t.Name)
-	words = append(words, args...)
-	if location != "" && t.Provider != nil {
-		words = append(words, FlagName(t.Provider.Nouns().Target), location)
-	}
-	if t.TokenDir != "" {
-		words = append(words, FlagName(InputTokenDir), t.TokenDir)
-	}
-	return strings.Join(words, " ")
+	return joinCommand(provider, at, t.Name, location, t.TokenDir, verb, args)
 }
 
 // command is Command for one verb ("destroy"; "project rotate-token").
 func command(t Target, location, verb string, args ...string) string {
 	return Command(t, location, strings.Fields(verb), args...)
+}
+
+// joinCommand is Command from its parts: at is the input that names a
+// location (--context, --region).
+func joinCommand(provider string, at Input, name, location, tokenDir string, verb, args []string) string {
+	if provider == "" {
+		provider = "PROVIDER"
+	}
+	words := append([]string{"kiln"}, verb...)
+	words = append(words, provider, name)
+	words = append(words, args...)
+	if location != "" && at != "" {
+		words = append(words, FlagName(at), location)
+	}
+	if tokenDir != "" {
+		words = append(words, FlagName(InputTokenDir), tokenDir)
+	}
+	return strings.Join(words, " ")
 }

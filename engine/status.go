@@ -280,7 +280,7 @@ func (e *Engine) statusAt(ctx context.Context, req StatusRequest, loc Location, 
 	var iso Isolation
 	var wg sync.WaitGroup
 	if ps.Installed && ps.Config != nil {
-		wg.Go(func() { fd = readFrontDoor(ctx, loc.Client, ps.Config) })
+		wg.Go(func() { fd = readFrontDoor(ctx, loc.Client, ps.Config, hintsFor(req.Target, loc.Name)) })
 	}
 	wg.Go(func() { iso = readIsolation(ctx, loc.Client) })
 	wg.Wait()
