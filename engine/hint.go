@@ -42,3 +42,9 @@ func joinCommand(provider string, at Input, name, location, tokenDir string, ver
 	}
 	return strings.Join(words, " ")
 }
+
+// Command is the kiln command verb about the cluster s is the status of,
+// with args (see the package-level Command).
+func (s *ClusterStatus) Command(verb string, args ...string) string {
+	return joinCommand(s.Provider, s.Nouns.Target, s.Name, s.Location, "", strings.Fields(verb), args)
+}
