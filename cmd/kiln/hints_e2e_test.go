@@ -58,8 +58,8 @@ func (e *env) runHint(t *testing.T, h string, extra ...string) result {
 // cluster and does what the message says. The test provokes each on the
 // real control plane — an interrupted create, a create of an installed
 // platform, a create with a differing config, a project whose objects
-// are gone, a project whose Secret is gone, a key rotation kept open, a
-// headless inspect, an interrupted destroy — parses the command out of
+// are gone, a project whose Secret is gone, a key rotation kept open, an
+// interrupted key rotation, a headless inspect, an interrupted destroy — parses the command out of
 // what kiln printed and runs it.
 func TestEveryHintRunsAndDoesWhatItSays(t *testing.T) {
 	skipShort(t)
@@ -176,6 +176,19 @@ func TestEveryHintRunsAndDoesWhatItSays(t *testing.T) {
 	if !strings.Contains(h, "--finish") {
 		t.Errorf("kept rotation's hint %q does not finish it", h)
 	}
+	expect(t, e.runHint(t, h, "--headless", "--yes"), 0)
+	if n := len(authKeys(t, cs)); n != 1 {
+		t.Errorf("after `%s` kiln-auth trusts %d keys, want 1", h, n)
+	}
+
+	// 6b. a rotation interrupted once both keys are trusted: it says what
+	// kiln-auth trusts now, and its hint finishes the rotation.
+	r = sigterm("rotate-after-trust-both", "rotate-key", "kube", name, "--yes", "--headless")
+	expect(t, r, 130)
+	if !strings.Contains(r.stderr, "read back: kiln-auth trusts") {
+		t.Errorf("interrupted rotate-key does not say what it left:\n%s", r)
+	}
+	h = hint(t, r, "rotate-key")
 	expect(t, e.runHint(t, h, "--headless", "--yes"), 0)
 	if n := len(authKeys(t, cs)); n != 1 {
 		t.Errorf("after `%s` kiln-auth trusts %d keys, want 1", h, n)
