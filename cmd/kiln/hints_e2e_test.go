@@ -57,7 +57,7 @@ func (e *env) runHint(t *testing.T, h string, extra ...string) result {
 // Every hint kiln prints about a cluster is a command that runs on that
 // cluster and does what the message says. The test provokes each on the
 // real control plane — an interrupted create, a create of an installed
-// platform, a create with a differing config, a project whose objects
+// platform, a create with a differing config, an interrupted upgrade, a project whose objects
 // are gone, a project whose Secret is gone, a key rotation kept open, an
 // interrupted key rotation, a headless inspect, an interrupted destroy — parses the command out of
 // what kiln printed and runs it.
@@ -124,6 +124,20 @@ func TestEveryHintRunsAndDoesWhatItSays(t *testing.T) {
 	expect(t, e.runHint(t, h, "--headless", "--yes"), 0)
 	if _, err := cs.CoreV1().Namespaces().Get(ctx, "kiln-tenant-staging", metav1.GetOptions{}); err != nil {
 		t.Errorf("`%s` did not add tenant staging: %v", h, err)
+	}
+
+	// 3b. an upgrade interrupted once the new tenant's namespace is in:
+	// its hint is the same upgrade, with the same config, and finishes it.
+	three := writeConfig(t, strings.Replace(twoTenants, "[default, staging]", "[default, staging, qa]", 1))
+	r = sigterm("upgrade-after-tenants", "upgrade", "kube", name, "-c", three, "--yes", "--headless")
+	expect(t, r, 130)
+	h = hint(t, r, "upgrade")
+	if !strings.Contains(h, "-c "+three) {
+		t.Errorf("interrupted upgrade's hint %q lacks its config file", h)
+	}
+	expect(t, e.runHint(t, h, "--headless", "--yes"), 0)
+	if cm, err := cs.CoreV1().ConfigMaps("kiln-system").Get(ctx, "kiln-config", metav1.GetOptions{}); err != nil || !strings.Contains(cm.Data["config.yaml"], "qa") {
+		t.Errorf("`%s` did not finish the upgrade: kiln-config %v", h, err)
 	}
 
 	// 4. a project whose Deployment, Service and route are gone: its
@@ -222,6 +236,7 @@ func TestEveryHintRunsAndDoesWhatItSays(t *testing.T) {
 	waitNamespaceGone(t, cs, "kiln-system")
 	waitNamespaceGone(t, cs, "kiln-tenant-default")
 	waitNamespaceGone(t, cs, "kiln-tenant-staging")
+	waitNamespaceGone(t, cs, "kiln-tenant-qa")
 }
 
 // projectState reports whether the project event of r has state want.
