@@ -100,8 +100,12 @@ func (e *Engine) Create(ctx context.Context, req CreateRequest) error {
 		// left and how to finish; nothing done so far is lost. Only a run
 		// that wrote something says the cluster is partly set up.
 		if r.mutated {
-			err = inputErr(exit.Interrupted, InputContinue, req.Name, "interrupted during the %s phase: the cluster is partly set up; every phase is idempotent, so creating %s again with {input} finishes it with the same key",
-				r.current, req.Name)
+			args := []string{FlagName(InputContinue)}
+			if req.ConfigPath != "" {
+				args = append(args, "-c", req.ConfigPath)
+			}
+			err = inputErr(exit.Interrupted, InputContinue, req.Name, "interrupted during the %s phase: the cluster is partly set up; every phase is idempotent, so creating %s again with {input} finishes it with the same key (`%s`)",
+				r.current, req.Name, command(req.Target, r.loc.Name, "create", args...))
 		} else {
 			err = exit.Interrupt("interrupted during the %s phase: nothing was changed", r.current)
 		}

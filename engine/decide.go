@@ -124,14 +124,14 @@ func decideInstalled(f Facts, a Asked) Outcome {
 			q.TokenDir = td.Path
 		}
 		if !sameQuestion(a.Confirmed, q) {
-			return Outcome{Question: &q, Err: inputErr(exit.NeedConfirm, InputContinue, a.Name, "kiln platform %s is already installed in %s %s (trusted keys: %s); nothing was changed. Run again with {input} to continue it with the key material it already trusts",
-				a.Name, noun, f.Location, strings.Join(st.KeyIDs(), ", "))}
+			return Outcome{Question: &q, Err: inputErr(exit.NeedConfirm, InputContinue, a.Name, "kiln platform %s is already installed in %s %s (trusted keys: %s); nothing was changed. Run again with {input} to continue it with the key material it already trusts (`%s`)",
+				a.Name, noun, f.Location, strings.Join(st.KeyIDs(), ", "), f.command(a, "create", FlagName(InputContinue)))}
 		}
 	}
 	if a.Config != nil {
 		if diff := config.Diff(st.Config, a.Config); len(diff) > 0 {
-			return Outcome{Err: inputErr(exit.BadInput, InputConfig, a.ConfigPath, "{input} %s differs from the installed kiln-config of %s; kiln never ignores a config silently, and create does not change an installed platform: to apply it, run `kiln upgrade %s %s -c %s` (it shows the plan first). Differences:\n  %s",
-				a.ConfigPath, a.Name, f.Provider, a.Name, a.ConfigPath, strings.Join(diff, "\n  "))}
+			return Outcome{Err: inputErr(exit.BadInput, InputConfig, a.ConfigPath, "{input} %s differs from the installed kiln-config of %s; kiln never ignores a config silently, and create does not change an installed platform: to apply it, run `%s` (it shows the plan first). Differences:\n  %s",
+				a.ConfigPath, a.Name, f.command(a, "upgrade", "-c", a.ConfigPath), strings.Join(diff, "\n  "))}
 		}
 	}
 	if err != nil {
@@ -193,4 +193,10 @@ func loadTokenDirs(cands []candidate, provider, name string) []TokenDirFact {
 		out = append(out, TokenDirFact{Candidate: c, Dir: td, Err: err})
 	}
 	return out
+}
+
+// command is the kiln command verb about the cluster the facts are of,
+// with args (see Command).
+func (f Facts) command(a Asked, verb string, args ...string) string {
+	return joinCommand(f.Provider, f.Nouns.Target, a.Name, f.Location, "", []string{verb}, args)
 }

@@ -36,7 +36,16 @@ type DestroyRequest struct {
 // gone, then the infrastructure, then forgets the keyring entry and moves
 // the token dir aside (never deletes it).
 func (e *Engine) Destroy(ctx context.Context, req DestroyRequest) error {
-	aside, err := e.destroy(ctx, req)
+	d := &destroyRun{current: PhaseDiscover}
+	aside, err := e.destroy(ctx, req, d)
+	if err != nil && ctx.Err() != nil {
+		switch exit.Code(err) {
+		case exit.Failed, exit.Interrupted:
+			// Ctrl-C or SIGTERM: say what the cluster holds now, read back,
+			// and how to finish, instead of the cancelled call's error.
+			err = e.destroyInterrupted(ctx, req, d)
+		}
+	}
 	msg := fmt.Sprintf("cluster %s destroyed", req.Name)
 	if aside != "" {
 		msg += "; token dir moved to " + aside
@@ -44,17 +53,30 @@ func (e *Engine) Destroy(ctx context.Context, req DestroyRequest) error {
 	return e.finish(err, msg, aside)
 }
 
-func (e *Engine) destroy(ctx context.Context, req DestroyRequest) (string, error) {
+// destroyRun is how far one destroy got: what its interruption reports.
+type destroyRun struct {
+	// current is the phase under way.
+	current string
+	// loc is where the cluster was found (located says it was).
+	loc     Location
+	located bool
+	// changing is set once the destroy may have changed something.
+	changing bool
+}
+
+func (e *Engine) destroy(ctx context.Context, req DestroyRequest, d *destroyRun) (string, error) {
 	loc, cands, err := e.locate(ctx, req.Target, true)
 	var gone *removedError
 	if errors.As(err, &gone) {
+		d.loc, d.located, d.current, d.changing = gone.Location, true, PhaseCredentials, true
 		return e.destroyRemembered(ctx, req, gone.Location, cands)
 	}
 	if err != nil {
 		return "", err
 	}
+	d.loc, d.located, d.current = loc, true, PhasePlatform
 	if infraOnly(loc, req.Name) {
-		return "", e.destroyInfraOnly(ctx, req, loc)
+		return "", e.destroyInfraOnly(ctx, req, loc, d)
 	}
 	cfg := config.Default(req.Name)
 	if loc.State.Config != nil {
@@ -86,6 +108,7 @@ func (e *Engine) destroy(ctx context.Context, req DestroyRequest) (string, error
 		}
 	}
 	cs := loc.Client
+	d.changing = true
 	if loc.State.Terminating {
 		// An earlier destroy deleted kiln-system and stopped before it was
 		// gone. Nothing can be created in a terminating namespace — no Lease,
@@ -103,7 +126,7 @@ func (e *Engine) destroy(ctx context.Context, req DestroyRequest) (string, error
 		if err != nil {
 			return "", err
 		}
-		return e.destroyRest(ctx, req, loc, td)
+		return e.destroyRest(ctx, req, loc, td, d)
 	}
 	// destroy changes the platform: project operations refuse while it
 	// holds the cluster lease, and it refuses while one runs (it does not
@@ -133,12 +156,13 @@ func (e *Engine) destroy(ctx context.Context, req DestroyRequest) (string, error
 		err = l.Explain(err)
 		return "", err
 	}
-	return e.destroyRest(ctx, req, loc, td)
+	return e.destroyRest(ctx, req, loc, td, d)
 }
 
 // destroyRest removes the infrastructure, forgets the keyring entry and
 // moves the token dir aside, once the platform is gone.
-func (e *Engine) destroyRest(ctx context.Context, req DestroyRequest, loc Location, td *creds.TokenDir) (string, error) {
+func (e *Engine) destroyRest(ctx context.Context, req DestroyRequest, loc Location, td *creds.TokenDir, d *destroyRun) (string, error) {
+	d.current = PhaseInfrastructure
 	err := e.phase(ctx, PhaseInfrastructure, func(ctx context.Context) error {
 		skipped, err := req.Provider.DestroyInfrastructure(ctx, req.Name, loc.Name, e.Sink)
 		if err == nil && skipped {
@@ -150,6 +174,7 @@ func (e *Engine) destroyRest(ctx context.Context, req DestroyRequest, loc Locati
 		return "", err
 	}
 	checkpoint(ctx, "after-infrastructure-delete")
+	d.current = PhaseCredentials
 	return e.forgetCluster(ctx, req, td)
 }
 

@@ -22,7 +22,7 @@ func infraOnly(loc Location, name string) bool {
 // destroyInfraOnly removes the infrastructure of a cluster that has no
 // platform (see infraOnly): there is nothing in a cluster to remove first. Token dirs are left as they are: a pending one
 // is replaced by the next create.
-func (e *Engine) destroyInfraOnly(ctx context.Context, req DestroyRequest, loc Location) error {
+func (e *Engine) destroyInfraOnly(ctx context.Context, req DestroyRequest, loc Location, d *destroyRun) error {
 	if !req.Yes {
 		ok := false
 		if e.Confirm != nil {
@@ -36,6 +36,7 @@ func (e *Engine) destroyInfraOnly(ctx context.Context, req DestroyRequest, loc L
 			return inputErr(exit.NeedConfirm, InputYes, req.Name, "destroying cluster %s (%s %s) removes the infrastructure a create left there; nothing was changed. Pass {input} to confirm", req.Name, locationNoun(req.Provider), loc.Name)
 		}
 	}
+	d.current, d.changing = PhaseInfrastructure, true
 	_ = e.phase(ctx, PhasePlatform, func(context.Context) error {
 		return skip("no platform: %s %s holds only part of the infrastructure", locationNoun(req.Provider), loc.Name)
 	})

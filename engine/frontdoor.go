@@ -28,8 +28,35 @@ const TypeFrontDoor = "frontdoor"
 // cluster's default (networking/v1).
 const defaultClassAnnotation = networkingv1.AnnotationIsDefaultIngressClass
 
-// PortForwardHint is how to reach the gateway without a front door.
-const PortForwardHint = "kubectl port-forward -n " + platform.Namespace + " svc/" + platform.GatewayName + " 8080:80"
+// portForwardHint is how to reach the gateway without a front door, with
+// kubectl as it reaches the cluster ("kubectl --context C").
+func portForwardHint(kubectl string) string {
+	return "`" + orDefault(kubectl, "kubectl") + " port-forward -n " + platform.Namespace + " svc/" + platform.GatewayName + " 8080:80`"
+}
+
+// frontDoorHints are the commands front door messages suggest, for the
+// cluster at hand.
+type frontDoorHints struct {
+	// Kubectl is kubectl reaching the cluster ("kubectl --context C";
+	// "" is plain kubectl: the aws provider's context is the user's).
+	Kubectl string
+	// Upgrade is kiln upgrade of the cluster ("" words it generically).
+	Upgrade string
+}
+
+// hintsFor are the front door hints for cluster t at location.
+func hintsFor(t Target, location string) frontDoorHints {
+	h := frontDoorHints{Upgrade: command(t, location, "upgrade", "-c", "FILE")}
+	if t.Provider != nil && t.Provider.Nouns().Target == InputContext && location != "" {
+		h.Kubectl = "kubectl --context " + location
+	}
+	return h
+}
+
+// upgrade is the upgrade hint, in backquotes.
+func (h frontDoorHints) upgrade() string {
+	return "`" + orDefault(h.Upgrade, "kiln upgrade PROVIDER NAME -c FILE") + "`"
+}
 
 // FrontDoor is the entry point of a cluster: how kiln-gateway is reached
 // from outside, at which address, and the DNS record that sends the
@@ -56,6 +83,8 @@ type FrontDoor struct {
 // frontDoorFacts are the live objects a front door is derived from.
 type frontDoorFacts struct {
 	Mode, Domain, IngressClass, TLSSecret string
+	// Hints are the commands messages suggest.
+	Hints frontDoorHints
 	// Service is kiln-gateway (nil: not found or not readable, ServiceErr).
 	Service    *corev1.Service
 	ServiceErr string
@@ -101,9 +130,9 @@ func frontDoorOf(f frontDoorFacts) FrontDoor {
 	}
 	switch f.Mode {
 	case config.ExposeNone, "":
-		fd.Message = "no front door: reach the gateway with " + PortForwardHint
+		fd.Message = "no front door: reach the gateway with " + portForwardHint(f.Hints.Kubectl)
 		if f.Mode == "" {
-			fd.Message = "no front door recorded (installed before spec.gateway.expose): reach the gateway with " + PortForwardHint + ", or set spec.gateway.expose and run kiln upgrade"
+			fd.Message = "no front door recorded (installed before spec.gateway.expose): reach the gateway with " + portForwardHint(f.Hints.Kubectl) + ", or set spec.gateway.expose in the config and run " + f.Hints.upgrade()
 		}
 	case config.ExposeLoadBalancer:
 		if svcMissing() {
@@ -113,7 +142,7 @@ func frontDoorOf(f frontDoorFacts) FrontDoor {
 			fd.TLS = "at the load balancer if it terminates TLS; else none (plain HTTP to the gateway)"
 		}
 		if f.Service.Spec.Type != corev1.ServiceTypeLoadBalancer {
-			fd.Message = fmt.Sprintf("Service %s/%s is type %s, not LoadBalancer (run kiln upgrade to apply spec.gateway.expose)", platform.Namespace, platform.GatewayName, f.Service.Spec.Type)
+			fd.Message = fmt.Sprintf("Service %s/%s is type %s, not LoadBalancer (run %s to apply spec.gateway.expose)", platform.Namespace, platform.GatewayName, f.Service.Spec.Type, f.Hints.upgrade())
 			break
 		}
 		if addr := lbAddress(f.Service.Status.LoadBalancer.Ingress); addr != "" {
@@ -134,7 +163,7 @@ func frontDoorOf(f frontDoorFacts) FrontDoor {
 			}
 		}
 		if f.Service.Spec.Type != corev1.ServiceTypeNodePort || port == 0 {
-			fd.Message = fmt.Sprintf("Service %s/%s is type %s without a node port (run kiln upgrade to apply spec.gateway.expose)", platform.Namespace, platform.GatewayName, f.Service.Spec.Type)
+			fd.Message = fmt.Sprintf("Service %s/%s is type %s without a node port (run %s to apply spec.gateway.expose)", platform.Namespace, platform.GatewayName, f.Service.Spec.Type, f.Hints.upgrade())
 			break
 		}
 		ip := nodeIP(f.Nodes)
@@ -294,9 +323,9 @@ func readErr(verb, resource string, err error) string {
 
 // readFrontDoor reads what the front door of cfg is derived from: only
 // what its mode needs.
-func readFrontDoor(ctx context.Context, cs kubernetes.Interface, cfg *config.ClusterConfig) FrontDoor {
+func readFrontDoor(ctx context.Context, cs kubernetes.Interface, cfg *config.ClusterConfig, hints frontDoorHints) FrontDoor {
 	g := cfg.Spec.Gateway
-	f := frontDoorFacts{Mode: g.Expose, Domain: cfg.Spec.Domain, IngressClass: g.IngressClassName, TLSSecret: g.TLSSecret()}
+	f := frontDoorFacts{Mode: g.Expose, Domain: cfg.Spec.Domain, IngressClass: g.IngressClassName, TLSSecret: g.TLSSecret(), Hints: hints}
 	if f.Mode == config.ExposeNone || f.Mode == "" {
 		return frontDoorOf(f)
 	}

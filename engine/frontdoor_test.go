@@ -97,7 +97,9 @@ func TestFrontDoorOf(t *testing.T) {
 		ready     bool
 		msg, tls  string // substrings
 	}{
-		{name: "none", f: frontDoorFacts{Mode: config.ExposeNone, Domain: d}, msg: "no front door: reach the gateway with kubectl port-forward -n kiln-system svc/kiln-gateway 8080:80", tls: "plain HTTP"},
+		{name: "none", f: frontDoorFacts{Mode: config.ExposeNone, Domain: d}, msg: "no front door: reach the gateway with `kubectl port-forward -n kiln-system svc/kiln-gateway 8080:80`", tls: "plain HTTP"},
+		{name: "none with hints", f: frontDoorFacts{Mode: config.ExposeNone, Domain: d, Hints: frontDoorHints{Kubectl: "kubectl --context kind-dev1"}}, msg: "`kubectl --context kind-dev1 port-forward -n kiln-system svc/kiln-gateway 8080:80`", tls: "plain HTTP"},
+		{name: "lb not applied, with hints", f: frontDoorFacts{Mode: config.ExposeLoadBalancer, Domain: d, Service: svc(corev1.ServiceTypeClusterIP, 0), Hints: frontDoorHints{Upgrade: "kiln upgrade kube dev1 -c FILE --context kind-dev1"}}, msg: "(run `kiln upgrade kube dev1 -c FILE --context kind-dev1` to apply spec.gateway.expose)", tls: "load balancer"},
 		{name: "none with tls", f: frontDoorFacts{Mode: config.ExposeNone, Domain: d, TLSSecret: "dev1-tls"}, msg: "port-forward", tls: "at the gateway, with Secret kiln-system/dev1-tls"},
 		{name: "lb hostname", f: frontDoorFacts{Mode: config.ExposeLoadBalancer, Domain: d, Service: svc(corev1.ServiceTypeLoadBalancer, 31000, corev1.LoadBalancerIngress{Hostname: "a1.elb.amazonaws.com"})},
 			addr: "a1.elb.amazonaws.com", dns: "*.dev1.example.test CNAME a1.elb.amazonaws.com", ready: true, tls: "at the load balancer"},

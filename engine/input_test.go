@@ -3,6 +3,7 @@ package engine
 import (
 	"errors"
 	"fmt"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -35,8 +36,14 @@ func TestInputErrorIsWordedByTheFrontend(t *testing.T) {
 	wizard := func(in Input) string { return "the " + strings.ToUpper(string(in)) + " choice" }
 	wrapped := fmt.Errorf("create c1: %w", out.Err)
 	got := renderError(wrapped, wizard)
-	if !strings.HasPrefix(got, "create c1: ") || !strings.Contains(got, "Run again with the CONTINUE choice to continue") || strings.Contains(got, "--continue") {
+	// The prose is the wizard's; the command in backquotes is the CLI's,
+	// given too, for the terminal.
+	prose := regexp.MustCompile("`[^`]*`").ReplaceAllString(got, "")
+	if !strings.HasPrefix(got, "create c1: ") || !strings.Contains(got, "Run again with the CONTINUE choice to continue") || strings.Contains(prose, "--continue") {
 		t.Fatalf("wizard wording: %s", got)
+	}
+	if !strings.Contains(got, "`kiln create PROVIDER c1 --continue --context kiln-a`") {
+		t.Fatalf("no runnable command in: %s", got)
 	}
 	// The location input is the provider's: region for aws.
 	f = Facts{Nouns: awsNouns, Location: "eu-west-1", Infra: InfraAbsent, Elsewhere: []string{"us-east-1"}}

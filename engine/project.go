@@ -78,7 +78,7 @@ func (e *Engine) projectOpsAt(ctx context.Context, req Target, timeout time.Dura
 		return nil, located{}, err
 	}
 	if !loc.State.Installed || loc.State.Config == nil {
-		return nil, located{}, exit.Usage("cluster %s: platform not installed (no kiln-config); run kiln create first", req.Name)
+		return nil, located{}, exit.Usage("cluster %s: platform not installed (no kiln-config); run `%s` first", req.Name, command(req, loc.Name, "create"))
 	}
 	return e.opsFor(loc, req, timeout), located{loc: loc, cands: cands}, nil
 }
@@ -120,6 +120,7 @@ func batchClient(ops *project.Ops) error {
 func (e *Engine) opsFor(loc Location, req Target, timeout time.Duration) *project.Ops {
 	return &project.Ops{
 		Client: loc.Client, Cluster: req.Name, Config: loc.State.Config, Timeout: timeout, Provider: req.Provider.Name(),
+		Location: loc.Name, At: req.Provider.Nouns().Target,
 		R: &reporter{e: e, w: e.watcher(loc.Client), rest: loc.REST}, Now: e.Now,
 	}
 }

@@ -93,7 +93,7 @@ func (e *Engine) RotateKey(ctx context.Context, req RotateKeyRequest) error {
 	}
 	var classified *exit.Error
 	if err != nil && ctx.Err() != nil && !errors.As(err, &classified) {
-		err = exit.Interrupt("interrupted: run `kiln rotate-key %s %s` again to finish the rotation under way (it never starts a second one)", req.Provider.Name(), req.Name)
+		err = r.interrupted(ctx)
 	}
 	dir := ""
 	if r.td != nil {
@@ -119,7 +119,7 @@ func (r *rotation) run(ctx context.Context) error {
 	}
 	r.loc, r.cands = loc, cands
 	if !loc.State.Installed {
-		return exit.Usage("cluster %s: platform not installed (no kiln-config); run `kiln create %s %s` first", req.Name, req.Provider.Name(), req.Name)
+		return exit.Usage("cluster %s: platform not installed (no kiln-config); run `%s` first", req.Name, command(req.Target, loc.Name, "create"))
 	}
 	if err := e.checkVersion(loc.State, req.Name); err != nil {
 		return err
@@ -230,8 +230,8 @@ func (r *rotation) question() (*RotateQuestion, bool) {
 	case len(old) == 1 && r.retireNow():
 		q.Step, q.OldKeyID = RotateRetire, old[0]
 	case len(old) == 1:
-		r.outcome = fmt.Sprintf("rotation of %s under way: key %s in use, old key %s stays trusted until %s (rotate-key --finish removes it now)",
-			r.req.Name, r.td.Manifest.KeyID, old[0], r.expiry().Format(time.RFC3339))
+		r.outcome = fmt.Sprintf("rotation of %s under way: key %s in use, old key %s stays trusted until %s (`%s` removes it now)",
+			r.req.Name, r.td.Manifest.KeyID, old[0], r.expiry().Format(time.RFC3339), r.finishCommand())
 		if r.st.OldKeyExpires.IsZero() {
 			q.Step, q.OldKeyID = RotateRetire, old[0] // records the deadline
 			return q, true
@@ -268,4 +268,34 @@ func (r *rotation) retireNow() bool {
 		return !r.e.now().Before(exp)
 	}
 	return r.req.KeepOld == 0
+}
+
+// finishCommand is the command that ends a rotation kept open now.
+func (r *rotation) finishCommand() string {
+	return command(r.req.Target, r.loc.Name, "rotate-key", FlagName(InputFinish))
+}
+
+// interrupted words a rotation that Ctrl-C or SIGTERM stopped: nothing
+// changed before it held the lock; after, what kiln-auth trusts and the
+// token dir holds, read back (a fresh, bounded context), and the command
+// that finishes the rotation under way.
+func (r *rotation) interrupted(ctx context.Context) error {
+	if r.lock == nil || r.loc.Client == nil {
+		return exit.Interrupt("interrupted before the rotation began: nothing was changed")
+	}
+	again := command(r.req.Target, r.loc.Name, "rotate-key")
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	st, err := platform.Read(rctx, r.loc.Client)
+	if err != nil {
+		return exit.Interrupt("interrupted; reading kiln-auth back failed (%v), so what landed is unknown. Run `%s` again to finish the rotation under way (it never starts a second one)", err, again)
+	}
+	held := ""
+	if r.td != nil {
+		if td, err := creds.Load(r.td.Path); err == nil {
+			held = fmt.Sprintf("; token dir %s holds key %s", td.Path, td.Manifest.KeyID)
+		}
+	}
+	return exit.Interrupt("interrupted; read back: kiln-auth trusts %s%s. Every instant of a rotation leaves a key the cluster trusts in the token dir; run `%s` again to finish the rotation under way (it never starts a second one)",
+		strings.Join(st.KeyIDs(), ", "), held, again)
 }

@@ -213,7 +213,7 @@ func (e *Engine) statusAt(ctx context.Context, req StatusRequest, loc Location, 
 	}
 	out.PlatformVersion, out.PlatformSchema = ps.Version, ps.Schema
 	if ps.PartlyRemoved() {
-		out.PartlyRemoved = partlyRemoved(ctx, loc.Client, req.Target, ps)
+		out.PartlyRemoved = partlyRemoved(ctx, loc.Client, req.Target, loc.Name, ps)
 		e.logf(LevelWarn, "cluster %s is partly removed: %s", req.Name, out.PartlyRemoved)
 	}
 	out.KilnVersion, out.KilnSchema = e.version(), platform.SchemaVersion
@@ -280,7 +280,7 @@ func (e *Engine) statusAt(ctx context.Context, req StatusRequest, loc Location, 
 	var iso Isolation
 	var wg sync.WaitGroup
 	if ps.Installed && ps.Config != nil {
-		wg.Go(func() { fd = readFrontDoor(ctx, loc.Client, ps.Config) })
+		wg.Go(func() { fd = readFrontDoor(ctx, loc.Client, ps.Config, hintsFor(req.Target, loc.Name)) })
 	}
 	wg.Go(func() { iso = readIsolation(ctx, loc.Client) })
 	wg.Wait()
@@ -357,9 +357,10 @@ func (s *ClusterStatus) Versions() string {
 	return fmt.Sprintf("platform %s, this kiln %s (schema %d), Kubernetes %s%s", plat, s.KilnVersion, s.KilnSchema, s.KubernetesVersion, note)
 }
 
-// partlyRemoved says what an unfinished destroy left of cluster t: its
-// namespaces (kiln-system last), and the command that finishes it.
-func partlyRemoved(ctx context.Context, cs kubernetes.Interface, t Target, ps *platform.State) string {
+// partlyRemoved says what an unfinished destroy left of cluster t at
+// location: what it removed already, its namespaces (kiln-system last),
+// and the command that finishes it.
+func partlyRemoved(ctx context.Context, cs kubernetes.Interface, t Target, location string, ps *platform.State) string {
 	began := "a destroy began"
 	if !ps.DestroyStarted.IsZero() {
 		began += " at " + ps.DestroyStarted.UTC().Format(time.RFC3339)
@@ -380,5 +381,15 @@ func partlyRemoved(ctx context.Context, cs kubernetes.Interface, t Target, ps *p
 			left = fmt.Sprintf("tenant namespace%s %s and %s", plural(len(tenants)), strings.Join(tenants, ", "), left)
 		}
 	}
-	return fmt.Sprintf("%s and did not finish; left: %s. Run kiln destroy %s %s again to finish it", began, left, t.Provider.Name(), t.Name)
+	var gone []string
+	if ps.Config == nil {
+		gone = append(gone, platform.ConfigMapName)
+	}
+	if len(ps.Keys) == 0 {
+		gone = append(gone, platform.AuthName)
+	}
+	if len(gone) > 0 {
+		began += fmt.Sprintf(" (removed %s)", strings.Join(gone, " and "))
+	}
+	return fmt.Sprintf("%s and did not finish; left: %s. Run `%s` again to finish it", began, left, command(t, location, "destroy"))
 }

@@ -100,7 +100,7 @@ func (e *Engine) Upgrade(ctx context.Context, req UpgradeRequest) error {
 	if err != nil && ctx.Err() != nil && !errors.As(err, &classified) {
 		left := "nothing was changed"
 		if u.mutated {
-			left = fmt.Sprintf("the upgrade is partly applied (kiln-config still holds the previous config); run the same `kiln upgrade %s %s` again to finish it", req.Provider.Name(), req.Name)
+			left = fmt.Sprintf("the upgrade is partly applied (kiln-config still holds the previous config); run `%s` again to finish it", u.command())
 		}
 		err = exit.Interrupt("interrupted during the %s phase: %s", u.current, left)
 	}
@@ -135,7 +135,7 @@ func (u *upgrade) run(ctx context.Context) (string, error) {
 	}
 	u.loc = loc
 	if !loc.State.Installed || loc.State.Config == nil {
-		return "", exit.Usage("cluster %s: platform not installed in %s %s (no kiln-config); run `kiln create %s %s` first", req.Name, locationNoun(req.Provider), loc.Name, req.Provider.Name(), req.Name)
+		return "", exit.Usage("cluster %s: platform not installed in %s %s (no kiln-config); run `%s` first", req.Name, locationNoun(req.Provider), loc.Name, command(req.Target, loc.Name, "create"))
 	}
 	if err := e.checkVersion(loc.State, req.Name); err != nil {
 		return "", err
@@ -231,7 +231,7 @@ func (u *upgrade) apply(ctx context.Context, shown *upgradePlan) (string, error)
 			return err
 		}
 		if extra := p.beyond(shown); len(extra) > 0 {
-			return fmt.Errorf("the platform changed since the plan was made (%s); nothing was changed. Run kiln upgrade again to see the new plan", extra[0])
+			return fmt.Errorf("the platform changed since the plan was made (%s); nothing was changed. Run `%s` again to see the new plan", extra[0], u.command())
 		}
 		if len(p.changes) == 0 {
 			return skip("no changes")
@@ -261,7 +261,24 @@ func (u *upgrade) apply(ctx context.Context, shown *upgradePlan) (string, error)
 	}
 	msg := fmt.Sprintf("platform %s upgraded: %d change%s applied", req.Name, len(p.changes), plural(len(p.changes)))
 	if len(p.needRestack) > 0 {
-		msg += fmt.Sprintf("; %d project%s still run%s a previous version of its stack (kiln upgrade --restack, or kiln project restack)", len(p.needRestack), plural(len(p.needRestack)), map[bool]string{true: "s", false: ""}[len(p.needRestack) == 1])
+		msg += fmt.Sprintf("; %d project%s still run%s a previous version of its stack (`%s`, or kiln project restack of each)", len(p.needRestack), plural(len(p.needRestack)), map[bool]string{true: "s", false: ""}[len(p.needRestack) == 1], u.command(FlagName(InputRestack)))
 	}
 	return msg, nil
+}
+
+// command is this upgrade as the user runs it again: the same config file
+// (a rerun without it would plan back to the installed config), the
+// location it found the cluster in, and extra flags.
+func (u *upgrade) command(extra ...string) string {
+	var args []string
+	if u.req.ConfigPath != "" {
+		args = append(args, "-c", u.req.ConfigPath)
+	}
+	if u.req.DeleteProjects {
+		args = append(args, FlagName(InputDeleteProjects))
+	}
+	if u.req.Restack {
+		args = append(args, FlagName(InputRestack))
+	}
+	return command(u.req.Target, u.loc.Name, "upgrade", append(args, extra...)...)
 }

@@ -75,6 +75,7 @@ func (u *upgrade) plan(ctx context.Context) (*upgradePlan, error) {
 	}
 	p := &upgradePlan{cfg: cfg}
 	p.ops = &project.Ops{Client: cs, Cluster: req.Name, Config: cfg, Timeout: req.Timeout,
+		Provider: req.Provider.Name(), Location: u.loc.Name, At: req.Provider.Nouns().Target,
 		R: &reporter{e: e, w: u.watcher()}, Now: e.Now, PlatformHeld: true}
 	if err := u.planInfrastructure(ctx, p); err != nil {
 		return nil, err

@@ -81,7 +81,7 @@ func (e *Engine) wait(ctx context.Context, req WaitRequest) (*creds.TokenDir, er
 				return err
 			}
 		}
-		fd := readFrontDoor(wctx, loc.Client, st.Config)
+		fd := readFrontDoor(wctx, loc.Client, st.Config, hintsFor(req.Target, loc.Name))
 		e.emit(Event{Type: TypeFrontDoor, FrontDoor: &fd})
 		return nil
 	})
@@ -107,7 +107,7 @@ func (e *Engine) reachRunning(ctx context.Context, loc Location, req WaitRequest
 	if st.Config == nil {
 		return nil
 	}
-	ops := e.opsFor(Location{Client: loc.Client, REST: loc.REST, State: st}, req.Target, req.Timeout)
+	ops := e.opsFor(Location{Name: loc.Name, Client: loc.Client, REST: loc.REST, State: st}, req.Target, req.Timeout)
 	list, err := ops.List(ctx, "")
 	if err != nil {
 		return err

@@ -370,7 +370,7 @@ func (m *Model) runProject() tea.Cmd {
 		}
 		op.Stack = a.stacks[a.stackSel]
 	}
-	return m.start(opProject, a.op+" "+a.ref, t.Location, func(ctx context.Context, b Backend, br *Bridge) error {
+	return m.startOn(t.Provider, opProject, a.op+" "+a.ref, t.Location, func(ctx context.Context, b Backend, br *Bridge) error {
 		return b.Project(ctx, t, op, br, br)
 	})
 }

@@ -95,6 +95,9 @@ func (m *Model) keys(short bool) []key.Binding {
 	case screenDiscover, screenRun:
 		if m.run != nil && !m.run.running {
 			ks = []keyHelp{{"esc", "back"}, {"↑/↓", "select/scroll"}, {"tab", "resources/log"}, {"enter", "in full"}, {"pgup/pgdn", "page"}}
+			if m.run.destroyAgain() {
+				ks = append([]keyHelp{{"d", "destroy again"}}, ks...)
+			}
 		} else {
 			ks = []keyHelp{{"↑/↓", "select/scroll"}, {"tab", "resources/log"}, {"enter", "in full"}, {"end", "follow"}, {"ctrl+c", "cancel"}}
 		}

@@ -801,13 +801,11 @@ func (m *Model) homeKey(s string) tea.Cmd {
 		case "c":
 			// Continue goes through create: the engine finds the platform
 			// installed and asks, so the user sees what continuing means.
-			return m.start(opCreate, c.Name, c.Location, func(ctx context.Context, b Backend, br *Bridge) error {
+			return m.startOn(c.Provider, opCreate, c.Name, c.Location, func(ctx context.Context, b Backend, br *Bridge) error {
 				return b.Create(ctx, CreateRequest{Provider: c.Provider, Name: c.Name, Location: c.Location}, br, br)
 			})
 		case "d":
-			return m.start(opDestroy, c.Name, c.Location, func(ctx context.Context, b Backend, br *Bridge) error {
-				return b.Destroy(ctx, t, br, br)
-			})
+			return m.startDestroy(t)
 		default:
 			return m.openInspect(t)
 		}
@@ -1115,6 +1113,24 @@ func (m *Model) start(kind opKind, name, location string, op func(context.Contex
 	}
 }
 
+// startDestroy destroys cluster t: the engine asks first (the typed
+// name), so a rerun from the run view asks again too.
+func (m *Model) startDestroy(t Target) tea.Cmd {
+	cmd := m.startOn(t.Provider, opDestroy, t.Name, t.Location, func(ctx context.Context, b Backend, br *Bridge) error {
+		return b.Destroy(ctx, t, br, br)
+	})
+	m.run.target = t
+	return cmd
+}
+
+// startOn is start of an operation on a cluster of provider (the run
+// view names it).
+func (m *Model) startOn(provider string, kind opKind, name, location string, op func(context.Context, Backend, *Bridge) error) tea.Cmd {
+	cmd := m.start(kind, name, location, op)
+	m.run.provider = provider
+	return cmd
+}
+
 func (m *Model) finishRun(err error) tea.Cmd {
 	r := m.run
 	if r == nil {
@@ -1234,6 +1250,13 @@ func (m *Model) runKey(s string) tea.Cmd {
 			return m.backFromDayTwo(r)
 		}
 		return m.goHome()
+	case "d":
+		if r.destroyAgain() {
+			// Every step of destroy is idempotent: running it again
+			// finishes what the ended run began.
+			m.runReopened = false
+			return m.startDestroy(r.target)
+		}
 	case "enter":
 		m.openRunDetail()
 	case "tab":

@@ -154,7 +154,7 @@ func (m *Model) submitRotate() tea.Cmd {
 	if req.Finish {
 		req.KeepOld = 0
 	}
-	return m.start(opRotate, t.Name, t.Location, func(ctx context.Context, b Backend, br *Bridge) error {
+	return m.startOn(t.Provider, opRotate, t.Name, t.Location, func(ctx context.Context, b Backend, br *Bridge) error {
 		return b.RotateKey(ctx, t, req, br, br)
 	})
 }

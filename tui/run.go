@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/kilnctl/kiln/engine"
+	"github.com/kilnctl/kiln/internal/exit"
 )
 
 // maxLogLines bounds the log the run view keeps; the oldest lines go first.
@@ -52,6 +53,8 @@ type runState struct {
 	// fromForm says the create form started it: a failed create goes back
 	// to the form as it was typed.
 	fromForm bool
+	// target is the cluster a destroy run is about (what d runs again).
+	target Target
 
 	focusLog  bool
 	logOffset int // lines scrolled up from the bottom
@@ -60,6 +63,17 @@ type runState struct {
 
 func newRunState(kind opKind, name, location string, cancel context.CancelFunc, now time.Time) *runState {
 	return &runState{kind: kind, name: name, location: location, cancel: cancel, started: now, running: true, resIndex: map[string]int{}}
+}
+
+// destroyAgain reports whether the run view offers to run an ended
+// destroy again: it was cancelled or failed after the user confirmed it
+// (not declined, exit 3, and not bad input, exit 2, which a rerun meets
+// again). The rerun asks again and finishes what this run began.
+func (r *runState) destroyAgain() bool {
+	if r.kind != opDestroy || r.running || r.result == nil || r.result.OK || r.target.Name == "" {
+		return false
+	}
+	return r.result.ExitCode != exit.NeedConfirm && r.result.ExitCode != exit.BadInput
 }
 
 // ingest applies a batch of events to the running operation.

@@ -204,7 +204,7 @@ func (m *Model) submitUpgrade() tea.Cmd {
 	u.err = ""
 	t := u.target
 	req := UpgradeRequest{ConfigPath: strings.TrimSpace(u.configIn.Value()), Restack: u.restack, DeleteProjects: u.deleteProjects}
-	return m.start(opUpgrade, t.Name, t.Location, func(ctx context.Context, b Backend, br *Bridge) error {
+	return m.startOn(t.Provider, opUpgrade, t.Name, t.Location, func(ctx context.Context, b Backend, br *Bridge) error {
 		return b.Upgrade(ctx, t, req, br, br)
 	})
 }

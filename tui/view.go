@@ -332,7 +332,7 @@ func (m *Model) viewHome(p *page, rows int) {
 	case len(m.clusters) == 0:
 		p.line("No kiln cluster found. Press n to create one.")
 	default:
-		cols := []table.Column{{Title: "PROV", Width: 7}, {Title: "NAME", Width: 17}, {Title: "CONTEXT", Width: 19}, {Title: "PLATFORM", Width: 11}, {Title: "TOKEN DIR"}}
+		cols := []table.Column{{Title: "PROV", Width: 7}, {Title: "NAME", Width: 15}, {Title: "CONTEXT", Width: 18}, {Title: "PLATFORM", Width: 15}, {Title: "TOKEN DIR"}}
 		trows := make([]table.Row, len(m.clusters))
 		for i, c := range m.clusters {
 			td := "not found"
@@ -609,7 +609,11 @@ func (r *runState) cancelled() bool {
 
 func (m *Model) viewRun(p *page, rows int) {
 	r := m.run
-	p.add("%s %s · %s %s", m.st.header.Render(r.kind.String()), r.name, "kube", r.location)
+	prov := r.provider
+	if prov == "" {
+		prov = "kube"
+	}
+	p.add("%s %s · %s %s", m.st.header.Render(r.kind.String()), r.name, prov, r.location)
 	m.viewPhases(p, false)
 	m.viewResult(p)
 	if len(p.lines) > rows-6 {
@@ -708,6 +712,9 @@ func (m *Model) viewResult(p *page) {
 	default:
 		p.hang(m.st.fail.Render(fmt.Sprintf("✗ %s (exit %d)", r.result.Message, r.result.ExitCode)), 2)
 	}
+	if r.destroyAgain() {
+		p.hang(m.st.warn.Render("Press d to run destroy again: it asks once more, then finishes what this run began (nothing removed comes back)."), 2)
+	}
 }
 
 // logRowsNeeded is how many rows the whole log takes, wrapped (up to 9).
@@ -777,21 +784,13 @@ func (m *Model) viewFinal(p *page) {
 		td = "(none)"
 	}
 	p.hang(fmt.Sprintf("  Token dir     %s", td), 16)
-	next := [][2]string{
-		{"kiln status kube " + r.name, "health from live objects"},
-		{"kiln wait kube " + r.name + " --timeout 2m", "ready and tokens valid?"},
-		{"kubectl --context " + r.location + " -n kiln-system get all", ""},
-		{"kiln destroy kube " + r.name, "verified removal"},
+	prov := r.provider
+	if prov == "" {
+		prov = "kube"
 	}
+	next := NextCommands(Target{Provider: prov, Name: r.name, Location: r.location})
 	if r.provider == "aws" {
 		p.hang(fmt.Sprintf("  Region        %s", r.location), 16)
-		reg := " --region " + r.location
-		next = [][2]string{
-			{"kiln status aws " + r.name + reg, "health from live objects"},
-			{"kiln wait aws " + r.name + reg + " --timeout 2m", "ready and tokens valid?"},
-			{"kiln inspect aws " + r.name + reg, "the live inspector"},
-			{"kiln destroy aws " + r.name + reg, "verified removal"},
-		}
 	} else {
 		p.hang(fmt.Sprintf("  Kube context  %s", r.location), 16)
 	}
@@ -1119,6 +1118,39 @@ func (m *Model) projectState(state string) lipgloss.Style {
 	return m.st.progress
 }
 
+// NextCommands are the commands the final screen of a create of cluster t
+// suggests, each with what it is for ("" for nothing to say): runnable as
+// shown, on the cluster at hand (its context or region named).
+func NextCommands(t Target) [][2]string {
+	at := locationFlag(t)
+	if t.Provider == "aws" {
+		return [][2]string{
+			{"kiln status aws " + t.Name + at, "health from live objects"},
+			{"kiln wait aws " + t.Name + at + " --timeout 2m", "ready and tokens valid?"},
+			{"kiln inspect aws " + t.Name + at, "the live inspector"},
+			{"kiln destroy aws " + t.Name + at, "verified removal"},
+		}
+	}
+	return [][2]string{
+		{"kiln status kube " + t.Name + at, "health from live objects"},
+		{"kiln wait kube " + t.Name + at + " --timeout 2m", "ready and tokens valid?"},
+		{"kubectl --context " + t.Location + " -n kiln-system get all", ""},
+		{"kiln destroy kube " + t.Name + at, "verified removal"},
+	}
+}
+
+// locationFlag names t's location as the CLI takes it (" --context C",
+// " --region R"; "" when there is none).
+func locationFlag(t Target) string {
+	switch {
+	case t.Location == "":
+		return ""
+	case t.Provider == "aws":
+		return " --region " + t.Location
+	}
+	return " --context " + t.Location
+}
+
 // CreateProjectHint is the command that creates a project on cluster t, as
 // it would be typed: runnable once PROJECT is replaced by a name.
 func CreateProjectHint(t Target, tenants []string) string {
@@ -1126,13 +1158,5 @@ func CreateProjectHint(t Target, tenants []string) string {
 	if len(tenants) > 0 {
 		tenant = tenants[0]
 	}
-	cmd := fmt.Sprintf("kiln project create %s %s %s/PROJECT", t.Provider, t.Name, tenant)
-	switch {
-	case t.Location == "":
-	case t.Provider == "kube":
-		cmd += " --context " + t.Location
-	case t.Provider == "aws":
-		cmd += " --region " + t.Location
-	}
-	return cmd
+	return fmt.Sprintf("kiln project create %s %s %s/PROJECT", t.Provider, t.Name, tenant) + locationFlag(t)
 }

@@ -95,12 +95,12 @@ func TestEveryRowIsALiveRead(t *testing.T) {
 			if c.kind == "Secret" {
 				expect(t, r, 1)
 				msg, _ := r.last(t, "result")["message"].(string)
-				const hint = "kiln project rotate-token kube truth default/api"
-				if !strings.Contains(msg, "cannot restore it") || !strings.Contains(msg, hint) {
-					t.Fatalf("repair of a missing Secret: %q, want it to say why and name %q", msg, hint)
+				const hint = "kiln project rotate-token kube truth default/api --context " + kctx
+				if !strings.Contains(msg, "cannot restore it") || !strings.Contains(msg, "`"+hint+"`") {
+					t.Fatalf("repair of a missing Secret: %q, want it to say why and name `%s`", msg, hint)
 				}
 				// The hint is a command: run it as printed.
-				expect(t, e.kiln(append(strings.Fields(hint)[1:], "--context", kctx, "--headless")...), 0)
+				expect(t, e.kiln(append(strings.Fields(hint)[1:], "--headless")...), 0)
 			} else {
 				expect(t, r, 0)
 			}

@@ -227,14 +227,25 @@ func TestWizardSmokeInTmux(t *testing.T) {
 // e.kiln, so the CLI and the wizard see the same token dirs and keyring).
 func startWizard(t *testing.T, e *env, w, h int) *tmux {
 	t.Helper()
+	return startWizardWith(t, e, w, h)
+}
+
+// startWizardWith is startWizard with extra environment variables
+// (VAR=value: the test hooks).
+func startWizardWith(t *testing.T, e *env, w, h int, vars ...string) *tmux {
+	t.Helper()
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
 	x := &tmux{t: t, socket: filepath.Join(t.TempDir(), "tmux.sock"), session: "kiln"}
 	t.Cleanup(func() { _, _ = x.run("kill-server") })
-	cmd := fmt.Sprintf("env KILN_E2E_AS_KILN=1 TERM=xterm-256color KUBECONFIG=%q XDG_STATE_HOME=%q XDG_DATA_HOME=%q KILN_KEYRING_PASSPHRASE=e2e-passphrase %q --kubeconfig %q --keyring-backend file",
-		kubeconfigPath, e.state, e.data, exe, kubeconfigPath)
+	var extra string
+	for _, v := range vars {
+		extra += fmt.Sprintf(" %q", v)
+	}
+	cmd := fmt.Sprintf("env KILN_E2E_AS_KILN=1 TERM=xterm-256color KUBECONFIG=%q XDG_STATE_HOME=%q XDG_DATA_HOME=%q KILN_KEYRING_PASSPHRASE=e2e-passphrase%s %q --kubeconfig %q --keyring-backend file",
+		kubeconfigPath, e.state, e.data, extra, exe, kubeconfigPath)
 	x.must("new-session", "-d", "-s", x.session, "-x", fmt.Sprint(w), "-y", fmt.Sprint(h), cmd)
 	return x
 }

@@ -157,7 +157,7 @@ func TestFrontDoor(t *testing.T) {
 	if svc.Spec.Type != corev1.ServiceTypeClusterIP || svc.Spec.Ports[0].NodePort != 0 {
 		t.Fatalf("after expose none: type %s, node port %d; want ClusterIP without a node port", svc.Spec.Type, svc.Spec.Ports[0].NodePort)
 	}
-	if fd := status().FrontDoor; fd.Ready || !strings.Contains(fd.Message, "kubectl port-forward -n kiln-system svc/kiln-gateway 8080:80") {
+	if fd := status().FrontDoor; fd.Ready || !strings.Contains(fd.Message, " port-forward -n kiln-system svc/kiln-gateway 8080:80`") {
 		t.Fatalf("front door with none: %+v", fd)
 	}
 

@@ -143,7 +143,7 @@ func Drift(ctx context.Context, cs kubernetes.Interface, obj Object) (string, er
 		return "", err
 	}
 	if !equality.Semantic.DeepEqual(normalize(want), normalize(live.Spec)) {
-		return "rules differ from what kiln applied (run kiln create again to restore them)", nil
+		return "rules differ from what kiln applied (kiln upgrade, or create --continue, of this cluster restores them)", nil
 	}
 	return "", nil
 }

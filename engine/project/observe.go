@@ -480,7 +480,7 @@ func (o *Ops) observe(snap *snapshot, cm *corev1.ConfigMap) (*Status, error) {
 		st.State = StateStarting
 	case dep == nil && svc == nil && ing == nil:
 		st.State = StateFailed
-		reason("nothing is running: run kiln project start")
+		reason("nothing is running: run `%s`", o.command("start", r))
 	default:
 		st.State = StateDegraded
 	}

@@ -96,6 +96,10 @@ type Ops struct {
 	// Provider is the provider's name (kube, aws), for the commands the
 	// messages suggest ("" words them with PROVIDER).
 	Provider string
+	// Location is where the cluster was found and At the input that
+	// names it (--context, --region), for those commands too.
+	Location string
+	At       input.Input
 	// PlatformHeld says the caller holds the cluster's exclusive lease
 	// (kiln upgrade restacking projects): the project leases it takes do
 	// not count that lease as another operation.
@@ -185,5 +189,9 @@ func (o *Ops) command(op string, r Ref) string {
 	if p == "" {
 		p = "PROVIDER"
 	}
-	return "kiln project " + op + " " + p + " " + o.Cluster + " " + r.String()
+	cmd := "kiln project " + op + " " + p + " " + o.Cluster + " " + r.String()
+	if o.Location != "" && o.At != "" {
+		cmd += " " + input.FlagName(o.At) + " " + o.Location
+	}
+	return cmd
 }

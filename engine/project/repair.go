@@ -60,9 +60,9 @@ func (o *Ops) repairOne(ctx context.Context, r Ref) (bool, error) {
 			return err
 		}
 		if s == nil {
-			return fmt.Errorf("secret %s/%s is missing, and with it the project's token: no copy of it is kept, so repair cannot restore it (and never makes a new one on its own). Issue a new token with %s", r.Namespace(), SecretName(r.Project), o.command("rotate-token", r))
+			return fmt.Errorf("secret %s/%s is missing, and with it the project's token: no copy of it is kept, so repair cannot restore it (and never makes a new one on its own). Issue a new token with `%s`", r.Namespace(), SecretName(r.Project), o.command("rotate-token", r))
 		}
-		k, err := currentKey(s)
+		k, err := o.currentKey(s, r)
 		if err != nil {
 			return err
 		}

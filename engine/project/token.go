@@ -56,10 +56,10 @@ func nextKey(s *corev1.Secret) string {
 }
 
 // currentKey is the Secret key holding the token in force.
-func currentKey(s *corev1.Secret) (string, error) {
+func (o *Ops) currentKey(s *corev1.Secret, r Ref) (string, error) {
 	k := s.Annotations[AnnotationKey]
 	if _, ok := s.Data[k]; k == "" || !ok {
-		return "", fmt.Errorf("secret %s/%s: annotation %s names no key it holds (%q); the token is lost: run kiln project rotate-token", s.Namespace, s.Name, AnnotationKey, k)
+		return "", fmt.Errorf("secret %s/%s: annotation %s names no key it holds (%q); the token is lost: run `%s`", s.Namespace, s.Name, AnnotationKey, k, o.command("rotate-token", r))
 	}
 	return k, nil
 }
@@ -112,7 +112,7 @@ func (o *Ops) ensureSecret(ctx context.Context, r Ref) (key, hash string, err er
 		}
 		o.R.Logf("info", "secret %s/%s: new project token (sha256 %s)", r.Namespace(), SecretName(r.Project), TokenHash([]byte(tok))[:12])
 	}
-	key, err = currentKey(s)
+	key, err = o.currentKey(s, r)
 	if err != nil {
 		return "", "", err
 	}

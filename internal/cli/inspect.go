@@ -3,6 +3,7 @@ package cli
 import (
 	"github.com/spf13/cobra"
 
+	"github.com/kilnctl/kiln/engine"
 	"github.com/kilnctl/kiln/engine/config"
 	"github.com/kilnctl/kiln/internal/exit"
 	"github.com/kilnctl/kiln/tui"
@@ -38,7 +39,7 @@ view of the same state.`,
 				return exit.Usage("NAME: %v", err)
 			}
 			if !g.interactive() {
-				return exit.Usage("kiln inspect needs a terminal on stdin and stdout (and no --headless); for a headless view run: kiln status %s %s --watch", args[0], args[1])
+				return exit.Usage("kiln inspect needs a terminal on stdin and stdout (and no --headless); for a headless view run `%s`", engine.Command(engine.Target{Provider: p, Name: args[1], TokenDir: g.tokenDir}, p.Target(), []string{"status"}, "--watch"))
 			}
 			t := tui.Target{Provider: p.Name(), Name: args[1], Location: p.Target()}
 			return g.runWizardWith(cmd.Context(), tui.Options{Inspect: &t, InspectOnly: true, ReadOnly: readOnly})

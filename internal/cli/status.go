@@ -75,7 +75,7 @@ func printStatus(w io.Writer, st *engine.ClusterStatus) {
 	if st.PartlyRemoved != "" {
 		state = "partly removed: " + st.PartlyRemoved
 	} else if !st.Installed {
-		state = "not installed (partial create: run kiln create again)"
+		state = "not installed (partial create: run `" + st.Command("create") + "` again)"
 	} else if !st.Ready {
 		state = "not ready"
 	}

@@ -241,7 +241,7 @@ func (p *Provider) DestroyInfrastructure(ctx context.Context, name, region strin
 		}
 	}
 	if !inv.Empty(except...) {
-		return false, fmt.Errorf("destroy of %s in %s left resources tagged %s=%s: %s; run destroy again", name, region, TagCluster, name, inv)
+		return false, fmt.Errorf("destroy of %s in %s left resources tagged %s=%s: %s; run `%s` again", name, region, TagCluster, name, inv, command("destroy", name, region))
 	}
 	if p.KubeconfigFile != "" {
 		removed, warnings, err := RemoveKubeconfig(ctx, p.KubeconfigFile, name)
@@ -329,7 +329,7 @@ func (in *infra) deleteCluster(ctx context.Context) error {
 		// while the cluster still has node groups or another operation
 		// runs. Waiting would wait for nothing: say so now.
 		if apiCode(err) == "ResourceInUseException" && out.Cluster.Status != ekstypes.ClusterStatusDeleting {
-			return in.fail(KindEKSCluster, n, fmt.Errorf("EKS refuses to delete cluster %s (%v); run kiln destroy again once what it names is gone", n, err))
+			return in.fail(KindEKSCluster, n, fmt.Errorf("EKS refuses to delete cluster %s (%v); run `%s` again once what it names is gone", n, err, command("destroy", in.name, in.region)))
 		}
 		if apiCode(err) != "ResourceInUseException" {
 			return in.fail(KindEKSCluster, n, fmt.Errorf("delete EKS cluster %s: %w", n, err))

@@ -626,7 +626,7 @@ func (in *infra) ensureCluster(ctx context.Context) error {
 		}
 		switch out.Cluster.Status {
 		case ekstypes.ClusterStatusDeleting, ekstypes.ClusterStatusFailed:
-			return in.fail(KindEKSCluster, n, fmt.Errorf("EKS cluster %s is %s; run `kiln destroy aws %s --region %s`, then create again", n, out.Cluster.Status, n, in.region))
+			return in.fail(KindEKSCluster, n, fmt.Errorf("EKS cluster %s is %s; run `%s`, then create again", n, out.Cluster.Status, command("destroy", in.name, in.region)))
 		}
 	case apiCode(err) == "ResourceNotFoundException":
 		in.emit(KindEKSCluster, n, engine.StatusInProgress, "creating")

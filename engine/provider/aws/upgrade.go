@@ -165,7 +165,7 @@ func (p *Provider) planUpgrade(name string, st *infraState) (*infraPlan, error) 
 		case wm < hm:
 			return nil, input.New(exit.BadInput, input.KubernetesVersion, want, "{input} %s: EKS cluster %s runs Kubernetes %s, and EKS never downgrades a control plane; nothing was changed", want, name, have)
 		case wm > hm+1:
-			return nil, input.New(exit.BadInput, input.KubernetesVersion, want, "{input} %s: EKS cluster %s runs Kubernetes %s, and EKS upgrades a control plane one minor version at a time; nothing was changed. Upgrade to 1.%d first (kiln upgrade aws %s {input} 1.%d), then on from there", want, name, have, hm+1, name, hm+1)
+			return nil, input.New(exit.BadInput, input.KubernetesVersion, want, "{input} %s: EKS cluster %s runs Kubernetes %s, and EKS upgrades a control plane one minor version at a time; nothing was changed. Upgrade to 1.%d first (`%s`), then on from there", want, name, have, hm+1, command("upgrade", name, p.Target(), "--kubernetes-version", fmt.Sprintf("1.%d", hm+1)))
 		}
 		pl.from, pl.version = have, want
 		pl.changes = append(pl.changes, engine.PlanChange{Action: platform.ActionUpdate, Kind: KindEKSCluster, Name: name, Fields: []string{"version"},
@@ -273,7 +273,7 @@ func (in *infra) readState(ctx context.Context) (*infraState, error) {
 	out, err := in.eks.DescribeCluster(ctx, &eks.DescribeClusterInput{Name: aws.String(in.name)})
 	switch {
 	case apiCode(err) == "ResourceNotFoundException":
-		return nil, fmt.Errorf("EKS cluster %s not found in %s; kiln upgrade changes an existing cluster (kiln create aws %s makes one)", in.name, in.region, in.name)
+		return nil, fmt.Errorf("EKS cluster %s not found in %s; kiln upgrade changes an existing cluster (`%s` makes one)", in.name, in.region, command("create", in.name, in.region))
 	case err != nil:
 		return nil, fmt.Errorf("describe EKS cluster %s: %w", in.name, err)
 	case out.Cluster.Tags[TagCluster] != in.name:
@@ -600,7 +600,7 @@ func (in *infra) createReplacement(ctx context.Context) error {
 		if why == "" {
 			why = string(g.Status)
 		}
-		return in.fail(KindNodegroup, n, fmt.Errorf("replacement node group %s ended %s; %s keeps running and nothing was deleted. Run kiln upgrade again once EC2 has the capacity (it deletes the failed group and creates it again), or choose another --instance-type", n, why, kept))
+		return in.fail(KindNodegroup, n, fmt.Errorf("replacement node group %s ended %s; %s keeps running and nothing was deleted. Run `%s` again once EC2 has the capacity (it deletes the failed group and creates it again), or choose another --instance-type", n, why, kept, command("upgrade", in.name, in.region)))
 	}
 	in.emit(KindNodegroup, n, engine.StatusCurrent, "ACTIVE, %d × %s", pl.nodes, pl.instanceType)
 	return nil

@@ -1,0 +1,50 @@
+package engine
+
+import "strings"
+
+// Command is the kiln command a hint tells the user to run about one
+// cluster, as they would type it: `kiln VERB... PROVIDER NAME ARGS...`,
+// then the location it was found in (--context C, --region R: so the
+// command goes straight to that cluster, whichever context is current),
+// then --token-dir when the user named one (a token dir kiln would not
+// find by itself). The other flags the user gave (--kubeconfig, the
+// keyring backend) and the environment are theirs to repeat, and a hint
+// never confirms in advance (no --yes): the command asks, or says what to
+// pass. Hints put the command in backquotes.
+func Command(t Target, location string, verb []string, args ...string) string {
+	provider := ""
+	var at Input
+	if t.Provider != nil {
+		provider, at = t.Provider.Name(), t.Provider.Nouns().Target
+	}
+	return joinCommand(provider, at, t.Name, location, t.TokenDir, verb, args)
+}
+
+// command is Command for one verb ("destroy"; "project rotate-token").
+func command(t Target, location, verb string, args ...string) string {
+	return Command(t, location, strings.Fields(verb), args...)
+}
+
+// joinCommand is Command from its parts: at is the input that names a
+// location (--context, --region).
+func joinCommand(provider string, at Input, name, location, tokenDir string, verb, args []string) string {
+	if provider == "" {
+		provider = "PROVIDER"
+	}
+	words := append([]string{"kiln"}, verb...)
+	words = append(words, provider, name)
+	words = append(words, args...)
+	if location != "" && at != "" {
+		words = append(words, FlagName(at), location)
+	}
+	if tokenDir != "" {
+		words = append(words, FlagName(InputTokenDir), tokenDir)
+	}
+	return strings.Join(words, " ")
+}
+
+// Command is the kiln command verb about the cluster s is the status of,
+// with args (see the package-level Command).
+func (s *ClusterStatus) Command(verb string, args ...string) string {
+	return joinCommand(s.Provider, s.Nouns.Target, s.Name, s.Location, "", strings.Fields(verb), args)
+}
