@@ -208,6 +208,13 @@ func (e *Emulator) serveEKS(w http.ResponseWriter, r *http.Request, b *backend, 
 		if rt.op == "CreateCluster" && e.refuseUnsupportedZones(w, r, b, body) {
 			return true
 		}
+		if rt.op == "CreateCluster" {
+			if msg := checkAccessConfig(body); msg != "" {
+				eksError(w, r, http.StatusBadRequest, errInvalidParameter, "%s", msg)
+
+				return true
+			}
+		}
 		if rt.op == "DeleteCluster" {
 			names, err := e.nodegroupNames(r, b, rt.cluster)
 			if err == nil && len(names) > 0 {
@@ -234,6 +241,13 @@ func (e *Emulator) serveEKS(w http.ResponseWriter, r *http.Request, b *backend, 
 			e.addons.mu.Lock()
 			delete(e.addons.addons, b.region+"/"+name)
 			e.addons.mu.Unlock()
+			if rt.op == "CreateCluster" {
+				e.bootstrapCreator(b.region, body)
+			} else {
+				e.access.mu.Lock()
+				delete(e.access.entries, b.region+"/"+name)
+				e.access.mu.Unlock()
+			}
 		}
 	case "DeleteNodegroup":
 		status, _, _, err := e.relay(w, r, b, body)
@@ -407,6 +421,8 @@ func (e *Emulator) describeCluster(w http.ResponseWriter, r *http.Request, b *ba
 	patchJSON(w, r, status, h, body, "cluster", func(obj map[string]any) {
 		e.eks.mu.Lock()
 		defer e.eks.mu.Unlock()
+
+		overlayAccessConfig(obj)
 
 		c := e.eks.state(key)
 		if c.version != "" {
