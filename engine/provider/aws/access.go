@@ -33,10 +33,12 @@ package aws
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"regexp"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/eks"
@@ -500,6 +502,9 @@ func (in *infra) upgradeAccess(ctx context.Context) error {
 	if err := in.ensureAccess(ctx); err != nil {
 		return err
 	}
+	if len(in.p.Access.Viewers) == 0 {
+		return nil
+	}
 	_, cs, err := in.p.kubeClient(ctx, in.cfg, st.cluster)
 	if err != nil {
 		return in.fail(KindSupportBinding, SupportBinding, err)
@@ -527,12 +532,35 @@ func supportObjects(cluster string) (*rbacv1.ClusterRole, *rbacv1.ClusterRoleBin
 }
 
 // ensureSupportRBAC applies the kiln-support ClusterRole and binds the
-// viewers' group to it (created, or put back as kiln defines them).
+// viewers' group to it (created, or put back as kiln defines them). A
+// cluster API that does not answer yet (a new EKS endpoint) is retried
+// for up to two minutes; an answer refusing the request fails at once.
 func (in *infra) ensureSupportRBAC(ctx context.Context, cs kubernetes.Interface) error {
 	role, binding, err := supportObjects(in.name)
 	if err != nil {
 		return in.fail(KindSupportBinding, SupportBinding, err)
 	}
+	var last error
+	err = poll(ctx, 2*time.Minute, func(ctx context.Context) (bool, error) {
+		last = in.applySupportRBAC(ctx, cs, role, binding)
+		var st apierrors.APIStatus
+		if last == nil || errors.As(last, &st) {
+			return true, last
+		}
+		in.emit(KindSupportBinding, SupportBinding, engine.StatusInProgress, "cluster API not reachable yet: %v", last)
+		return false, nil
+	})
+	if errors.Is(err, errPollLimit) {
+		err = last
+	}
+	if err != nil {
+		return in.fail(KindSupportBinding, SupportBinding, err)
+	}
+	in.emit(KindSupportBinding, SupportBinding, engine.StatusCurrent, "Kubernetes group %s → ClusterRole %s (docs/rbac-support.yaml)", SupportGroup, SupportRole)
+	return nil
+}
+
+func (in *infra) applySupportRBAC(ctx context.Context, cs kubernetes.Interface, role *rbacv1.ClusterRole, binding *rbacv1.ClusterRoleBinding) error {
 	rc := cs.RbacV1().ClusterRoles()
 	got, err := rc.Get(ctx, role.Name, metav1.GetOptions{})
 	switch {
@@ -543,7 +571,7 @@ func (in *infra) ensureSupportRBAC(ctx context.Context, cs kubernetes.Interface)
 		_, err = rc.Update(ctx, got, metav1.UpdateOptions{})
 	}
 	if err != nil {
-		return in.fail(KindSupportBinding, SupportRole, fmt.Errorf("apply ClusterRole %s: %w", SupportRole, err))
+		return fmt.Errorf("apply ClusterRole %s: %w", SupportRole, err)
 	}
 	bc := cs.RbacV1().ClusterRoleBindings()
 	gotB, err := bc.Get(ctx, binding.Name, metav1.GetOptions{})
@@ -560,9 +588,8 @@ func (in *infra) ensureSupportRBAC(ctx context.Context, cs kubernetes.Interface)
 		_, err = bc.Update(ctx, gotB, metav1.UpdateOptions{})
 	}
 	if err != nil {
-		return in.fail(KindSupportBinding, SupportBinding, fmt.Errorf("apply ClusterRoleBinding %s: %w", SupportBinding, err))
+		return fmt.Errorf("apply ClusterRoleBinding %s: %w", SupportBinding, err)
 	}
-	in.emit(KindSupportBinding, SupportBinding, engine.StatusCurrent, "Kubernetes group %s → ClusterRole %s (docs/rbac-support.yaml)", SupportGroup, SupportRole)
 	return nil
 }
 

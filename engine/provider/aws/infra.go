@@ -152,13 +152,15 @@ func (p *Provider) EnsureInfrastructure(ctx context.Context, name, region string
 	if err != nil {
 		return engine.Location{}, false, err
 	}
-	// The viewers' group gets the support role (access.go), whether or
-	// not a viewer is named yet.
-	engine.Checkpoint(ctx, "before-aws-supportrbac")
-	if err := in.ensureSupportRBAC(ctx, cs); err != nil {
-		return engine.Location{}, false, lostErr(ctx, err)
+	// The viewers' group gets the support role (access.go) once a viewer
+	// is named.
+	if len(p.Access.Viewers) > 0 {
+		engine.Checkpoint(ctx, "before-aws-supportrbac")
+		if err := in.ensureSupportRBAC(ctx, cs); err != nil {
+			return engine.Location{}, false, lostErr(ctx, err)
+		}
+		engine.Checkpoint(ctx, "after-aws-supportrbac")
 	}
-	engine.Checkpoint(ctx, "after-aws-supportrbac")
 	return engine.Location{Name: region, Cluster: name, Infra: engine.InfraPresent, Client: cs, REST: rc}, false, nil
 }
 
