@@ -285,3 +285,43 @@ func TestAWSAccessEntries(t *testing.T) {
 		}
 	})
 }
+
+// TestAWSKilledCreateWithAccessConverges: a create with --admin and
+// --viewer killed at each access checkpoint (before the entries, between
+// an entry and its policy, after the entries, around the viewers' RBAC)
+// and run again ends with exactly the entries asked, each complete.
+func TestAWSKilledCreateWithAccessConverges(t *testing.T) {
+	e, emu := awsEnv(t)
+	const region = "ap-northeast-1"
+	const (
+		admin  = "arn:aws:iam::123456789012:role/ci"
+		viewer = "arn:aws:iam::123456789012:user/helpdesk"
+	)
+	for i, at := range []string{"before-aws-accessentry", "aws-access-entry-created", "after-aws-accessentry", "before-aws-supportrbac", "after-aws-supportrbac"} {
+		t.Run(at, func(t *testing.T) {
+			name := "awsacckill" + string(rune('a'+i))
+			t.Cleanup(func() {
+				p := &awsprovider.Provider{LoadConfig: emu.Config}
+				if _, err := p.DestroyInfrastructure(context.Background(), name, region, nil); err != nil {
+					t.Errorf("cleanup: %v", err)
+				}
+			})
+			args := []string{"create", "aws", name, "--region", region, "--regions", strings.Join(awsRegions, ","), "--headless", "--admin", admin, "--viewer", viewer}
+			if r := e.kilnWith([]string{testhooks.CrashEnv + "=" + at}, args...); !r.killed {
+				t.Fatalf("not killed at %s:\n%s", at, r)
+			}
+			if r := e.kilnWith([]string{testhooks.CrashEnv + "=after-infrastructure"}, args...); !r.killed {
+				t.Fatalf("rerun did not reach the end of the infrastructure phase:\n%s", r)
+			}
+			want := []string{admin + ": " + adminPolicy, awsemu.CreatorARN + ": " + adminPolicy, viewer + ": " + awsprovider.SupportGroup}
+			sort.Strings(want)
+			if got := accessOf(emu, region, name); !slices.Equal(got, want) {
+				t.Errorf("entries after the rerun:\n%v\nwant\n%v", got, want)
+			}
+			checkAccessRequests(t, emu, name, []string{viewer})
+			if _, err := clusterB.Client.RbacV1().ClusterRoleBindings().Get(context.Background(), awsprovider.SupportBinding, metav1.GetOptions{}); err != nil {
+				t.Errorf("binding after the rerun: %v", err)
+			}
+		})
+	}
+}
