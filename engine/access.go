@@ -11,15 +11,18 @@ const TypeAccess = "access"
 const (
 	AccessAdmin  = "admin"  // cluster admin
 	AccessViewer = "viewer" // the support role's Kubernetes group
-	AccessOther  = "other"  // neither (an entry kiln did not create)
+	AccessNode   = "node"   // a node role's entry (EKS makes it for a node group)
+	AccessOther  = "other"  // none of these (an entry kiln did not create)
 )
 
 // AccessEntry is one principal that may reach the cluster.
 type AccessEntry struct {
 	// Principal is the IAM role or user ARN.
 	Principal string `json:"principal"`
-	// Kind is AccessAdmin, AccessViewer or AccessOther.
+	// Kind is AccessAdmin, AccessViewer, AccessNode or AccessOther.
 	Kind string `json:"kind"`
+	// Type is the entry's type (EKS: STANDARD, EC2_LINUX, …).
+	Type string `json:"type"`
 	// Kiln says whether kiln created the entry (and so may change or
 	// remove it); entries kiln did not create are never touched.
 	Kiln bool `json:"kiln"`

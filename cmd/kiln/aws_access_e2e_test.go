@@ -83,10 +83,14 @@ func checkAccessRequests(t *testing.T, emu *awsemu.Emulator, cluster string, vie
 	return created
 }
 
-// accessOf is the emulator's entries of cluster, as "principal: groups/policies".
+// accessOf is the emulator's entries of cluster, as "principal: groups/policies",
+// the node role's entry (which EKS makes for the node group) as "NODE ROLE".
 func accessOf(emu *awsemu.Emulator, region, cluster string) []string {
 	var out []string
 	for p, v := range emu.AccessEntries(region, cluster) {
+		if strings.HasSuffix(p, ":role/kiln-"+cluster+"-node") {
+			p = "NODE ROLE"
+		}
 		out = append(out, p+": "+strings.Join(v, ","))
 	}
 	sort.Strings(out)
@@ -161,6 +165,7 @@ func TestAWSAccessEntries(t *testing.T) {
 		admin1 + ": " + adminPolicy,
 		viewer + ": " + awsprovider.SupportGroup,
 		awsemu.CreatorARN + ": " + adminPolicy,
+		"NODE ROLE: ",
 	}
 	sort.Strings(want)
 	if got := accessOf(emu, region, name); !slices.Equal(got, want) {
@@ -182,6 +187,8 @@ func TestAWSAccessEntries(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// status: the entries by principal; the node role's entry, which EKS
+	// made and kiln never touches, must be there every time, as "node".
 	status := func(t *testing.T) map[string]map[string]any {
 		t.Helper()
 		r := e.aws("status", "aws", name, "--region", region, "-o", "json")
@@ -191,9 +198,18 @@ func TestAWSAccessEntries(t *testing.T) {
 			t.Errorf("access event: %v", ev)
 		}
 		out := map[string]map[string]any{}
+		node := false
 		for _, en := range ev["entries"].([]any) {
 			m := en.(map[string]any)
-			out[m["principal"].(string)] = m
+			p := m["principal"].(string)
+			if strings.HasSuffix(p, ":role/kiln-"+name+"-node") {
+				node = m["kind"] == "node" && m["kiln"] == false && m["type"] == "EC2_LINUX"
+				continue
+			}
+			out[p] = m
+		}
+		if !node {
+			t.Errorf("status lacks the node role's entry (kind node, not kiln's): %v", ev)
 		}
 		return out
 	}
@@ -206,7 +222,7 @@ func TestAWSAccessEntries(t *testing.T) {
 		}
 		r := e.aws("status", "aws", name, "--region", region)
 		expect(t, r, 0)
-		for _, s := range []string{"Access    authentication mode API_AND_CONFIG_MAP, 4 access entries", "admin  " + admin1 + " (made by kiln)", "viewer " + viewer + " (made by kiln, groups kiln:support)", "other  " + other + " (not kiln's"} {
+		for _, s := range []string{"Access    authentication mode API_AND_CONFIG_MAP, 5 access entries", "admin  " + admin1 + " (made by kiln)", "viewer " + viewer + " (made by kiln, groups kiln:support)", "other  " + other + " (not kiln's"} {
 			if !strings.Contains(r.stdout, s) {
 				t.Errorf("status text lacks %q:\n%s", s, r.stdout)
 			}
@@ -313,7 +329,7 @@ func TestAWSKilledCreateWithAccessConverges(t *testing.T) {
 			if r := e.kilnWith([]string{testhooks.CrashEnv + "=after-infrastructure"}, args...); !r.killed {
 				t.Fatalf("rerun did not reach the end of the infrastructure phase:\n%s", r)
 			}
-			want := []string{admin + ": " + adminPolicy, awsemu.CreatorARN + ": " + adminPolicy, viewer + ": " + awsprovider.SupportGroup}
+			want := []string{admin + ": " + adminPolicy, awsemu.CreatorARN + ": " + adminPolicy, viewer + ": " + awsprovider.SupportGroup, "NODE ROLE: "}
 			sort.Strings(want)
 			if got := accessOf(emu, region, name); !slices.Equal(got, want) {
 				t.Errorf("entries after the rerun:\n%v\nwant\n%v", got, want)

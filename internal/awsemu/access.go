@@ -77,8 +77,11 @@ type accessEntry struct {
 }
 
 type accessStore struct {
-	mu       sync.Mutex
-	entries  map[string]map[string]*accessEntry // region/cluster -> principal -> entry
+	mu      sync.Mutex
+	entries map[string]map[string]*accessEntry // region/cluster -> principal -> entry
+	// modes are the authentication modes of the clusters (region/cluster),
+	// as created or changed by UpdateClusterConfig; absent: kumo's record.
+	modes    map[string]string
 	requests []AccessRequest
 }
 
@@ -146,6 +149,10 @@ func (e *Emulator) bootstrapCreator(region string, body []byte) {
 	key := region + "/" + req.Name
 	delete(e.access.entries, key)
 	ac := req.AccessConfig
+	e.access.modes[key] = "CONFIG_MAP"
+	if ac != nil && ac.AuthenticationMode != "" {
+		e.access.modes[key] = ac.AuthenticationMode
+	}
 	if ac == nil || ac.AuthenticationMode == "" || ac.AuthenticationMode == "CONFIG_MAP" || (ac.BootstrapClusterCreatorAdminPermissions != nil && !*ac.BootstrapClusterCreatorAdminPermissions) {
 		return
 	}
@@ -157,11 +164,18 @@ func (e *Emulator) bootstrapCreator(region string, body []byte) {
 }
 
 // overlayAccessConfig fills in EKS's defaults in DescribeCluster's
-// accessConfig.
-func overlayAccessConfig(obj map[string]any) {
+// accessConfig of cluster key (region/name), and the mode an
+// UpdateClusterConfig set.
+func (e *Emulator) overlayAccessConfig(key string, obj map[string]any) {
 	ac, _ := obj["accessConfig"].(map[string]any)
 	if ac == nil {
 		ac = map[string]any{}
+	}
+	e.access.mu.Lock()
+	mode := e.access.modes[key]
+	e.access.mu.Unlock()
+	if mode != "" {
+		ac["authenticationMode"] = mode
 	}
 	if _, ok := ac["authenticationMode"]; !ok {
 		ac["authenticationMode"] = "CONFIG_MAP"
@@ -239,7 +253,7 @@ func (e *Emulator) serveAccess(w http.ResponseWriter, r *http.Request, b *backen
 		eksError(w, r, http.StatusNotFound, errResourceNotFound, "No cluster found for name: %s.", cluster)
 		return true
 	}
-	overlayAccessConfig(cl)
+	e.overlayAccessConfig(b.region+"/"+cluster, cl)
 	if mode := str(cl["accessConfig"].(map[string]any), "authenticationMode"); mode == "CONFIG_MAP" {
 		eksError(w, r, http.StatusBadRequest, errInvalidRequest, "The cluster's authentication mode must be set to one of [API, API_AND_CONFIG_MAP] to perform this operation.")
 		return true
@@ -432,6 +446,88 @@ func checkScope(scope map[string]any) string {
 		return "accessScope type must be cluster or namespace."
 	}
 	return ""
+}
+
+// nodeRoleEntry gives a node group's IAM role the EC2_LINUX access entry
+// EKS makes for it on a cluster whose mode has access entries ("When you
+// create a managed node group, Amazon EKS creates an access entry for the
+// node IAM role", EKS user guide, access-entries.html); it carries no tag.
+func (e *Emulator) nodeRoleEntry(key, role string) {
+	e.access.mu.Lock()
+	defer e.access.mu.Unlock()
+	if m := e.access.modes[key]; m == "" || m == "CONFIG_MAP" || role == "" {
+		return
+	}
+	if e.access.entries[key] == nil {
+		e.access.entries[key] = map[string]*accessEntry{}
+	}
+	if e.access.entries[key][role] != nil {
+		return
+	}
+	now := time.Now()
+	e.access.entries[key][role] = &accessEntry{principal: role, typ: "EC2_LINUX", username: "system:node:{{EC2PrivateDNSName}}",
+		groups: []string{}, tags: map[string]string{}, created: now, modified: now}
+}
+
+// authModeUpdates are the changes UpdateClusterConfig allows: never back
+// to CONFIG_MAP, never from API
+// (https://docs.aws.amazon.com/eks/latest/APIReference/API_UpdateAccessConfigRequest.html,
+// user guide setting-up-access-entries.html: "You can't change back").
+var authModeUpdates = map[string][]string{"CONFIG_MAP": {"API_AND_CONFIG_MAP", "API"}, "API_AND_CONFIG_MAP": {"API"}}
+
+// updateAccessConfig is UpdateClusterConfig with accessConfig: POST
+// /clusters/{name}/update-config. Other fields are refused (not emulated).
+func (e *Emulator) updateAccessConfig(w http.ResponseWriter, r *http.Request, b *backend, body []byte, key, name string) {
+	var req map[string]json.RawMessage
+	if err := json.Unmarshal(body, &req); err != nil {
+		eksError(w, r, http.StatusBadRequest, errInvalidParameter, "invalid request body")
+		return
+	}
+	for k := range req {
+		if k != "accessConfig" && k != "clientRequestToken" {
+			eksError(w, r, http.StatusBadRequest, errInvalidParameter, "awsemu: UpdateClusterConfig emulates accessConfig only, not %s", k)
+			return
+		}
+	}
+	var ac struct {
+		AuthenticationMode string `json:"authenticationMode"`
+	}
+	if raw, ok := req["accessConfig"]; !ok || json.Unmarshal(raw, &ac) != nil || ac.AuthenticationMode == "" {
+		eksError(w, r, http.StatusBadRequest, errInvalidParameter, "No changes needed: the request has no accessConfig.authenticationMode.")
+		return
+	}
+	cl, found, err := e.current(r, b, key, "/clusters/"+name, "cluster")
+	if err != nil {
+		eksError(w, r, http.StatusServiceUnavailable, ErrCodeServiceUnavailable, "%v", err)
+		return
+	}
+	if !found {
+		eksError(w, r, http.StatusNotFound, errResourceNotFound, "No cluster found for name: %s.", name)
+		return
+	}
+	e.overlayAccessConfig(key, cl)
+	have := str(cl["accessConfig"].(map[string]any), "authenticationMode")
+	if !slices.Contains(authModeUpdates[have], ac.AuthenticationMode) {
+		eksError(w, r, http.StatusBadRequest, errInvalidParameter, "Unsupported authentication mode update from %s to %s", have, ac.AuthenticationMode)
+		return
+	}
+	e.eks.mu.Lock()
+	defer e.eks.mu.Unlock()
+	c := e.eks.state(key)
+	if c.pending != nil {
+		eksError(w, r, http.StatusConflict, errResourceInUse, "Cluster %s has an update in progress (%s); wait for it to finish.", name, c.pending.ID)
+		return
+	}
+	up := &eksUpdate{ID: newUpdateID(), Type: "AccessConfigUpdate", CreatedAt: time.Now(),
+		Params: []eksUpdateParam{{Type: "AuthenticationMode", Value: ac.AuthenticationMode}}}
+	up.apply = func() {
+		e.access.mu.Lock()
+		e.access.modes[key] = ac.AuthenticationMode
+		e.access.mu.Unlock()
+	}
+	c.pending = up
+	c.updates[up.ID] = up
+	writeUpdate(w, up, "InProgress")
 }
 
 func entryDoc(cluster, region string, en *accessEntry) map[string]any {

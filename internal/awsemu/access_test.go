@@ -50,6 +50,26 @@ func TestEKSAccessEntriesEmulated(t *testing.T) {
 		t.Errorf("CreateCluster with authenticationMode OPEN: %v, want %s", err, errInvalidParameter)
 	}
 
+	// https://docs.aws.amazon.com/eks/latest/APIReference/API_UpdateClusterConfig.html,
+	// API_UpdateAccessConfigRequest.html: CONFIG_MAP → API_AND_CONFIG_MAP is
+	// an update of the cluster, never undone.
+	e.SetUpdateDuration(0)
+	up, err := c.UpdateClusterConfig(ctx, &eks.UpdateClusterConfigInput{Name: aws.String("cm"),
+		AccessConfig: &ekstypes.UpdateAccessConfigRequest{AuthenticationMode: ekstypes.AuthenticationModeApiAndConfigMap}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := waitUpdate(t, c, "cm", "", aws.ToString(up.Update.Id)); st != ekstypes.UpdateStatusSuccessful {
+		t.Fatalf("access config update %s", st)
+	}
+	if _, err := c.ListAccessEntries(ctx, &eks.ListAccessEntriesInput{ClusterName: aws.String("cm")}); err != nil {
+		t.Errorf("ListAccessEntries after the switch: %v", err)
+	}
+	if _, err := c.UpdateClusterConfig(ctx, &eks.UpdateClusterConfigInput{Name: aws.String("cm"),
+		AccessConfig: &ekstypes.UpdateAccessConfigRequest{AuthenticationMode: ekstypes.AuthenticationModeConfigMap}}); apiErrorCode(err) != errInvalidParameter {
+		t.Errorf("back to CONFIG_MAP: %v, want %s", err, errInvalidParameter)
+	}
+
 	const name = "acc"
 	if _, err := c.CreateCluster(ctx, &eks.CreateClusterInput{Name: aws.String(name), RoleArn: role, ResourcesVpcConfig: vpc,
 		AccessConfig: &ekstypes.CreateAccessConfigRequest{AuthenticationMode: ekstypes.AuthenticationModeApiAndConfigMap, BootstrapClusterCreatorAdminPermissions: aws.Bool(true)}}); err != nil {
@@ -125,6 +145,16 @@ func TestEKSAccessEntriesEmulated(t *testing.T) {
 	}
 	if _, err := c.ListAccessEntries(ctx, &eks.ListAccessEntriesInput{ClusterName: aws.String("nope")}); apiErrorCode(err) != errResourceNotFound {
 		t.Errorf("ListAccessEntries of an unknown cluster: %v, want %s", err, errResourceNotFound)
+	}
+	// A managed node group's role gets the EC2_LINUX entry EKS makes.
+	const nodeRole = "arn:aws:iam::123456789012:role/nodes"
+	if _, err := c.CreateNodegroup(ctx, &eks.CreateNodegroupInput{ClusterName: aws.String(name), NodegroupName: aws.String("ng"),
+		NodeRole: aws.String(nodeRole), Subnets: []string{"subnet-1"}}); err != nil {
+		t.Fatal(err)
+	}
+	ne, err := c.DescribeAccessEntry(ctx, &eks.DescribeAccessEntryInput{ClusterName: aws.String(name), PrincipalArn: aws.String(nodeRole)})
+	if err != nil || aws.ToString(ne.AccessEntry.Type) != "EC2_LINUX" {
+		t.Errorf("node role entry: %+v %v", ne, err)
 	}
 	if reqs := e.AccessRequests(); len(reqs) == 0 || reqs[0].Op != "ListAccessEntries" {
 		t.Errorf("requests not recorded: %+v", reqs)

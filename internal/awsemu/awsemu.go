@@ -179,7 +179,7 @@ func Start(ctx context.Context, opts Options) (*Emulator, error) {
 		eks:      newEKSUpdates(),
 		az:       &zoneState{zones: map[string][]Zone{}, subnets: map[string]string{}},
 		addons:   &addonStore{addons: map[string]map[string]*addonState{}},
-		access:   &accessStore{entries: map[string]map[string]*accessEntry{}},
+		access:   &accessStore{entries: map[string]map[string]*accessEntry{}, modes: map[string]string{}},
 		served:   make(chan struct{}),
 		tr: &http.Transport{
 			Proxy:               nil, // never send emulator traffic through an HTTP proxy

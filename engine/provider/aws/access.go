@@ -164,6 +164,7 @@ func (a Access) checkPartition(region string) error {
 // accessEntry is one entry as EKS describes it.
 type accessEntry struct {
 	principal string
+	typ       string
 	kiln      bool
 	kind      string // kiln's tag, else judged from groups and policies
 	groups    []string
@@ -172,7 +173,7 @@ type accessEntry struct {
 }
 
 func (en accessEntry) public() engine.AccessEntry {
-	return engine.AccessEntry{Principal: en.principal, Kind: en.kind, Kiln: en.kiln, Groups: nonNil(en.groups), Policies: nonNil(en.policies)}
+	return engine.AccessEntry{Principal: en.principal, Kind: en.kind, Type: en.typ, Kiln: en.kiln, Groups: nonNil(en.groups), Policies: nonNil(en.policies)}
 }
 
 func nonNil(s []string) []string {
@@ -208,7 +209,7 @@ func (in *infra) readAccess(ctx context.Context) ([]accessEntry, error) {
 		if err != nil {
 			return nil, fmt.Errorf("describe access entry %s: %w", n, err)
 		}
-		en := accessEntry{principal: n, groups: d.AccessEntry.KubernetesGroups, scopes: map[string]ekstypes.AccessScopeType{}}
+		en := accessEntry{principal: n, typ: aws.ToString(d.AccessEntry.Type), groups: d.AccessEntry.KubernetesGroups, scopes: map[string]ekstypes.AccessScopeType{}}
 		tags := d.AccessEntry.Tags
 		if tags[TagCluster] == in.name && tags[TagManagedBy] == "kiln" && (tags[TagAccess] == engine.AccessAdmin || tags[TagAccess] == engine.AccessViewer) {
 			en.kiln, en.kind = true, tags[TagAccess]
@@ -232,6 +233,8 @@ func (in *infra) readAccess(ctx context.Context) ([]accessEntry, error) {
 		}
 		if !en.kiln {
 			switch {
+			case en.typ != "" && en.typ != "STANDARD":
+				en.kind = engine.AccessNode
 			case en.scopes[in.adminPolicyARN()] == ekstypes.AccessScopeTypeCluster:
 				en.kind = engine.AccessAdmin
 			case slices.Contains(en.groups, SupportGroup) && len(en.policies) == 0:
@@ -351,27 +354,63 @@ func (s accessStep) planChange() engine.PlanChange {
 	return engine.PlanChange{Action: action, Kind: KindAccessEntry, Name: s.principal, Fields: []string{"kubernetesGroups", "accessPolicies"}, Message: msg}
 }
 
-// planAccessChanges is the access part of an upgrade's plan (reads only).
+// planAccessChanges is the access part of an upgrade's plan (reads only):
+// a cluster still in CONFIG_MAP (made by a kiln before access entries)
+// goes to API_AND_CONFIG_MAP first, then the entries.
 func (in *infra) planAccessChanges(ctx context.Context, cluster *ekstypes.Cluster) ([]engine.PlanChange, error) {
+	var out []engine.PlanChange
+	configMap := authMode(cluster) == string(ekstypes.AuthenticationModeConfigMap)
+	if configMap {
+		out = append(out, engine.PlanChange{Action: platform.ActionUpdate, Kind: KindEKSCluster, Name: in.name, Fields: []string{"accessConfig.authenticationMode"},
+			Message: "authentication mode CONFIG_MAP → " + string(AuthenticationMode) + ": access entries, beside the aws-auth ConfigMap (which keeps working); EKS never switches back"})
+	}
 	if in.p.Access.empty() {
-		return nil, nil
+		return out, nil
 	}
-	if err := in.accessUsable(cluster); err != nil {
+	if err := in.p.Access.checkPartition(in.region); err != nil {
 		return nil, err
 	}
-	have, err := in.readAccess(ctx)
-	if err != nil {
-		return nil, err
+	var have []accessEntry
+	if !configMap {
+		var err error
+		if have, err = in.readAccess(ctx); err != nil {
+			return nil, err
+		}
 	}
 	steps, err := in.planAccess(have)
 	if err != nil {
 		return nil, err
 	}
-	var out []engine.PlanChange
 	for _, s := range steps {
 		out = append(out, s.planChange())
 	}
 	return out, nil
+}
+
+// switchAuthMode moves a CONFIG_MAP cluster to AuthenticationMode
+// (UpdateClusterConfig, waited for). Checkpoint
+// aws-upgrade-access-mode-requested falls between the request and the wait.
+func (in *infra) switchAuthMode(ctx context.Context) error {
+	if authMode(in.cluster) != string(ekstypes.AuthenticationModeConfigMap) {
+		return nil
+	}
+	in.emit(KindEKSCluster, in.name, engine.StatusInProgress, "authentication mode CONFIG_MAP → %s", AuthenticationMode)
+	out, err := in.eks.UpdateClusterConfig(ctx, &eks.UpdateClusterConfigInput{Name: aws.String(in.name),
+		AccessConfig: &ekstypes.UpdateAccessConfigRequest{AuthenticationMode: AuthenticationMode}})
+	if err != nil {
+		return in.fail(KindEKSCluster, in.name, fmt.Errorf("switch EKS cluster %s to authentication mode %s: %w", in.name, AuthenticationMode, err))
+	}
+	engine.Checkpoint(ctx, "aws-upgrade-access-mode-requested")
+	if err := in.waitUpdate(ctx, KindEKSCluster, in.name, "", out.Update); err != nil {
+		return in.fail(KindEKSCluster, in.name, err)
+	}
+	st, _, err := in.settled(ctx)
+	if err != nil {
+		return in.fail(KindEKSCluster, in.name, err)
+	}
+	in.cluster = st.cluster
+	in.emit(KindEKSCluster, in.name, engine.StatusCurrent, "ACTIVE, authentication mode %s", authMode(in.cluster))
+	return nil
 }
 
 // accessUsable refuses access flags on a cluster whose authentication mode
@@ -386,7 +425,7 @@ func (in *infra) accessUsable(c *ekstypes.Cluster) error {
 		mode = c.AccessConfig.AuthenticationMode
 	}
 	if mode == ekstypes.AuthenticationModeConfigMap {
-		return exit.Usage("--admin/--viewer: EKS cluster %s has authentication mode CONFIG_MAP (made by a kiln before access entries), which has no access entries; switch it with `aws eks update-cluster-config --name %s --region %s --access-config authenticationMode=API_AND_CONFIG_MAP`, then run kiln again", in.name, in.name, in.region)
+		return exit.Usage("--admin/--viewer: EKS cluster %s has authentication mode CONFIG_MAP (made by a kiln before access entries), which has no access entries, and create does not change an existing cluster; run kiln upgrade aws %s --region %s with the same flags (it switches the mode to %s, then makes the entries)", in.name, in.name, in.region, AuthenticationMode)
 	}
 	return nil
 }
@@ -496,6 +535,9 @@ func (in *infra) upgradeAccess(ctx context.Context) error {
 		return in.fail(KindAccessEntry, in.name, err)
 	}
 	in.cluster = st.cluster
+	if err := in.switchAuthMode(ctx); err != nil {
+		return err
+	}
 	if in.p.Access.empty() {
 		return nil
 	}

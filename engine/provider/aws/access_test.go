@@ -1,15 +1,19 @@
 package aws
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/eks"
 	ekstypes "github.com/aws/aws-sdk-go-v2/service/eks/types"
 
 	"github.com/kilnctl/kiln/docs"
 	"github.com/kilnctl/kiln/engine"
+	"github.com/kilnctl/kiln/internal/awsemu"
 	"github.com/kilnctl/kiln/internal/exit"
 )
 
@@ -131,5 +135,89 @@ func TestSupportObjects(t *testing.T) {
 	}
 	if b.RoleRef.Name != SupportRole || len(b.Subjects) != 1 || b.Subjects[0].Kind != "Group" || b.Subjects[0].Name != SupportGroup || strings.HasPrefix(SupportGroup, "system:") {
 		t.Errorf("binding %+v", b)
+	}
+}
+
+// TestUpgradeSwitchesAConfigMapCluster: an EKS cluster in authentication
+// mode CONFIG_MAP (made by a kiln before access entries) is moved to
+// API_AND_CONFIG_MAP by the next upgrade — planned, then UpdateClusterConfig
+// (https://docs.aws.amazon.com/eks/latest/APIReference/API_UpdateClusterConfig.html,
+// API_UpdateAccessConfigRequest.html) waited for — and then gets the
+// entries asked; create with --admin on such a cluster is exit 2 pointing
+// at upgrade.
+func TestUpgradeSwitchesAConfigMapCluster(t *testing.T) {
+	e := emulator(t)
+	e.SetUpdateDuration(0)
+	t.Cleanup(func() { e.SetUpdateDuration(awsemu.DefaultUpdateDuration) })
+	ctx := context.Background()
+	const region = "us-east-1"
+	name := uniq("cfgmap")
+	cfg, err := e.Config(ctx, region)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := eks.NewFromConfig(cfg)
+	if _, err := c.CreateCluster(ctx, &eks.CreateClusterInput{Name: aws.String(name), RoleArn: aws.String("arn:aws:iam::123456789012:role/r"),
+		ResourcesVpcConfig: &ekstypes.VpcConfigRequest{SubnetIds: []string{"subnet-1"}}, Tags: map[string]string{TagCluster: name, TagManagedBy: "kiln"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.CreateNodegroup(ctx, &eks.CreateNodegroupInput{ClusterName: aws.String(name), NodegroupName: aws.String(nodegroupName),
+		NodeRole: aws.String("arn:aws:iam::123456789012:role/nodes"), Subnets: []string{"subnet-1"}, InstanceTypes: []string{DefaultInstanceType},
+		ScalingConfig: &ekstypes.NodegroupScalingConfig{MinSize: aws.Int32(2), MaxSize: aws.Int32(2), DesiredSize: aws.Int32(2)},
+		Tags:          map[string]string{TagCluster: name, TagManagedBy: "kiln"}}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_, _ = c.DeleteNodegroup(ctx, &eks.DeleteNodegroupInput{ClusterName: aws.String(name), NodegroupName: aws.String(nodegroupName)})
+		_, _ = c.DeleteCluster(ctx, &eks.DeleteClusterInput{Name: aws.String(name)})
+	})
+	const admin = "arn:aws:iam::123456789012:role/ci"
+	p := newTestProvider(t, e)
+	p.Access = Access{Admins: []string{admin}, SetAdmins: true}
+
+	in, err := p.newInfra(ctx, name, region, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := c.DescribeCluster(ctx, &eks.DescribeClusterInput{Name: aws.String(name)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	in.cluster = d.Cluster
+	if err := in.ensureAccess(ctx); exit.Code(err) != exit.BadInput || !strings.Contains(err.Error(), "kiln upgrade aws "+name) {
+		t.Errorf("create's access step on a CONFIG_MAP cluster: %v, want exit 2 naming kiln upgrade", err)
+	}
+
+	changes, err := p.PlanInfrastructure(ctx, name, region)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, ch := range changes {
+		if ch.Kind == KindEKSCluster || ch.Kind == KindAccessEntry {
+			got = append(got, ch.Action+" "+ch.Kind+" "+ch.Name+" "+strings.Join(ch.Fields, ","))
+		}
+	}
+	want := []string{"update EKSCluster " + name + " accessConfig.authenticationMode", "create AccessEntry " + admin + " kubernetesGroups,accessPolicies"}
+	if !slices.Equal(got, want) {
+		t.Errorf("plan %v, want %v", got, want)
+	}
+	sink := &events{}
+	if err := p.UpgradeInfrastructure(ctx, name, region, sink); err != nil {
+		t.Fatalf("upgrade: %v\n%s", err, sink)
+	}
+	d, err = c.DescribeCluster(ctx, &eks.DescribeClusterInput{Name: aws.String(name)})
+	if err != nil || d.Cluster.AccessConfig.AuthenticationMode != ekstypes.AuthenticationModeApiAndConfigMap {
+		t.Fatalf("mode after the upgrade: %+v %v", d.Cluster.AccessConfig, err)
+	}
+	if v := e.AccessEntries(region, name)[admin]; !slices.Equal(v, []string{in.adminPolicyARN()}) {
+		t.Errorf("%s after the upgrade: %v", admin, v)
+	}
+	acc := p.ReadAccess(ctx, name, region)
+	if acc.Mode != "API_AND_CONFIG_MAP" || len(acc.Entries) != 1 || !acc.Entries[0].Kiln || acc.Entries[0].Kind != engine.AccessAdmin {
+		t.Errorf("ReadAccess = %+v", acc)
+	}
+	if changes, err := p.PlanInfrastructure(ctx, name, region); err != nil || len(changes) != 0 {
+		t.Errorf("not converged: %v %v", changes, err)
 	}
 }
