@@ -19,9 +19,14 @@ package aws
 //   - admin: AmazonEKSClusterAdminPolicy associated with access scope
 //     cluster.
 //   - viewer: Kubernetes group kiln:support (SupportGroup) and no access
-//     policy at all, so never cluster admin; kiln binds that group to the
-//     kiln-support ClusterRole of docs/rbac-support.yaml, which it applies
-//     in the cluster (ClusterRoleBinding kiln-support-eks-viewers).
+//     policy at all, so never cluster admin; once a viewer is named, kiln
+//     applies the kiln-support ClusterRole of docs/rbac-support.yaml in the
+//     cluster and binds that group to it (ClusterRoleBinding
+//     kiln-support-eks-viewers).
+//
+// A cluster still in CONFIG_MAP (made by a kiln before access entries) is
+// switched to API_AND_CONFIG_MAP by kiln upgrade (UpdateClusterConfig);
+// create refuses --admin/--viewer there, pointing at upgrade.
 //
 // --admin and --viewer are each a whole list. A flag not given keeps what
 // is there (kiln's entries of that kind are left as they are); given, kiln's
