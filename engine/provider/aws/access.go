@@ -48,6 +48,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/eks"
 	ekstypes "github.com/aws/aws-sdk-go-v2/service/eks/types"
+	"github.com/aws/aws-sdk-go-v2/service/sts"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -386,6 +387,9 @@ func (in *infra) planAccessChanges(ctx context.Context, cluster *ekstypes.Cluste
 	if err != nil {
 		return nil, err
 	}
+	if err := in.keepCaller(ctx, steps); err != nil {
+		return nil, err
+	}
 	for _, s := range steps {
 		out = append(out, s.planChange())
 	}
@@ -415,6 +419,49 @@ func (in *infra) switchAuthMode(ctx context.Context) error {
 	}
 	in.cluster = st.cluster
 	in.emit(KindEKSCluster, in.name, engine.StatusCurrent, "ACTIVE, authentication mode %s", authMode(in.cluster))
+	return nil
+}
+
+// sameIdentity says whether caller (GetCallerIdentity's ARN: an IAM user,
+// or an STS assumed-role session) is principal (an IAM user or role ARN,
+// a role with any path).
+func sameIdentity(caller, principal string) bool {
+	if caller == principal {
+		return true
+	}
+	m := stsRE.FindStringSubmatch(caller)
+	if m == nil {
+		return false
+	}
+	return strings.HasPrefix(principal, "arn:"+m[1]+":iam::"+m[2]+":role/") && strings.HasSuffix(principal, "/"+m[3])
+}
+
+// keepCaller refuses steps that take cluster admin from the identity
+// running kiln (its entry deleted, or replaced by a viewer's): the rest of
+// the run, and the next, would be locked out. The caller is asked of STS;
+// when STS does not answer, nothing is refused (EKS's own bootstrap entry
+// usually remains).
+func (in *infra) keepCaller(ctx context.Context, steps []accessStep) error {
+	var risky []accessStep
+	for _, s := range steps {
+		if s.entry != nil && s.entry.kind == engine.AccessAdmin && (s.action == "delete" || s.action == "replace") {
+			risky = append(risky, s)
+		}
+	}
+	if len(risky) == 0 {
+		return nil
+	}
+	out, err := sts.NewFromConfig(in.cfg).GetCallerIdentity(ctx, &sts.GetCallerIdentityInput{})
+	if err != nil {
+		logf(in.sink, engine.LevelWarn, "could not tell who runs kiln (sts GetCallerIdentity: %v); removing admin entries anyway", err)
+		return nil
+	}
+	caller := aws.ToString(out.Arn)
+	for _, s := range risky {
+		if sameIdentity(caller, s.principal) {
+			return exit.Usage("--admin: %s is the identity running kiln (%s); removing its admin entry would lock this run out of the cluster. Name it with --admin, or run kiln as another admin", s.principal, caller)
+		}
+	}
 	return nil
 }
 
@@ -452,6 +499,9 @@ func (in *infra) ensureAccess(ctx context.Context) error {
 		return in.fail(KindAccessEntry, in.name, err)
 	}
 	steps, err := in.planAccess(have)
+	if err == nil {
+		err = in.keepCaller(ctx, steps)
+	}
 	if err != nil {
 		return in.fail(KindAccessEntry, in.name, err)
 	}

@@ -60,6 +60,27 @@ func TestCheckPrincipal(t *testing.T) {
 	}
 }
 
+// TestSameIdentity: the caller STS names (a user, or an assumed-role
+// session: https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_identifiers.html#identifiers-arns)
+// against an entry's principal.
+func TestSameIdentity(t *testing.T) {
+	for _, tc := range []struct {
+		caller, principal string
+		want              bool
+	}{
+		{"arn:aws:iam::123456789012:user/alice", "arn:aws:iam::123456789012:user/alice", true},
+		{"arn:aws:sts::123456789012:assumed-role/ci/run-7", "arn:aws:iam::123456789012:role/ci", true},
+		{"arn:aws:sts::123456789012:assumed-role/ci/run-7", "arn:aws:iam::123456789012:role/team/ci", true},
+		{"arn:aws:sts::123456789012:assumed-role/ci/run-7", "arn:aws:iam::123456789012:role/xci", false},
+		{"arn:aws:sts::123456789012:assumed-role/ci/run-7", "arn:aws:iam::210987654321:role/ci", false},
+		{"arn:aws:iam::123456789012:root", "arn:aws:iam::123456789012:user/root", false},
+	} {
+		if got := sameIdentity(tc.caller, tc.principal); got != tc.want {
+			t.Errorf("sameIdentity(%s, %s) = %v", tc.caller, tc.principal, got)
+		}
+	}
+}
+
 // TestPlanAccess: a flag given makes kiln's entries of its kind exactly
 // the ARNs named (creates before deletes); a flag not given keeps them;
 // entries kiln did not create are never changed, and naming one that is
