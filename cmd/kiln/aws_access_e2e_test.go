@@ -285,6 +285,22 @@ func TestAWSAccessEntries(t *testing.T) {
 		}
 	})
 
+	t.Run("kiln's viewer that gained the admin policy loses it", func(t *testing.T) {
+		if _, err := c.AssociateAccessPolicy(context.Background(), &eks.AssociateAccessPolicyInput{ClusterName: aws.String(name), PrincipalArn: aws.String(viewer),
+			PolicyArn: aws.String(adminPolicy), AccessScope: &ekstypes.AccessScope{Type: ekstypes.AccessScopeTypeCluster}}); err != nil {
+			t.Fatal(err)
+		}
+		r := up("--viewer", viewer, "--dry-run")
+		expect(t, r, 0)
+		if got := planOrder(t, r); !slices.Equal(got, []string{"update AccessEntry " + viewer}) {
+			t.Errorf("plan %v, want the viewer's policy removed", got)
+		}
+		expect(t, up("--viewer", viewer, "--yes"), 0)
+		if v := emu.AccessEntries(region, name)[viewer]; !slices.Equal(v, []string{awsprovider.SupportGroup}) {
+			t.Errorf("viewer after the upgrade: %v, want only group %s", v, awsprovider.SupportGroup)
+		}
+	})
+
 	t.Run("--viewer none removes kiln's viewers only", func(t *testing.T) {
 		expect(t, up("--viewer", "none", "--yes"), 0)
 		got := status(t)

@@ -557,9 +557,11 @@ func (in *infra) applyAccess(ctx context.Context, s accessStep) error {
 				return fmt.Errorf("update the Kubernetes groups of access entry %s: %w", s.principal, err)
 			}
 		}
+		// A viewer never keeps an access policy; an admin's other
+		// policies are left as someone added them.
 		for _, pol := range s.entry.policies {
-			if s.kind == engine.AccessAdmin && pol == in.adminPolicyARN() {
-				continue
+			if s.kind != engine.AccessViewer {
+				break
 			}
 			if _, err := in.eks.DisassociateAccessPolicy(ctx, &eks.DisassociateAccessPolicyInput{ClusterName: cl, PrincipalArn: pa, PolicyArn: aws.String(pol)}); err != nil && apiCode(err) != "ResourceNotFoundException" {
 				return fmt.Errorf("disassociate %s from access entry %s: %w", pol, s.principal, err)
