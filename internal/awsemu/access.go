@@ -253,6 +253,9 @@ func (e *Emulator) serveAccess(w http.ResponseWriter, r *http.Request, b *backen
 		eksError(w, r, http.StatusNotFound, errResourceNotFound, "No cluster found for name: %s.", cluster)
 		return true
 	}
+	e.eks.mu.Lock()
+	e.eks.state(b.region + "/" + cluster) // a finished mode update counts
+	e.eks.mu.Unlock()
 	e.overlayAccessConfig(b.region+"/"+cluster, cl)
 	if mode := str(cl["accessConfig"].(map[string]any), "authenticationMode"); mode == "CONFIG_MAP" {
 		eksError(w, r, http.StatusBadRequest, errInvalidRequest, "The cluster's authentication mode must be set to one of [API, API_AND_CONFIG_MAP] to perform this operation.")
@@ -505,17 +508,17 @@ func (e *Emulator) updateAccessConfig(w http.ResponseWriter, r *http.Request, b 
 		eksError(w, r, http.StatusNotFound, errResourceNotFound, "No cluster found for name: %s.", name)
 		return
 	}
+	e.eks.mu.Lock()
+	defer e.eks.mu.Unlock()
+	c := e.eks.state(key) // settles first: a finished update counts
+	if c.pending != nil {
+		eksError(w, r, http.StatusConflict, errResourceInUse, "Cluster %s has an update in progress (%s); wait for it to finish.", name, c.pending.ID)
+		return
+	}
 	e.overlayAccessConfig(key, cl)
 	have := str(cl["accessConfig"].(map[string]any), "authenticationMode")
 	if !slices.Contains(authModeUpdates[have], ac.AuthenticationMode) {
 		eksError(w, r, http.StatusBadRequest, errInvalidParameter, "Unsupported authentication mode update from %s to %s", have, ac.AuthenticationMode)
-		return
-	}
-	e.eks.mu.Lock()
-	defer e.eks.mu.Unlock()
-	c := e.eks.state(key)
-	if c.pending != nil {
-		eksError(w, r, http.StatusConflict, errResourceInUse, "Cluster %s has an update in progress (%s); wait for it to finish.", name, c.pending.ID)
 		return
 	}
 	up := &eksUpdate{ID: newUpdateID(), Type: "AccessConfigUpdate", CreatedAt: time.Now(),

@@ -427,9 +427,9 @@ func (e *Emulator) describeCluster(w http.ResponseWriter, r *http.Request, b *ba
 		e.eks.mu.Lock()
 		defer e.eks.mu.Unlock()
 
+		c := e.eks.state(key) // settles first: a finished update shows
 		e.overlayAccessConfig(key, obj)
 
-		c := e.eks.state(key)
 		if c.version != "" {
 			obj["version"] = c.version
 		}

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/eks"
@@ -168,7 +169,7 @@ func TestSupportObjects(t *testing.T) {
 // at upgrade.
 func TestUpgradeSwitchesAConfigMapCluster(t *testing.T) {
 	e := emulator(t)
-	e.SetUpdateDuration(0)
+	e.SetUpdateDuration(time.Second) // the rerun waits a running update out
 	t.Cleanup(func() { e.SetUpdateDuration(awsemu.DefaultUpdateDuration) })
 	ctx := context.Background()
 	const region = "us-east-1"
@@ -223,6 +224,17 @@ func TestUpgradeSwitchesAConfigMapCluster(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Errorf("plan %v, want %v", got, want)
 	}
+	// Stopped right after EKS was asked to switch, the rerun waits the
+	// update out and goes on.
+	func() {
+		defer func() {
+			if r := recover(); r != nil && r != (stop{}) {
+				panic(r)
+			}
+		}()
+		_ = p.UpgradeInfrastructure(engine.WithHooks(ctx, stopAt("aws-upgrade-access-mode-requested")), name, region, nil)
+		t.Fatal("the upgrade never reached aws-upgrade-access-mode-requested")
+	}()
 	sink := &events{}
 	if err := p.UpgradeInfrastructure(ctx, name, region, sink); err != nil {
 		t.Fatalf("upgrade: %v\n%s", err, sink)
@@ -240,5 +252,14 @@ func TestUpgradeSwitchesAConfigMapCluster(t *testing.T) {
 	}
 	if changes, err := p.PlanInfrastructure(ctx, name, region); err != nil || len(changes) != 0 {
 		t.Errorf("not converged: %v %v", changes, err)
+	}
+}
+
+// stopAt is a hook that stops the operation (panic stop{}) at point.
+type stopAt string
+
+func (s stopAt) At(_ context.Context, point string) {
+	if point == string(s) {
+		panic(stop{})
 	}
 }
