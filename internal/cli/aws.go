@@ -41,8 +41,8 @@ type awsFlags struct {
 
 // accessHelp words --admin and --viewer (DESIGN.md §17).
 const (
-	adminHelp  = "IAM role or user ARN that gets an EKS access entry with " + awsprovider.AdminPolicy + " (scope cluster); repeatable. Given, kiln's admin entries become exactly these (--admin none: no kiln admin entry); not given keeps them. Entries kiln did not create are never touched (aws provider)"
-	viewerHelp = "IAM role or user ARN that gets an EKS access entry in Kubernetes group " + awsprovider.SupportGroup + ", bound to the read-only ClusterRole " + awsprovider.SupportRole + " (docs/rbac-support.yaml), never cluster admin; repeatable. Given, kiln's viewer entries become exactly these (--viewer none: no kiln viewer entry); not given keeps them (aws provider)"
+	adminHelp  = "IAM role or user `ARN` that gets an EKS access entry with " + awsprovider.AdminPolicy + " (scope cluster); repeatable. Given, kiln's admin entries become exactly these (--admin none: no kiln admin entry); not given keeps them. Entries kiln did not create are never touched (aws provider)"
+	viewerHelp = "IAM role or user `ARN` that gets an EKS access entry in Kubernetes group " + awsprovider.SupportGroup + ", bound to the read-only ClusterRole " + awsprovider.SupportRole + " (docs/rbac-support.yaml), never cluster admin; repeatable. Given, kiln's viewer entries become exactly these (--viewer none: no kiln viewer entry); not given keeps them (aws provider)"
 )
 
 // accessFrom reads --admin/--viewer of fs: a flag given sets that kind's
