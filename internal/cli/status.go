@@ -123,7 +123,7 @@ func printStatus(w io.Writer, st *engine.ClusterStatus) {
 func printAccess(w io.Writer, a *engine.Access) {
 	head := "authentication mode " + a.Mode
 	if a.Problem != "" {
-		head += "; entries unknown: " + a.Problem
+		head += ": " + a.Problem
 	} else {
 		head += fmt.Sprintf(", %d access entr%s", len(a.Entries), map[bool]string{true: "y", false: "ies"}[len(a.Entries) == 1])
 	}

@@ -715,7 +715,7 @@ func (p *Provider) ReadAccess(ctx context.Context, name, region string) engine.A
 	}
 	acc := engine.Access{Mode: authMode(out.Cluster), Entries: []engine.AccessEntry{}}
 	if acc.Mode == string(ekstypes.AuthenticationModeConfigMap) {
-		acc.Problem = "authentication mode CONFIG_MAP has no access entries (the aws-auth ConfigMap decides)"
+		acc.Problem = fmt.Sprintf("no access entries, the aws-auth ConfigMap decides who gets in; kiln upgrade aws %s --region %s switches the cluster to %s", name, region, AuthenticationMode)
 		return acc
 	}
 	have, err := in.readAccess(ctx)
