@@ -120,6 +120,8 @@ type Event struct {
 	// frontdoor, isolation
 	FrontDoor *FrontDoor
 	Isolation *Isolation
+	// access
+	Access *Access
 
 	// cluster
 	Cluster *ClusterSummary
@@ -314,6 +316,19 @@ func (e Event) MarshalJSON() ([]byte, error) {
 			Type string `json:"type"`
 			Isolation
 		}{ts, e.Type, i})
+	case TypeAccess:
+		a := Access{}
+		if e.Access != nil {
+			a = *e.Access
+		}
+		if a.Entries == nil {
+			a.Entries = []AccessEntry{}
+		}
+		return json.Marshal(struct {
+			Time string `json:"time"`
+			Type string `json:"type"`
+			Access
+		}{ts, e.Type, a})
 	case TypeResult:
 		return json.Marshal(struct {
 			Time     string  `json:"time"`

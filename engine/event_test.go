@@ -25,6 +25,7 @@ func TestEventJSONKeys(t *testing.T) {
 		{Event{Time: ts, Type: TypePlan, Action: "update", Kind: "Deployment", Namespace: "kiln-system", Name: "kiln-gateway"}, []string{"action", "fields", "kind", "message", "name", "namespace", "time", "type"}},
 		{Event{Time: ts, Type: TypeFrontDoor, FrontDoor: &FrontDoor{Mode: "none"}}, []string{"address", "dns_record", "message", "mode", "ready", "time", "tls", "type"}},
 		{Event{Time: ts, Type: TypeIsolation, Isolation: &Isolation{State: IsolationUnknown}}, []string{"plugin", "reason", "state", "time", "type"}},
+		{Event{Time: ts, Type: TypeAccess, Access: &Access{Mode: "API_AND_CONFIG_MAP"}}, []string{"authentication_mode", "entries", "time", "type"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.ev.Type, func(t *testing.T) {

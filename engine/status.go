@@ -68,6 +68,9 @@ type ClusterStatus struct {
 	FrontDoor *FrontDoor `json:"front_door,omitempty"`
 	// Isolation is whether the cluster enforces kiln's NetworkPolicies.
 	Isolation *Isolation `json:"isolation,omitempty"`
+	// Access lists who may reach the cluster through the cloud's access
+	// entries (aws; nil for a provider without them).
+	Access *Access `json:"access,omitempty"`
 }
 
 // platformRefs lists every platform object in apply order.
@@ -283,6 +286,10 @@ func (e *Engine) statusAt(ctx context.Context, req StatusRequest, loc Location, 
 		wg.Go(func() { fd = readFrontDoor(ctx, loc.Client, ps.Config, hintsFor(req.Target, loc.Name)) })
 	}
 	wg.Go(func() { iso = readIsolation(ctx, loc.Client) })
+	var acc *Access
+	if ar, ok := req.Provider.(AccessReader); ok {
+		wg.Go(func() { a := ar.ReadAccess(ctx, req.Name, loc.Name); acc = &a })
+	}
 	wg.Wait()
 	if ps.Installed && ps.Config != nil {
 		out.FrontDoor = &fd
@@ -290,6 +297,10 @@ func (e *Engine) statusAt(ctx context.Context, req StatusRequest, loc Location, 
 	}
 	out.Isolation = &iso
 	e.emit(Event{Type: TypeIsolation, Isolation: &iso})
+	if acc != nil {
+		out.Access = acc
+		e.emit(Event{Type: TypeAccess, Access: acc})
+	}
 	if ps.Installed && ps.Config != nil {
 		ops := e.opsFor(loc, req.Target, req.Timeout)
 		if req.Repair {

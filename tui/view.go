@@ -937,6 +937,22 @@ func (m *Model) viewInspect(p *page, rows int) {
 			p.hang("Isolation "+m.st.warn.Render("! "+text), 10)
 		}
 	}
+	if a := st.Access; a != nil {
+		if a.Problem != "" {
+			p.hang("Access   "+m.st.warn.Render("! "+a.Mode+": "+a.Problem), 9)
+		} else {
+			counts := map[string]int{}
+			kiln := 0
+			for _, en := range a.Entries {
+				counts[en.Kind]++
+				if en.Kiln {
+					kiln++
+				}
+			}
+			p.hang(fmt.Sprintf("Access   %s: %d admin, %d viewer, %d node, %d other (%d made by kiln)", a.Mode,
+				counts[engine.AccessAdmin], counts[engine.AccessViewer], counts[engine.AccessNode], counts[engine.AccessOther], kiln), 9)
+		}
+	}
 	p.blank()
 	shownProjects := s.projects()
 	title := fmt.Sprintf("Projects (%d)", len(st.Projects))

@@ -136,6 +136,8 @@ type Emulator struct {
 	az *zoneState
 	// addons is the emulation of EKS add-ons (addons.go).
 	addons *addonStore
+	// access is the emulation of EKS access entries (access.go).
+	access *accessStore
 
 	closeOnce sync.Once
 	closeErr  error
@@ -177,6 +179,7 @@ func Start(ctx context.Context, opts Options) (*Emulator, error) {
 		eks:      newEKSUpdates(),
 		az:       &zoneState{zones: map[string][]Zone{}, subnets: map[string]string{}},
 		addons:   &addonStore{addons: map[string]map[string]*addonState{}},
+		access:   &accessStore{entries: map[string]map[string]*accessEntry{}, modes: map[string]string{}},
 		served:   make(chan struct{}),
 		tr: &http.Transport{
 			Proxy:               nil, // never send emulator traffic through an HTTP proxy

@@ -169,6 +169,8 @@ func matchEKS(r *http.Request) (eksRoute, bool) {
 		rt.op = "DeleteCluster"
 	case len(p) == 3 && p[2] == "updates" && r.Method == http.MethodPost:
 		rt.op = "UpdateClusterVersion"
+	case len(p) == 3 && p[2] == "update-config" && r.Method == http.MethodPost:
+		rt.op = "UpdateClusterConfig"
 	case len(p) == 4 && p[2] == "updates" && r.Method == http.MethodGet:
 		rt.op, rt.updateID, rt.nodegroup = "DescribeUpdate", p[3], r.URL.Query().Get("nodegroupName")
 	case len(p) == 3 && p[2] == "node-groups" && r.Method == http.MethodPost:
@@ -208,6 +210,13 @@ func (e *Emulator) serveEKS(w http.ResponseWriter, r *http.Request, b *backend, 
 		if rt.op == "CreateCluster" && e.refuseUnsupportedZones(w, r, b, body) {
 			return true
 		}
+		if rt.op == "CreateCluster" {
+			if msg := checkAccessConfig(body); msg != "" {
+				eksError(w, r, http.StatusBadRequest, errInvalidParameter, "%s", msg)
+
+				return true
+			}
+		}
 		if rt.op == "DeleteCluster" {
 			names, err := e.nodegroupNames(r, b, rt.cluster)
 			if err == nil && len(names) > 0 {
@@ -234,6 +243,14 @@ func (e *Emulator) serveEKS(w http.ResponseWriter, r *http.Request, b *backend, 
 			e.addons.mu.Lock()
 			delete(e.addons.addons, b.region+"/"+name)
 			e.addons.mu.Unlock()
+			if rt.op == "CreateCluster" {
+				e.bootstrapCreator(b.region, body)
+			} else {
+				e.access.mu.Lock()
+				delete(e.access.entries, b.region+"/"+name)
+				delete(e.access.modes, b.region+"/"+name)
+				e.access.mu.Unlock()
+			}
 		}
 	case "DeleteNodegroup":
 		status, _, _, err := e.relay(w, r, b, body)
@@ -252,6 +269,8 @@ func (e *Emulator) serveEKS(w http.ResponseWriter, r *http.Request, b *backend, 
 		e.describeNodegroup(w, r, b, key, rt.nodegroup)
 	case "UpdateClusterVersion":
 		e.updateClusterVersion(w, r, b, body, key, rt.cluster)
+	case "UpdateClusterConfig":
+		e.updateAccessConfig(w, r, b, body, key, rt.cluster)
 	case "UpdateNodegroupVersion":
 		e.updateNodegroupVersion(w, r, b, body, key, rt)
 	case "UpdateNodegroupConfig":
@@ -408,7 +427,9 @@ func (e *Emulator) describeCluster(w http.ResponseWriter, r *http.Request, b *ba
 		e.eks.mu.Lock()
 		defer e.eks.mu.Unlock()
 
-		c := e.eks.state(key)
+		c := e.eks.state(key) // settles first: a finished update shows
+		e.overlayAccessConfig(key, obj)
+
 		if c.version != "" {
 			obj["version"] = c.version
 		}
@@ -881,6 +902,7 @@ func (e *Emulator) createNodegroup(w http.ResponseWriter, r *http.Request, b *ba
 		NodegroupName string   `json:"nodegroupName"`
 		Version       string   `json:"version"`
 		InstanceTypes []string `json:"instanceTypes"`
+		NodeRole      string   `json:"nodeRole"`
 	}
 
 	_ = json.Unmarshal(body, &req)
@@ -905,6 +927,8 @@ func (e *Emulator) createNodegroup(w http.ResponseWriter, r *http.Request, b *ba
 	if err != nil || status != http.StatusOK {
 		return
 	}
+
+	e.nodeRoleEntry(key, req.NodeRole)
 
 	want := req.Version
 	if want == "" {

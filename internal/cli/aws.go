@@ -3,6 +3,8 @@ package cli
 import (
 	"fmt"
 	"os"
+	"slices"
+	"strings"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -32,6 +34,33 @@ type awsFlags struct {
 	upgrading                    bool
 	upNodes                      int
 	upInstanceType, upK8sVersion string
+	// --admin and --viewer, on create and on upgrade.
+	admins, viewers     []string
+	upAdmins, upViewers []string
+}
+
+// accessHelp words --admin and --viewer (DESIGN.md §17).
+const (
+	adminHelp  = "IAM role or user `ARN` that gets an EKS access entry with " + awsprovider.AdminPolicy + " (scope cluster); repeatable. Given, kiln's admin entries become exactly these (--admin none: no kiln admin entry); not given keeps them. Entries kiln did not create are never touched (aws provider)"
+	viewerHelp = "IAM role or user `ARN` that gets an EKS access entry in Kubernetes group " + awsprovider.SupportGroup + ", bound to the read-only ClusterRole " + awsprovider.SupportRole + " (docs/rbac-support.yaml), never cluster admin; repeatable. Given, kiln's viewer entries become exactly these (--viewer none: no kiln viewer entry); not given keeps them (aws provider)"
+)
+
+// accessFrom reads --admin/--viewer of fs: a flag given sets that kind's
+// whole list ("none" and "" name no principal).
+func accessFrom(fs *pflag.FlagSet, admins, viewers []string) awsprovider.Access {
+	clean := func(v []string) []string {
+		var out []string
+		for _, s := range v {
+			if s = strings.TrimSpace(s); s != "" && !strings.EqualFold(s, "none") && !slices.Contains(out, s) {
+				out = append(out, s)
+			}
+		}
+		return out
+	}
+	return awsprovider.Access{
+		Admins: clean(admins), Viewers: clean(viewers),
+		SetAdmins: fs.Changed("admin"), SetViewers: fs.Changed("viewer"),
+	}
 }
 
 func (f *awsFlags) registerUpgrade(fs *pflag.FlagSet) {
@@ -39,6 +68,8 @@ func (f *awsFlags) registerUpgrade(fs *pflag.FlagSet) {
 	fs.IntVar(&f.upNodes, "nodes", 0, fmt.Sprintf("change the node group's size, 1 to %d (aws provider; default: keep it)", awsprovider.MaxNodes))
 	fs.StringVar(&f.upInstanceType, "instance-type", "", "change the node group's EC2 instance type: a replacement node group is created, then the old one deleted (aws provider; default: keep it)")
 	fs.StringVar(&f.upK8sVersion, "kubernetes-version", "", "upgrade the EKS control plane, then the nodes, to this Kubernetes version, MAJOR.MINOR, one minor version above the current (aws provider; default: keep it)")
+	fs.StringArrayVar(&f.upAdmins, "admin", nil, adminHelp)
+	fs.StringArrayVar(&f.upViewers, "viewer", nil, viewerHelp)
 }
 
 func (f *awsFlags) register(pf *pflag.FlagSet) {
@@ -54,6 +85,8 @@ func (f *awsFlags) registerCreate(fs *pflag.FlagSet) {
 	fs.StringVar(&f.k8sVersion, "kubernetes-version", "", "Kubernetes version of the EKS control plane kiln creates, MAJOR.MINOR like 1.30 (aws provider; default: EKS's default)")
 	fs.BoolVar(&f.writeKubeconfig, "write-kubeconfig", false,
 		"add or update a kubeconfig entry for the EKS cluster whose credential is the kiln aws token command (aws provider; the file is the first of $KUBECONFIG, else ~/.kube/config)")
+	fs.StringArrayVar(&f.admins, "admin", nil, adminHelp)
+	fs.StringArrayVar(&f.viewers, "viewer", nil, viewerHelp)
 }
 
 // onlyForAWS refuses aws flags on another provider.
@@ -69,7 +102,7 @@ func (f *awsFlags) onlyForAWS() error {
 	// create and upgrade each register the node group flags on their own
 	// flag set (nil on other commands).
 	for _, fs := range []*pflag.FlagSet{f.create, f.upgrade} {
-		for _, name := range []string{"instance-type", "nodes", "kubernetes-version"} {
+		for _, name := range []string{"instance-type", "nodes", "kubernetes-version", "admin", "viewer"} {
 			if fs != nil && fs.Changed(name) {
 				return exit.Usage("--%s: only for PROVIDER aws", name)
 			}
@@ -108,6 +141,11 @@ func (g *globals) awsProvider() (engine.Provider, error) {
 		if f.upgrade.Changed("nodes") && f.upNodes < 1 {
 			return nil, exit.Usage("--nodes: %d is out of range; a node group has 1 to %d nodes", f.upNodes, awsprovider.MaxNodes)
 		}
+	}
+	if f.upgrading && f.upgrade != nil {
+		p.Access = accessFrom(f.upgrade, f.upAdmins, f.upViewers)
+	} else if f.create != nil {
+		p.Access = accessFrom(f.create, f.admins, f.viewers)
 	}
 	p.KubeconfigFile = clientcmd.NewDefaultPathOptions().GetDefaultFilename()
 	if f.writeKubeconfig {

@@ -18,10 +18,21 @@ create stopped part-way), or continue (the platform is installed).
 When the platform is already installed, create changes nothing and exits 3
 unless --continue is given; continuing reuses the key the cluster already
 trusts and never regenerates it. --continue on a cluster without the
-platform is a plain create, so automation can always pass it.`,
+platform is a plain create, so automation can always pass it.
+
+On aws, the EKS cluster's authentication mode is API_AND_CONFIG_MAP with
+the creating identity as bootstrap admin. --admin ARN (cluster admin:
+AmazonEKSClusterAdminPolicy, scope cluster) and --viewer ARN (Kubernetes
+group kiln:support, bound to the read-only ClusterRole kiln-support of
+docs/rbac-support.yaml, never an access policy) are repeatable IAM role or
+user ARNs that become access entries kiln tags as its own; given on a
+rerun or with --continue, kiln's entries of that kind become exactly those
+named (none: no kiln entry of that kind); left out, they stay. A bad ARN
+is exit 2 naming the flag and the value.`,
 		Example: `  kiln create kube dev1 --context kind-dev1
   kiln create kube dev1 --context kind-dev1 -c kiln.yaml --headless -o json
-  kiln create kube dev1 --continue`,
+  kiln create kube dev1 --continue
+  kiln create aws dev1 --region eu-west-1 --admin arn:aws:iam::123456789012:role/ci --viewer arn:aws:iam::123456789012:role/support`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return g.runOp(args, cont, func(e *engine.Engine, t engine.Target) error {

@@ -98,6 +98,9 @@ func printStatus(w io.Writer, st *engine.ClusterStatus) {
 	if iso := st.Isolation; iso != nil {
 		fmt.Fprintf(w, "Isolation network isolation: %s\n", iso.String())
 	}
+	if a := st.Access; a != nil {
+		printAccess(w, a)
+	}
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "KIND\tNAMESPACE\tNAME\tSTATUS\tMESSAGE")
@@ -112,6 +115,29 @@ func printStatus(w io.Writer, st *engine.ClusterStatus) {
 	if len(st.Projects) > 0 {
 		fmt.Fprintln(w)
 		printProjects(w, st.Projects)
+	}
+}
+
+// printAccess lists the cluster's access entries: principal, kind, and
+// whether kiln made it (only those kiln changes or removes).
+func printAccess(w io.Writer, a *engine.Access) {
+	head := "authentication mode " + a.Mode
+	if a.Problem != "" {
+		head += ": " + a.Problem
+	} else {
+		head += fmt.Sprintf(", %d access entr%s", len(a.Entries), map[bool]string{true: "y", false: "ies"}[len(a.Entries) == 1])
+	}
+	fmt.Fprintf(w, "Access    %s\n", head)
+	for _, en := range a.Entries {
+		by := "made by kiln"
+		if !en.Kiln {
+			by = "not kiln's, left alone"
+		}
+		detail := ""
+		if len(en.Groups) > 0 {
+			detail = ", groups " + strings.Join(en.Groups, ",")
+		}
+		fmt.Fprintf(w, "          %-6s %s (%s%s)\n", en.Kind, en.Principal, by, detail)
 	}
 }
 

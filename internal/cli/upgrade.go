@@ -45,6 +45,13 @@ instance type (a replacement node group is created and ACTIVE before the
 old one is deleted: EKS cannot change it in place) and its size, each
 waited for; the plan lists them before the platform's changes.
 
+For aws, --admin ARN and --viewer ARN (repeatable) set kiln's EKS access
+entries of that kind to exactly the ARNs named (--admin none: no kiln
+admin entry); left out, kiln's entries stay as they are. Entries kiln did
+not create (tags kiln.dev/cluster, app.kubernetes.io/managed-by=kiln,
+kiln.dev/access) are never touched. A cluster still in authentication
+mode CONFIG_MAP is first moved to API_AND_CONFIG_MAP.
+
 Exit codes: 0 applied, no changes, or dry run; 2 bad input (a removed
 tenant has projects, a newer kiln wrote the platform, a bad config, a
 Kubernetes version EKS cannot go to);
@@ -56,7 +63,8 @@ Kubernetes version EKS cannot go to);
   kiln upgrade kube dev1 --yes                        # re-apply with this kiln's manifests
   kiln upgrade aws dev1 --nodes 3 --dry-run           # the node group 2 → 3 nodes, planned
   kiln upgrade aws dev1 --kubernetes-version 1.31 --yes
-  kiln upgrade aws dev1 --instance-type m6i.large -c kiln.yaml --yes`,
+  kiln upgrade aws dev1 --instance-type m6i.large -c kiln.yaml --yes
+  kiln upgrade aws dev1 --admin arn:aws:iam::123456789012:role/ci --viewer none --yes`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			g.aws.upgrading = true

@@ -95,6 +95,9 @@ type Provider struct {
 	// Change is what kiln upgrade changes of an existing cluster's
 	// infrastructure (upgrade.go); the zero value changes nothing.
 	Change Change
+	// Access is what --admin and --viewer ask of the EKS access entries
+	// (access.go), on create and upgrade alike; the zero value keeps them.
+	Access Access
 	// WriteKubeconfig, if set, is the kubeconfig file that gets (or has
 	// updated) an entry for the cluster using `kiln aws token`.
 	WriteKubeconfig string
@@ -242,6 +245,9 @@ func (p *Provider) ValidateFlags() error {
 		if r != "" && !regionRE.MatchString(r) {
 			return input.New(exit.BadInput, input.Region, r, "{input}/{input:regions}: %q is not an AWS region name (like eu-west-1)", r)
 		}
+	}
+	if err := p.Access.validate(); err != nil {
+		return err
 	}
 	return p.Change.validate()
 }

@@ -124,6 +124,7 @@ func (p *Provider) EnsureInfrastructure(ctx context.Context, name, region string
 		{KindSecurityGroup, in.ensureSecurityGroup},
 		{KindIAMRole, in.ensureRoles},
 		{KindEKSCluster, in.ensureCluster},
+		{KindAccessEntry, in.ensureAccess},
 		{KindNodegroup, in.ensureNodegroup},
 		{KindAddon, in.ensureAddons},
 	}
@@ -150,6 +151,15 @@ func (p *Provider) EnsureInfrastructure(ctx context.Context, name, region string
 	rc, cs, err := p.kubeClient(ctx, in.cfg, in.cluster)
 	if err != nil {
 		return engine.Location{}, false, err
+	}
+	// The viewers' group gets the support role (access.go) once a viewer
+	// is named.
+	if len(p.Access.Viewers) > 0 {
+		engine.Checkpoint(ctx, "before-aws-supportrbac")
+		if err := in.ensureSupportRBAC(ctx, cs); err != nil {
+			return engine.Location{}, false, lostErr(ctx, err)
+		}
+		engine.Checkpoint(ctx, "after-aws-supportrbac")
 	}
 	return engine.Location{Name: region, Cluster: name, Infra: engine.InfraPresent, Client: cs, REST: rc}, false, nil
 }
@@ -639,6 +649,12 @@ func (in *infra) ensureCluster(ctx context.Context) error {
 				Name:    aws.String(n),
 				Version: version,
 				RoleArn: aws.String(in.roleARNs["cluster"]),
+				// Access entries, with the creator as bootstrap admin
+				// (access.go; API_CreateAccessConfigRequest.html).
+				AccessConfig: &ekstypes.CreateAccessConfigRequest{
+					AuthenticationMode:                      AuthenticationMode,
+					BootstrapClusterCreatorAdminPermissions: aws.Bool(true),
+				},
 				ResourcesVpcConfig: &ekstypes.VpcConfigRequest{
 					SubnetIds: in.subnetIDs, SecurityGroupIds: []string{in.sgID},
 					EndpointPublicAccess: aws.Bool(true),

@@ -312,6 +312,9 @@ func (p *Provider) PlanInfrastructure(ctx context.Context, name, region string) 
 	if err := p.Change.validate(); err != nil {
 		return nil, err
 	}
+	if err := p.Access.validate(); err != nil {
+		return nil, err
+	}
 	in, err := p.newInfra(ctx, name, region, nil)
 	if err != nil {
 		return nil, err
@@ -328,7 +331,11 @@ func (p *Provider) PlanInfrastructure(ctx context.Context, name, region string) 
 	if err != nil {
 		return nil, err
 	}
-	return append(pl.changes, addons...), nil
+	access, err := in.planAccessChanges(ctx, st.cluster)
+	if err != nil {
+		return nil, err
+	}
+	return append(append(pl.changes, addons...), access...), nil
 }
 
 // planAddons lists the managed add-ons an upgrade to Kubernetes version
@@ -382,6 +389,9 @@ func (p *Provider) UpgradeInfrastructure(ctx context.Context, name, region strin
 	if err := p.Change.validate(); err != nil {
 		return err
 	}
+	if err := p.Access.validate(); err != nil {
+		return err
+	}
 	in, err := p.newInfra(ctx, name, region, sink)
 	if err != nil {
 		return err
@@ -402,6 +412,7 @@ func (p *Provider) UpgradeInfrastructure(ctx context.Context, name, region strin
 		{"nodegroup-size", in.resizeNodegroup},
 		{"nodegroup-delete", in.removeReplaced},
 		{"addons", in.upgradeAddons},
+		{"access", in.upgradeAccess},
 	}
 	for _, s := range steps {
 		engine.Checkpoint(ctx, "before-aws-upgrade-"+s.point)
