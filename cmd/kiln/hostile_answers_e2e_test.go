@@ -5,8 +5,8 @@ import (
 	"net/http"
 	"path/filepath"
 	"sort"
-	"sync"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 

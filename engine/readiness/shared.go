@@ -83,8 +83,24 @@ func informer[L runtime.Object](ctx context.Context, obj runtime.Object, list fu
 	if idx == nil {
 		idx = cache.Indexers{}
 	}
-	return cache.NewSharedIndexInformer(lw, obj, 0, idx)
+	return cache.NewSharedIndexInformer(listThenWatch{lw}, obj, 0, idx)
 }
+
+// listThenWatch makes a reflector list and then watch, never use a
+// watch-list (client-go's WatchListClient: one watch with
+// sendInitialEvents instead of the list). client-go v0.37.2 sends a
+// watch-list the server ends with 410 Expired again at once, with no
+// backoff: against a server that answers every watch so (a relist storm)
+// each informer made about 500 watches a second and starved the run's own
+// requests in the client's rate limiter
+// (TestCommandsCompleteUnderHostileAnswers). The list-then-watch path
+// backs off between relists. kiln's informers hold one namespace's few
+// objects, so the watch-list's memory saving does not matter here.
+type listThenWatch struct{ *cache.ListWatch }
+
+// IsWatchListSemanticsUnSupported tells client-go's reflector not to use
+// a watch-list (watchlist.DoesClientNotSupportWatchListSemantics).
+func (listThenWatch) IsWatchListSemanticsUnSupported() bool { return true }
 
 // namespace returns ns's cache, starting its informers on first use and
 // waiting until they have listed.

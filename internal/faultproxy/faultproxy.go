@@ -105,11 +105,11 @@ type Proxy struct {
 	// URL is the proxy's https address.
 	URL string
 
-	opts   Options
-	srv    *httptest.Server
-	rp     *httputil.ReverseProxy
-	mu     sync.Mutex
-	rng    *rand.Rand
+	opts    Options
+	srv     *httptest.Server
+	rp      *httputil.ReverseProxy
+	mu      sync.Mutex
+	rng     *rand.Rand
 	rates   map[Kind]float64
 	counts  map[Kind]int
 	total   int
@@ -139,8 +139,8 @@ func Start(opts Options) (*Proxy, error) {
 		opts.WatchCutMax = max(2*time.Second, opts.WatchCutMin)
 	}
 	p := &Proxy{
-		opts:   opts,
-		rng:    newRand(opts.Seed),
+		opts:    opts,
+		rng:     newRand(opts.Seed),
 		rates:   maps.Clone(opts.Rates),
 		counts:  map[Kind]int{},
 		latency: opts.Latency,
