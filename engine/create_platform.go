@@ -47,7 +47,7 @@ func (r *run) platform(ctx context.Context) error {
 			return err
 		}
 		r.cfg = cfg
-		auth, err := platform.AuthObject(name, r.authKeys)
+		auth, err := platform.AuthObject(name, r.authKeys, r.authTable)
 		if err != nil {
 			return err
 		}
@@ -109,7 +109,7 @@ func (r *run) platform(ctx context.Context) error {
 			return err
 		}
 	}
-	for _, obj := range platform.GatewayObjects(name, r.cfg, r.e.Version) {
+	for _, obj := range platform.WithTenantTable(platform.GatewayObjects(name, r.cfg, r.e.Version), r.authTable) {
 		if err := r.ensure(ctx, cs, w, obj); err != nil {
 			return err
 		}

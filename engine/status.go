@@ -310,7 +310,7 @@ func (e *Engine) statusAt(ctx context.Context, req StatusRequest, loc Location, 
 		out.TokenProblem = err.Error()
 	case td != nil:
 		out.TokenDir, out.KeyID, out.KeyTrusted = td.Path, td.Manifest.KeyID, true
-		if err := verifyTokens(td, ps.Keys, cfg.Spec.Tenants); err != nil {
+		if err := verifyTokens(td, ps.Keys, ps.Table, cfg.Spec.Tenants); err != nil {
 			out.TokenProblem = err.Error()
 		}
 	case len(found) > 0:
