@@ -68,9 +68,9 @@ type run struct {
 	// authTable is the tenant table kiln-auth gets (fresh/resume) or
 	// holds (continue); the gateway's pod template records its digest.
 	authTable *creds.TenantTable
-	w        *readiness.Watcher
-	current  string // the phase running now, for the interrupt message
-	mutated  bool   // whether anything was written yet
+	w         *readiness.Watcher
+	current   string // the phase running now, for the interrupt message
+	mutated   bool   // whether anything was written yet
 }
 
 // step runs one phase of create and records which one it is.

@@ -28,12 +28,12 @@ type upgradePlan struct {
 	cfg   *config.ClusterConfig // the desired config
 	ops   *project.Ops          // project operations under cfg
 
-	system        *platform.Object  // kiln-system, when it changes
-	addTokens     []string          // tenants to sign tokens for
+	system    *platform.Object // kiln-system, when it changes
+	addTokens []string         // tenants to sign tokens for
 	// tokens is the tenant-table protocol's work (syncTenantTokens): the
 	// tokens issued with new token ids, and whether tenants.json changes.
-	tokens tokenWork
-	st     *platform.State // as read by the plan (under the lock on apply)
+	tokens        tokenWork
+	st            *platform.State   // as read by the plan (under the lock on apply)
 	addTenants    []platform.Object // tenant namespaces to create or fix
 	removeTenants []readiness.Ref   // tenant namespaces to delete
 	// strayRoutes are the routes (kiln-system) of removed tenants'
@@ -134,7 +134,7 @@ func (u *upgrade) plan(ctx context.Context) (*upgradePlan, error) {
 	if p.tokens.table {
 		action := platform.ActionUpdate
 		p.changes = append(p.changes, PlanChange{Action: action, Kind: readiness.KindConfigMap, Namespace: platform.Namespace, Name: platform.AuthName,
-			Fields: []string{"data." + platform.AuthTenantsKey},
+			Fields:  []string{"data." + platform.AuthTenantsKey},
 			Message: "tenant table: new token ids listed before the token dir is swapped, then only the token dir's tokens of the config's tenants stay accepted (removed tenants' and replaced tokens are refused)"})
 	}
 	for _, obj := range platform.TenantObjects(req.Name, cfg.Spec.Tenants) {
