@@ -321,9 +321,11 @@ func TestUpgradeRevokesRemovedTenant(t *testing.T) {
 		expect(t, e.kiln("wait", "kube", name, "--context", kctx, "--timeout", "1m"), 0)
 	})
 
-	t.Run("a platform of an earlier kiln is migrated by upgrade", func(t *testing.T) {
-		// What an earlier kiln left: kiln-auth without tenants.json, tokens
-		// without aud and tid.
+	// legacyize turns the platform into what an earlier kiln left:
+	// kiln-auth without tenants.json, tokens without aud and tid. It
+	// returns default's legacy token.
+	legacyize := func(t *testing.T) string {
+		t.Helper()
 		cm, err := cs.CoreV1().ConfigMaps("kiln-system").Get(context.Background(), "kiln-auth", metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
@@ -346,7 +348,58 @@ func TestUpgradeRevokesRemovedTenant(t *testing.T) {
 		if err := creds.Write(td.Path, td); err != nil {
 			t.Fatal(err)
 		}
-		legacyDefault := td.Tokens["default"]
+		return td.Tokens["default"]
+	}
+	// splitBrainFree: at this instant kiln-auth (with the gateway's
+	// verifier) accepts every token of the committed token dir.
+	splitBrainFree := func(t *testing.T, when string) {
+		t.Helper()
+		v := clusterVerifier(t, cs, name)
+		td, err := creds.Load(e.tokenDir(name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, tn := range td.Manifest.Tenants {
+			if err := v.VerifyFor(td.Tokens[tn], tn); err != nil {
+				t.Errorf("%s: kiln-auth refuses the committed token of %s: %v", when, tn, err)
+			}
+		}
+	}
+
+	t.Run("migration and --rotate-token killed at every step converge, never refusing the token dir", func(t *testing.T) {
+		for _, point := range []string{"tokens-after-table-staged", "tokens-after-reissue", "tokens-after-table"} {
+			for _, args := range [][]string{{}, {"--rotate-token", "staging"}} {
+				if len(args) == 0 {
+					legacyize(t)
+				}
+				before := tokenOf(t, e, name, "staging")
+				cmd := append([]string{"upgrade", "kube", name, "--context", kctx, "--yes", "-o", "json"}, args...)
+				r := e.kilnWith([]string{"KILN_TEST_CRASH_AT=" + point}, cmd...)
+				if !r.killed {
+					t.Fatalf("%v: kiln was not killed at %s:\n%s", args, point, r)
+				}
+				splitBrainFree(t, fmt.Sprintf("%v killed at %s", args, point))
+				expect(t, e.kiln(cmd...), 0)
+				splitBrainFree(t, fmt.Sprintf("%v rerun after %s", args, point))
+				v := clusterVerifier(t, cs, name)
+				if v.Table == nil || v.Table.Legacy || len(v.Table.Tenants) != 2 {
+					t.Errorf("%v after %s: table %+v", args, point, v.Table)
+				}
+				for _, ids := range v.Table.Tenants {
+					if len(ids) != 1 {
+						t.Errorf("%v after %s: a tenant keeps %d token ids", args, point, len(ids))
+					}
+				}
+				if err := v.VerifyFor(before, "staging"); err == nil {
+					t.Errorf("%v after %s: staging's previous token is still accepted", args, point)
+				}
+				expect(t, e.kiln("wait", "kube", name, "--context", kctx, "--timeout", "1m"), 0)
+			}
+		}
+	})
+
+	t.Run("a platform of an earlier kiln is migrated by upgrade", func(t *testing.T) {
+		legacyDefault := legacyize(t)
 		if err := clusterVerifier(t, cs, name).VerifyFor(legacyDefault, "default"); err != nil {
 			t.Fatalf("legacy token on a platform without table: %v", err)
 		}
