@@ -135,7 +135,7 @@ func (u *upgrade) plan(ctx context.Context) (*upgradePlan, error) {
 		action := platform.ActionUpdate
 		p.changes = append(p.changes, PlanChange{Action: action, Kind: readiness.KindConfigMap, Namespace: platform.Namespace, Name: platform.AuthName,
 			Fields:  []string{"data." + platform.AuthTenantsKey},
-			Message: "tenant table: new token ids listed before the token dir is swapped, then only the token dir's tokens of the config's tenants stay accepted (removed tenants' and replaced tokens are refused)"})
+			Message: "tenant table: new token ids first, then only the token dir's tokens accepted"})
 	}
 	for _, obj := range platform.TenantObjects(req.Name, cfg.Spec.Tenants) {
 		changed, err := add(obj, "tenant "+strings.TrimPrefix(obj.Ref.Name, config.TenantNamespacePrefix))
@@ -222,7 +222,7 @@ func (u *upgrade) plan(ctx context.Context) (*upgradePlan, error) {
 	if p.tokens.table && !slices.ContainsFunc(p.gateway, func(o platform.Object) bool { return o.Ref.Kind == readiness.KindDeployment }) {
 		p.changes = append(p.changes, PlanChange{Action: platform.ActionUpdate, Kind: readiness.KindDeployment, Namespace: platform.Namespace, Name: platform.GatewayName,
 			Fields:  []string{"spec.template.metadata.annotations." + platform.AnnotationTenantTable},
-			Message: "the gateway rolls out with the new tenant table: once it is rolled out no gateway pod accepts a refused token"})
+			Message: "the gateway rolls out with the new tenant table"})
 	}
 	p.notes = append(p.notes, frontDoorWarnings(ctx, cs, cfg)...)
 	if err := u.planProjects(ctx, p, specs); err != nil {
