@@ -2,57 +2,35 @@ package creds
 
 import (
 	"bytes"
-	"crypto/rand"
 	"crypto/rsa"
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"sort"
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/kilnctl/kiln/creds/tenanttable"
 )
 
-// TenantsFile is the key of kiln-auth (beside keys.json) that holds the
-// tenant table, and the file of the same name the gateway reads from the
-// mounted ConfigMap.
-//
-// The table is what makes tenant tokens revocable one by one and binds
-// them to one platform (DESIGN.md §17, README "Security"):
-//
-//	{"aud":"<platform id>","tenants":{"TENANT":["<tid>",...]},"legacy":false}
-//
-// aud is the platform's identity: 32 random hex digits generated when the
-// table is first written (create, or the upgrade that migrates a platform
-// of an earlier kiln) and kept for the platform's life (rotate-key and
-// upgrade copy it). Every token carries it as its aud claim, so a second
-// cluster with the same NAME — even one holding the same key — refuses
-// the first's tokens: its table has another aud.
-//
-// tid is one issue of one tenant's token: 32 random hex digits. A token is
-// accepted only while its tid is listed under its sub. Removing a tenant
-// removes its entry; a tenant of the same name added later gets a fresh
-// tid, so the old token never stands in for the new one. Rotating one
-// tenant's token publishes the new tid beside the old, swaps the token
-// dir, then drops the old tid.
-//
-// legacy: tokens without aud and tid (signed by a kiln before the table)
-// are still accepted. Only set while an upgrade migrates such a platform:
-// the table with the new tids is published first (legacy on), the token
-// dir swapped to tokens that carry them, then legacy is turned off. With
-// no table at all (a platform no kiln with tables has touched) the
-// verifier accepts legacy tokens only.
-const TenantsFile = "tenants.json"
+// TenantsFile is the key of kiln-auth beside keys.json holding the tenant
+// table, and the file of that name the gateway reads (package tenanttable
+// describes it).
+const TenantsFile = tenanttable.File
 
-// TenantTable is the decoded tenants.json.
-type TenantTable struct {
-	Audience string              `json:"aud"`
-	Tenants  map[string][]string `json:"tenants"`
-	Legacy   bool                `json:"legacy,omitempty"`
-}
+// TenantTable is kiln-auth's tenant table (tenanttable.Table).
+type TenantTable = tenanttable.Table
+
+// ParseTenantTable decodes tenants.json strictly (tenanttable.ParseTable).
+func ParseTenantTable(data []byte) (*TenantTable, error) { return tenanttable.ParseTable(data) }
+
+// NewTenantTable is a table with a fresh platform id (tenanttable.NewTable).
+func NewTenantTable() (*TenantTable, error) { return tenanttable.NewTable() }
+
+// NewRandomID returns 32 random hex digits (tenanttable.NewRandomID).
+func NewRandomID() (string, error) { return tenanttable.NewRandomID() }
+
+func validRandomID(s string) bool { return tenanttable.ValidID(s) }
 
 // TokenID is what binds one token to one platform and one issue: its aud
 // and tid claims. The zero value is a legacy token's (neither claim).
@@ -63,119 +41,6 @@ type TokenID struct {
 
 // IsZero reports a legacy token's id.
 func (id TokenID) IsZero() bool { return id.Audience == "" && id.ID == "" }
-
-// NewRandomID returns 32 random lowercase hex digits: a platform id (aud)
-// or a token id (tid).
-func NewRandomID() (string, error) {
-	var b [16]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		return "", fmt.Errorf("generate id: %w", err)
-	}
-	return hex.EncodeToString(b[:]), nil
-}
-
-func validRandomID(s string) bool {
-	if len(s) != 32 {
-		return false
-	}
-	for _, c := range s {
-		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
-			return false
-		}
-	}
-	return true
-}
-
-// NewTenantTable is a table with a fresh platform id and no tenants.
-func NewTenantTable() (*TenantTable, error) {
-	aud, err := NewRandomID()
-	if err != nil {
-		return nil, err
-	}
-	return &TenantTable{Audience: aud, Tenants: map[string][]string{}}, nil
-}
-
-// ParseTenantTable decodes tenants.json strictly: unknown fields, a
-// malformed aud or tid, or a bad tenant name reject the whole table (a
-// verifier must never guess at what a damaged table meant).
-func ParseTenantTable(data []byte) (*TenantTable, error) {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	var t TenantTable
-	if err := dec.Decode(&t); err != nil {
-		return nil, fmt.Errorf("parse tenant table: %w", jsonSyntaxOnly(err))
-	}
-	if dec.More() {
-		return nil, errors.New("parse tenant table: trailing data")
-	}
-	if !validRandomID(t.Audience) {
-		return nil, errors.New("parse tenant table: aud is not 32 lowercase hex digits")
-	}
-	if t.Tenants == nil {
-		t.Tenants = map[string][]string{}
-	}
-	for tenant, ids := range t.Tenants {
-		if err := checkName("tenant", tenant); err != nil {
-			return nil, fmt.Errorf("parse tenant table: %w", err)
-		}
-		for _, id := range ids {
-			if !validRandomID(id) {
-				return nil, fmt.Errorf("parse tenant table: a tid of tenant %s is not 32 lowercase hex digits", tenant)
-			}
-		}
-	}
-	return &t, nil
-}
-
-// Marshal returns the table's canonical bytes (sorted tenants and tids).
-func (t *TenantTable) Marshal() ([]byte, error) {
-	c := t.Clone()
-	for k := range c.Tenants {
-		sort.Strings(c.Tenants[k])
-	}
-	return json.Marshal(c) // map keys marshal sorted
-}
-
-// Digest is the SHA-256 (hex) of the canonical bytes, "" for no table.
-func (t *TenantTable) Digest() string {
-	if t == nil {
-		return ""
-	}
-	b, err := t.Marshal()
-	if err != nil {
-		return ""
-	}
-	s := sha256.Sum256(b)
-	return hex.EncodeToString(s[:])
-}
-
-// Clone is a deep copy (nil for nil).
-func (t *TenantTable) Clone() *TenantTable {
-	if t == nil {
-		return nil
-	}
-	c := &TenantTable{Audience: t.Audience, Legacy: t.Legacy, Tenants: make(map[string][]string, len(t.Tenants))}
-	for k, v := range t.Tenants {
-		c.Tenants[k] = slices.Clone(v)
-	}
-	return c
-}
-
-// Equal reports whether two tables say the same (nil equals nil only).
-func (t *TenantTable) Equal(o *TenantTable) bool {
-	if t == nil || o == nil {
-		return t == o
-	}
-	return t.Digest() == o.Digest()
-}
-
-// Accepts reports whether tid is a current token id of tenant.
-func (t *TenantTable) Accepts(tenant, tid string) bool {
-	return t != nil && slices.Contains(t.Tenants[tenant], tid)
-}
-
-// ID is the token id a token of tenant signed for this table carries.
-func (t *TenantTable) ID(tid string) TokenID { return TokenID{Audience: t.Audience, ID: tid} }
 
 // Sentinel errors of Verifier.Verify, for errors.Is (each also wraps
 // ErrBadToken).

@@ -91,7 +91,7 @@ func (e *Engine) syncTenantTokens(ctx context.Context, cs kubernetes.Interface, 
 			return nil, nil, err
 		}
 		staged.Tenants[t] = append(staged.Tenants[t], tid)
-		reissue[t] = staged.ID(tid)
+		reissue[t] = creds.TokenID{Audience: staged.Audience, ID: tid}
 	}
 	if !staged.Equal(st.Table) {
 		if err := publish(staged); err != nil {
@@ -174,7 +174,7 @@ func bindNewDir(td *creds.TokenDir, tenants []string, table *creds.TenantTable, 
 			return nil, err
 		}
 		out.Tenants[t] = []string{tid}
-		reissue[t] = out.ID(tid)
+		reissue[t] = creds.TokenID{Audience: out.Audience, ID: tid}
 	}
 	if len(reissue) == 0 {
 		return out, nil

@@ -24,7 +24,7 @@ import (
 	networkingac "k8s.io/client-go/applyconfigurations/networking/v1"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/kilnctl/kiln/creds"
+	"github.com/kilnctl/kiln/creds/tenanttable"
 	"github.com/kilnctl/kiln/engine/config"
 	"github.com/kilnctl/kiln/engine/readiness"
 )
@@ -36,8 +36,8 @@ const (
 	ConfigKey     = "config.yaml"
 	AuthName      = "kiln-auth"
 	AuthKey       = "keys.json"
-	// AuthTenantsKey is kiln-auth's tenant table (creds.TenantsFile).
-	AuthTenantsKey = creds.TenantsFile
+	// AuthTenantsKey is kiln-auth's tenant table (tenanttable.File).
+	AuthTenantsKey = tenanttable.File
 	GatewayName    = "kiln-gateway"
 	// GatewayServicePort is the port of Service kiln-gateway, which the
 	// projects' routes point at.
@@ -95,11 +95,11 @@ func NamespaceObject(cluster string) Object {
 }
 
 // AuthObject is kiln-auth: keys.json, key id -> PEM public key of every
-// trusted key, and tenants.json, the tenant table (creds.TenantTable),
+// trusted key, and tenants.json, the tenant table (tenanttable.Table),
 // unless table is nil (a platform of an earlier kiln, not migrated yet).
 // The apply is forced and owns both keys: every writer of kiln-auth must
 // pass the table it read, or the apply would remove it.
-func AuthObject(cluster string, keys map[string]string, table *creds.TenantTable) (Object, error) {
+func AuthObject(cluster string, keys map[string]string, table *tenanttable.Table) (Object, error) {
 	data, err := json.Marshal(keys) // map keys marshal sorted: stable bytes
 	if err != nil {
 		return Object{}, err
@@ -129,7 +129,7 @@ const AnnotationTenantTable = "kiln.dev/tenants-sha256"
 
 // WithTenantTable records table's digest on the gateway Deployment among
 // objs (from GatewayObjects); a nil table records nothing.
-func WithTenantTable(objs []Object, table *creds.TenantTable) []Object {
+func WithTenantTable(objs []Object, table *tenanttable.Table) []Object {
 	if table == nil {
 		return objs
 	}
@@ -365,7 +365,7 @@ type State struct {
 	Keys map[string]string
 	// Table is kiln-auth's tenant table; nil when it has none (absent, or
 	// written by an earlier kiln).
-	Table *creds.TenantTable
+	Table *tenanttable.Table
 	// Version and Schema are the kiln version and platform schema version
 	// recorded on kiln-config by the kiln that last installed or upgraded
 	// it ("" and 0 when not recorded).
@@ -442,7 +442,7 @@ func Read(ctx context.Context, cs kubernetes.Interface) (*State, error) {
 		}
 		st.Keys = keys
 		if raw := auth.Data[AuthTenantsKey]; raw != "" {
-			if st.Table, err = creds.ParseTenantTable([]byte(raw)); err != nil {
+			if st.Table, err = tenanttable.ParseTable([]byte(raw)); err != nil {
 				return nil, fmt.Errorf("configmap %s/%s key %s: %w", Namespace, AuthName, AuthTenantsKey, err)
 			}
 		}
