@@ -304,6 +304,30 @@ func TestUpgradeRevokesRemovedTenant(t *testing.T) {
 		gw.refresh()
 		gw.await("rotated-out token", "default", oldDefault, http.StatusUnauthorized)
 		gw.await("rotated token", "default", rotated, http.StatusOK)
+
+		// A stale token dir (the rotated-out token put back): kiln wait
+		// and status judge it with the gateway's rules and say so.
+		td, err := creds.Load(e.tokenDir(name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		td.Tokens["default"] = oldDefault
+		if err := creds.Write(td.Path, td); err != nil {
+			t.Fatal(err)
+		}
+		r = e.kiln("wait", "kube", name, "--context", kctx, "--timeout", "10s")
+		if r.code == 0 || !strings.Contains(r.stderr, `tenant default`) || !strings.Contains(r.stderr, "not current") {
+			t.Errorf("wait with a stale token dir:\n%s", r)
+		}
+		r = e.kiln("status", "kube", name, "--context", kctx)
+		if !strings.Contains(r.stdout+r.stderr, "not current") {
+			t.Errorf("status does not report the stale token:\n%s", r)
+		}
+		td.Tokens["default"] = rotated
+		if err := creds.Write(td.Path, td); err != nil {
+			t.Fatal(err)
+		}
+		expect(t, e.kiln("wait", "kube", name, "--context", kctx, "--timeout", "1m"), 0)
 	})
 
 	t.Run("rotate-key keeps the platform id and token ids", func(t *testing.T) {
