@@ -451,4 +451,27 @@ func TestUpgradeRevokesRemovedTenant(t *testing.T) {
 		}
 		expect(t, e.kiln("wait", "kube", name, "--context", kctx, "--timeout", "1m"), 0)
 	})
+
+	t.Run("create --continue migrates a platform of an earlier kiln too", func(t *testing.T) {
+		legacyDefault := legacyize(t)
+		expect(t, e.kiln("create", "kube", name, "--context", kctx, "-c", two, "--continue"), 0)
+		v := clusterVerifier(t, cs, name)
+		if v.Table == nil || v.Table.Legacy || len(v.Table.Tenants) != 2 {
+			t.Fatalf("table after create --continue: %+v", v.Table)
+		}
+		if err := v.VerifyFor(legacyDefault, "default"); err == nil {
+			t.Error("legacy token accepted after create --continue migrated the platform")
+		}
+		splitBrainFree(t, "after create --continue")
+		if got := gatewayTableAnnotation(t, cs); got != v.Table.Digest() {
+			t.Errorf("gateway records table %q, want %q", got, v.Table.Digest())
+		}
+		// And a second run changes nothing in kiln-auth.
+		before, _ := authFiles(t, cs)
+		_, tbBefore := authFiles(t, cs)
+		expect(t, e.kiln("create", "kube", name, "--context", kctx, "-c", two, "--continue"), 0)
+		if after, tbAfter := authFiles(t, cs); after != before || tbAfter != tbBefore {
+			t.Error("a converged create --continue rewrote kiln-auth")
+		}
+	})
 }
