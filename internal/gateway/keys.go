@@ -130,14 +130,27 @@ func (k *keyStore) current() *keySet { return k.cur.Load() }
 // broken ConfigMap must not revoke every token, and kubelet's swap never
 // shows a half-written file.
 func (k *keyStore) load() {
-	path := filepath.Join(k.dir, KeysFile)
-	data, err := os.ReadFile(path)
+	// Both files from one version of the volume: with kubelet's layout
+	// ..data is resolved and both are read from its target, so a swap
+	// between the two reads cannot pair one version's keys with another's
+	// table; if ..data moved meanwhile (kubelet removes the old version's
+	// directory right after the swap), they are read again.
+	var data, tdata []byte
+	var err, terr error
+	path, tpath := filepath.Join(k.dir, KeysFile), filepath.Join(k.dir, TenantsFile)
+	for range 3 {
+		dir := k.dataDir()
+		data, err = os.ReadFile(filepath.Join(dir, KeysFile))
+		tdata, terr = os.ReadFile(filepath.Join(dir, TenantsFile))
+		if k.dataDir() == dir {
+			break
+		}
+	}
 	if err != nil {
 		k.fail(fmt.Errorf("read %s: %w", path, err))
 		return
 	}
-	tpath := filepath.Join(k.dir, TenantsFile)
-	tdata, err := os.ReadFile(tpath)
+	err = terr
 	switch {
 	case errors.Is(err, fs.ErrNotExist) && !k.hadTable:
 		tdata = nil // no table: legacy tokens only
@@ -200,6 +213,20 @@ func (k *keyStore) fail(err error) {
 	k.lastErr = err.Error()
 	k.metrics.keyReload(false, -1)
 	k.log.Error("keys not loaded; the keys in force stay, and the gateway is not ready until keys.json reads again", "error", k.lastErr)
+}
+
+// dataDir is the directory holding the files of the volume's current
+// version: ..data resolved when the directory has kubelet's layout, else
+// the directory itself (local mode, plain files).
+func (k *keyStore) dataDir() string {
+	target, err := os.Readlink(filepath.Join(k.dir, "..data"))
+	if err != nil {
+		return k.dir
+	}
+	if !filepath.IsAbs(target) {
+		target = filepath.Join(k.dir, target)
+	}
+	return target
 }
 
 // run reloads on every change until ctx ends.
