@@ -18,13 +18,23 @@ func Issuer(cluster string) string { return IssuerPrefix + cluster }
 // tokenClaims is the full claim set of a tenant token. Tokens carry no exp:
 // they stay valid until the key is removed from the cluster's kiln-auth, which
 // is how kiln revokes them.
+//
+// Tokens of a platform with a tenant table (tenanttable.go) also carry aud
+// (the platform id) and tid (this issue of the tenant's token).
 type tokenClaims struct {
 	jwt.RegisteredClaims
+	Tid string `json:"tid,omitempty"`
 }
 
 // SignToken returns a compact JWS (RS256) for tenant of cluster, with header
 // kid = keyID and claims iss = "kiln:"+cluster, sub = tenant, iat.
 func SignToken(key *rsa.PrivateKey, keyID, cluster, tenant string, iat time.Time) (string, error) {
+	return SignTenantToken(key, keyID, cluster, tenant, TokenID{}, iat)
+}
+
+// SignTenantToken is SignToken with the aud and tid claims of id (none
+// for the zero id: a legacy token).
+func SignTenantToken(key *rsa.PrivateKey, keyID, cluster, tenant string, id TokenID, iat time.Time) (string, error) {
 	if key == nil {
 		return "", fmt.Errorf("sign token for tenant %q: no signing key", tenant)
 	}
@@ -39,11 +49,18 @@ func SignToken(key *rsa.PrivateKey, keyID, cluster, tenant string, iat time.Time
 	if got, err := KeyID(&key.PublicKey); err != nil || got != keyID {
 		return "", fmt.Errorf("sign token for tenant %q: key id %s does not match the signing key", tenant, keyID)
 	}
-	tok := jwt.NewWithClaims(jwt.SigningMethodRS256, tokenClaims{jwt.RegisteredClaims{
+	if (id.Audience == "") != (id.ID == "") || (!id.IsZero() && (!validRandomID(id.Audience) || !validRandomID(id.ID))) {
+		return "", fmt.Errorf("sign token for tenant %q: aud and tid must both be 32 hex digits, or both absent", tenant)
+	}
+	claims := tokenClaims{RegisteredClaims: jwt.RegisteredClaims{
 		Issuer:   Issuer(cluster),
 		Subject:  tenant,
 		IssuedAt: jwt.NewNumericDate(iat),
-	}})
+	}, Tid: id.ID}
+	if id.Audience != "" {
+		claims.Audience = jwt.ClaimStrings{id.Audience}
+	}
+	tok := jwt.NewWithClaims(jwt.SigningMethodRS256, claims)
 	tok.Header["kid"] = keyID
 	s, err := tok.SignedString(key)
 	if err != nil {

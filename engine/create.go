@@ -65,9 +65,12 @@ type run struct {
 	// credentials phase until commit.
 	dirLocks map[string]*creds.DirLock
 	authKeys map[string]string // kiln-auth to apply (fresh/resume)
-	w        *readiness.Watcher
-	current  string // the phase running now, for the interrupt message
-	mutated  bool   // whether anything was written yet
+	// authTable is the tenant table kiln-auth gets (fresh/resume) or
+	// holds (continue); the gateway's pod template records its digest.
+	authTable *creds.TenantTable
+	w         *readiness.Watcher
+	current   string // the phase running now, for the interrupt message
+	mutated   bool   // whether anything was written yet
 }
 
 // step runs one phase of create and records which one it is.

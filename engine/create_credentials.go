@@ -12,9 +12,21 @@ import (
 func (r *run) credentials(ctx context.Context) error {
 	e, p, name := r.e, r.req.Provider, r.req.Name
 	if r.decision == DecisionContinue {
-		if missing := missingTenants(r.td, r.cfg.Spec.Tenants); len(missing) > 0 {
-			// Tenants added to kiln-config since the token dir was written:
-			// sign their tokens with the key the cluster already trusts.
+		if r.trustKnown() {
+			// Tenants added to kiln-config since the token dir was
+			// written, or tokens of an earlier kiln without aud and tid:
+			// issued with the key the cluster already trusts, the tenant
+			// table published first (syncTenantTokens).
+			missing := missingTenants(r.td, r.cfg.Spec.Tenants)
+			td, table, err := e.syncTenantTokens(ctx, r.loc.Client, name, r.req.Timeout, r.td.Path, r.cfg.Spec.Tenants, nil, r.loc.State)
+			if err != nil {
+				return err
+			}
+			r.td, r.authTable = td, table
+			if len(missing) > 0 {
+				e.logf(LevelInfo, "signed tokens for new tenants %s with trusted key %s", strings.Join(missing, ", "), td.Manifest.KeyID)
+			}
+		} else if missing := missingTenants(r.td, r.cfg.Spec.Tenants); len(missing) > 0 {
 			td, err := creds.AddTenants(r.td.Path, missing, e.now())
 			if err != nil {
 				return err
@@ -51,10 +63,9 @@ func (r *run) credentials(ctx context.Context) error {
 		}
 		r.td = td
 		r.authKeys = map[string]string{td.Manifest.KeyID: trusted[td.Manifest.KeyID]}
-		if missing := missingTenants(td, r.cfg.Spec.Tenants); len(missing) > 0 {
-			if r.td, err = creds.AddTenants(td.Path, missing, e.now()); err != nil {
-				return err
-			}
+		// kiln-config is absent: no gateway uses these tokens yet.
+		if r.authTable, err = bindNewDir(r.td, r.cfg.Spec.Tenants, r.loc.State.Table, e.now()); err != nil {
+			return err
 		}
 		e.logf(LevelInfo, "reusing key %s from %s: the cluster already has it", td.Manifest.KeyID, td.Path)
 		return r.remember()
@@ -75,10 +86,8 @@ func (r *run) credentials(ctx context.Context) error {
 				continue
 			}
 			r.td = f
-			if missing := missingTenants(f, r.cfg.Spec.Tenants); len(missing) > 0 {
-				if r.td, err = creds.AddTenants(f.Path, missing, e.now()); err != nil {
-					return err
-				}
+			if r.authTable, err = bindNewDir(r.td, r.cfg.Spec.Tenants, nil, e.now()); err != nil {
+				return err
 			}
 			pemBytes, err := creds.PublicKeyPEM(r.td.PublicKey())
 			if err != nil {
@@ -110,6 +119,10 @@ func (r *run) credentials(ctx context.Context) error {
 	}
 	td, err = creds.NewTokenDir(name, p.Name(), r.loc.Name, key, r.cfg.Spec.Tenants, e.now())
 	if err != nil {
+		return err
+	}
+	// A new platform id and a token id per tenant (creds.TenantTable).
+	if r.authTable, err = bindNewDir(td, r.cfg.Spec.Tenants, nil, e.now()); err != nil {
 		return err
 	}
 	if err := creds.Write(dir, td); err != nil {

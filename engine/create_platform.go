@@ -47,7 +47,7 @@ func (r *run) platform(ctx context.Context) error {
 			return err
 		}
 		r.cfg = cfg
-		auth, err := platform.AuthObject(name, r.authKeys)
+		auth, err := platform.AuthObject(name, r.authKeys, r.authTable)
 		if err != nil {
 			return err
 		}
@@ -109,7 +109,11 @@ func (r *run) platform(ctx context.Context) error {
 			return err
 		}
 	}
-	for _, obj := range platform.GatewayObjects(name, r.cfg, r.e.Version) {
+	table := r.authTable
+	if table == nil && r.loc.State != nil {
+		table = r.loc.State.Table // continue without a sync: the table kiln-auth holds
+	}
+	for _, obj := range platform.WithTenantTable(platform.GatewayObjects(name, r.cfg, r.e.Version), table) {
 		if err := r.ensure(ctx, cs, w, obj); err != nil {
 			return err
 		}
@@ -141,6 +145,9 @@ func (r *run) verifyAuth(ctx context.Context, cs kubernetes.Interface) error {
 	}
 	if _, ok := st.Keys[r.td.Manifest.KeyID]; !ok {
 		return fmt.Errorf("read back %s/%s: key %s is not there", platform.Namespace, platform.AuthName, r.td.Manifest.KeyID)
+	}
+	if !st.Table.Equal(r.authTable) {
+		return fmt.Errorf("read back %s/%s: its %s is not the tenant table kiln applied", platform.Namespace, platform.AuthName, platform.AuthTenantsKey)
 	}
 	return nil
 }

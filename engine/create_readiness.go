@@ -19,7 +19,7 @@ func (r *run) readiness(ctx context.Context) error {
 	if !slices.Contains(st.KeyIDs(), r.td.Manifest.KeyID) {
 		return fmt.Errorf("kiln-auth does not trust key %s of token dir %s", r.td.Manifest.KeyID, r.td.Path)
 	}
-	if err := verifyTokens(r.td, st.Keys, r.cfg.Spec.Tenants); err != nil {
+	if err := verifyTokens(r.td, st.Keys, st.Table, r.cfg.Spec.Tenants); err != nil {
 		return err
 	}
 	return nil

@@ -30,6 +30,15 @@ func (r *rotation) swap(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
+		// Same aud and tid as the tokens they replace: the tenant table
+		// does not change with the key.
+		ids, err := r.td.TokenIDs()
+		if err != nil {
+			return err
+		}
+		if err := next.Reissue(ids, e.now()); err != nil {
+			return err
+		}
 		if err := creds.Write(creds.RotationPath(r.td.Path), next); err != nil {
 			return err
 		}
@@ -124,11 +133,15 @@ func (r *rotation) retire(ctx context.Context) error {
 // applyAuth applies kiln-auth with keys (and the rotation record when
 // oldKeyID is set) and reads it back.
 func (r *rotation) applyAuth(ctx context.Context, keys map[string]string, oldKeyID string, expires time.Time) error {
-	return applyAuth(ctx, r.e, r.loc.Client, r.req.Name, r.req.Timeout, keys, oldKeyID, expires)
+	// The tenant table goes along unchanged: the rotation re-signs the
+	// tokens with the same aud and tid.
+	return applyAuthTable(ctx, r.e, r.loc.Client, r.req.Name, r.req.Timeout, keys, r.st.Table, oldKeyID, expires)
 }
 
-func applyAuth(ctx context.Context, e *Engine, cs kubernetes.Interface, name string, timeout time.Duration, keys map[string]string, oldKeyID string, expires time.Time) error {
-	obj, err := platform.AuthObject(name, keys)
+// applyAuthTable applies kiln-auth with keys and the tenant table (nil:
+// none) and the rotation record when oldKeyID is set, and reads it back.
+func applyAuthTable(ctx context.Context, e *Engine, cs kubernetes.Interface, name string, timeout time.Duration, keys map[string]string, table *creds.TenantTable, oldKeyID string, expires time.Time) error {
+	obj, err := platform.AuthObject(name, keys, table)
 	if err != nil {
 		return err
 	}
@@ -147,7 +160,7 @@ func applyAuth(ctx context.Context, e *Engine, cs kubernetes.Interface, name str
 	if err != nil {
 		return err
 	}
-	if len(st.Keys) != len(keys) || st.RotationOldKey != oldKeyID {
+	if len(st.Keys) != len(keys) || st.RotationOldKey != oldKeyID || !st.Table.Equal(table) {
 		return fmt.Errorf("read back %s/%s: it does not hold the keys kiln applied", platform.Namespace, platform.AuthName)
 	}
 	for id := range keys {
@@ -190,7 +203,7 @@ func (e *Engine) retireExpiredKey(ctx context.Context, cs kubernetes.Interface, 
 	if len(keys) == 0 {
 		return nil // never leave kiln-auth empty
 	}
-	if err := applyAuth(ctx, e, cs, name, timeout, keys, "", time.Time{}); err != nil {
+	if err := applyAuthTable(ctx, e, cs, name, timeout, keys, st.Table, "", time.Time{}); err != nil {
 		return err
 	}
 	e.logf(LevelInfo, "removed key %s from kiln-auth: its rotation's --keep-old deadline %s passed", old, st.OldKeyExpires.Format(time.RFC3339))

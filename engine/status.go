@@ -321,8 +321,11 @@ func (e *Engine) statusAt(ctx context.Context, req StatusRequest, loc Location, 
 		out.TokenProblem = err.Error()
 	case td != nil:
 		out.TokenDir, out.KeyID, out.KeyTrusted = td.Path, td.Manifest.KeyID, true
-		if err := verifyTokens(td, ps.Keys, cfg.Spec.Tenants); err != nil {
+		if err := verifyTokens(td, ps.Keys, ps.Table, cfg.Spec.Tenants); err != nil {
 			out.TokenProblem = err.Error()
+		}
+		if ps.Table == nil {
+			e.logf(LevelWarn, "kiln-auth has no tenant table (a platform of an earlier kiln): a removed tenant's token is not refused and tokens are not bound to this platform; `kiln upgrade %s %s --yes` issues bound tokens", req.Provider.Name(), req.Name)
 		}
 	case len(found) > 0:
 		out.TokenDir, out.KeyID = found[0].Path, found[0].Manifest.KeyID

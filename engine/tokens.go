@@ -109,13 +109,16 @@ func trustedKeys(keys map[string]string) (map[string]*rsa.PublicKey, error) {
 	return out, nil
 }
 
-// verifyTokens checks every tenant's token against the cluster's trusted
-// keys; the error names each tenant whose token does not verify.
-func verifyTokens(td *creds.TokenDir, keys map[string]string, tenants []string) error {
+// verifyTokens checks every tenant's token with the gateway's rules
+// (creds.Verifier: kiln-auth's keys and tenant table); the error names
+// each tenant whose token does not verify, so a stale token dir (a token
+// replaced, a platform id that is not this platform's) is reported.
+func verifyTokens(td *creds.TokenDir, keys map[string]string, table *creds.TenantTable, tenants []string) error {
 	trusted, err := trustedKeys(keys)
 	if err != nil {
 		return err
 	}
+	v := &creds.Verifier{Keys: trusted, Table: table, Cluster: td.Manifest.Cluster}
 	var bad []string
 	for _, t := range tenants {
 		tok, ok := td.Tokens[t]
@@ -123,7 +126,7 @@ func verifyTokens(td *creds.TokenDir, keys map[string]string, tenants []string) 
 			bad = append(bad, fmt.Sprintf("tenant %s: no token in %s", t, td.Path))
 			continue
 		}
-		if err := creds.VerifyToken(tok, trusted, td.Manifest.Cluster, t); err != nil {
+		if err := v.VerifyFor(tok, t); err != nil {
 			bad = append(bad, fmt.Sprintf("tenant %s: %v", t, err))
 		}
 	}

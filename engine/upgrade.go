@@ -30,6 +30,10 @@ type UpgradeRequest struct {
 	// DeleteProjects lets a removed tenant that still has projects go,
 	// with its projects.
 	DeleteProjects bool
+	// RotateTokens are tenants whose token is issued again with a new
+	// token id (kiln upgrade --rotate-token TENANT): the old token is
+	// refused once the new one is in the token dir. The cluster key stays.
+	RotateTokens []string
 	// Restack restacks running projects whose stack changed; without it
 	// they are listed as needing a restack.
 	Restack bool

@@ -24,7 +24,7 @@ func (u *upgrade) applyPlatform(ctx context.Context, p *upgradePlan) error {
 			return err
 		}
 	}
-	if len(p.addTokens) > 0 || len(p.dropTokens) > 0 || u.td.Manifest.State == creds.StatePending {
+	if p.tokens.table || len(p.addTokens) > 0 || len(p.dropTokens) > 0 || u.td.Manifest.State == creds.StatePending {
 		// Not while a create on this host holds the directory.
 		dl, err := creds.LockDir(u.td.Path, lock.Identity("upgrade "+u.req.Name))
 		if err != nil {
@@ -41,14 +41,24 @@ func (u *upgrade) applyPlatform(ctx context.Context, p *upgradePlan) error {
 		u.td.Manifest.State = creds.StateCommitted
 		e.logf(LevelInfo, "promoted pending token dir %s: the cluster trusts its key %s", u.td.Path, u.td.Manifest.KeyID)
 	}
-	if len(p.addTokens) > 0 {
-		td, err := creds.AddTenants(u.td.Path, p.addTokens, e.now())
+	if p.tokens.table {
+		// The tenant table first, then the token dir, then the table
+		// holding only its tokens (syncTenantTokens): removed tenants'
+		// tokens are refused from here on.
+		td, table, err := e.syncTenantTokens(ctx, u.loc.Client, u.req.Name, u.req.Timeout, u.td.Path, p.cfg.Spec.Tenants, u.req.RotateTokens, p.st)
 		if err != nil {
 			return err
 		}
 		u.td = td
-		e.logf(LevelInfo, "signed tokens for tenants %s with trusted key %s into %s", strings.Join(p.addTokens, ", "), td.Manifest.KeyID, td.Path)
+		if len(p.addTokens) > 0 {
+			e.logf(LevelInfo, "signed tokens for tenants %s with trusted key %s into %s", strings.Join(p.addTokens, ", "), td.Manifest.KeyID, td.Path)
+		}
 		checkpoint(ctx, "upgrade-after-tokens")
+		if !table.Equal(p.st.Table) {
+			// Roll the gateway with the new table's digest, so no pod
+			// keeps an older table than kiln-auth's once it rolled out.
+			p.gateway = platform.WithTenantTable(platform.GatewayObjects(u.req.Name, p.cfg, e.Version), table)
+		}
 	}
 	if len(p.addTenants) > 0 {
 		if err := u.ensure(ctx, p.addTenants...); err != nil {

@@ -28,8 +28,12 @@ type upgradePlan struct {
 	cfg   *config.ClusterConfig // the desired config
 	ops   *project.Ops          // project operations under cfg
 
-	system        *platform.Object  // kiln-system, when it changes
-	addTokens     []string          // tenants to sign tokens for
+	system    *platform.Object // kiln-system, when it changes
+	addTokens []string         // tenants to sign tokens for
+	// tokens is the tenant-table protocol's work (syncTenantTokens): the
+	// tokens issued with new token ids, and whether tenants.json changes.
+	tokens        tokenWork
+	st            *platform.State   // as read by the plan (under the lock on apply)
 	addTenants    []platform.Object // tenant namespaces to create or fix
 	removeTenants []readiness.Ref   // tenant namespaces to delete
 	// strayRoutes are the routes (kiln-system) of removed tenants'
@@ -102,12 +106,37 @@ func (u *upgrade) plan(ctx context.Context) (*upgradePlan, error) {
 		return nil, err
 	}
 	u.td = td
-	for _, t := range cfg.Spec.Tenants {
+	p.st = st
+	if p.tokens, err = planTokens(td, cfg.Spec.Tenants, st.Table, req.RotateTokens); err != nil {
+		return nil, err
+	}
+	for _, t := range req.RotateTokens {
+		if !slices.Contains(cfg.Spec.Tenants, t) {
+			return nil, exit.Usage("--rotate-token %s: the platform has no tenant %s (tenants: %s)", t, t, strings.Join(cfg.Spec.Tenants, ", "))
+		}
+	}
+	for _, t := range p.tokens.issue {
 		if !td.Manifest.HasTenant(t) {
 			p.addTokens = append(p.addTokens, t)
 			p.changes = append(p.changes, PlanChange{Action: platform.ActionCreate, Kind: KindToken, Name: t,
-				Message: fmt.Sprintf("token of tenant %s, signed with trusted key %s, added to %s", t, td.Manifest.KeyID, td.Path)})
+				Message: fmt.Sprintf("token of tenant %s, signed with trusted key %s and a new token id, added to %s", t, td.Manifest.KeyID, td.Path)})
+			continue
 		}
+		why := "it is not current in kiln-auth's tenant table"
+		switch {
+		case slices.Contains(req.RotateTokens, t):
+			why = "--rotate-token: the old token is refused once the new one is in place"
+		case st.Table == nil:
+			why = "kiln-auth has no tenant table yet (a platform of an earlier kiln): tokens get the platform id and a token id"
+		}
+		p.changes = append(p.changes, PlanChange{Action: platform.ActionUpdate, Kind: KindToken, Name: t,
+			Message: fmt.Sprintf("token of tenant %s issued again with key %s and a new token id (%s)", t, td.Manifest.KeyID, why)})
+	}
+	if p.tokens.table {
+		action := platform.ActionUpdate
+		p.changes = append(p.changes, PlanChange{Action: action, Kind: readiness.KindConfigMap, Namespace: platform.Namespace, Name: platform.AuthName,
+			Fields:  []string{"data." + platform.AuthTenantsKey},
+			Message: "tenant table: new token ids first, then only the token dir's tokens accepted"})
 	}
 	for _, obj := range platform.TenantObjects(req.Name, cfg.Spec.Tenants) {
 		changed, err := add(obj, "tenant "+strings.TrimPrefix(obj.Ref.Name, config.TenantNamespacePrefix))
@@ -182,7 +211,7 @@ func (u *upgrade) plan(ctx context.Context) (*upgradePlan, error) {
 		}
 	}
 
-	for _, obj := range platform.GatewayObjects(req.Name, cfg, u.e.Version) {
+	for _, obj := range platform.WithTenantTable(platform.GatewayObjects(req.Name, cfg, u.e.Version), st.Table) {
 		changed, err := add(obj, "the gateway")
 		if err != nil {
 			return nil, err
@@ -190,6 +219,11 @@ func (u *upgrade) plan(ctx context.Context) (*upgradePlan, error) {
 		if changed {
 			p.gateway = append(p.gateway, obj)
 		}
+	}
+	if p.tokens.table && !slices.ContainsFunc(p.gateway, func(o platform.Object) bool { return o.Ref.Kind == readiness.KindDeployment }) {
+		p.changes = append(p.changes, PlanChange{Action: platform.ActionUpdate, Kind: readiness.KindDeployment, Namespace: platform.Namespace, Name: platform.GatewayName,
+			Fields:  []string{"spec.template.metadata.annotations." + platform.AnnotationTenantTable},
+			Message: "the gateway rolls out with the new tenant table"})
 	}
 	p.notes = append(p.notes, frontDoorWarnings(ctx, cs, cfg)...)
 	if err := u.planProjects(ctx, p, specs); err != nil {

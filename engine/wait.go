@@ -73,7 +73,7 @@ func (e *Engine) wait(ctx context.Context, req WaitRequest) (*creds.TokenDir, er
 				strings.Join(st.KeyIDs(), ", "), describeCandidates(cands), foundSuffix(have))
 		}
 		tenants = st.Config.Spec.Tenants
-		if err := verifyTokens(td, st.Keys, tenants); err != nil {
+		if err := verifyTokens(td, st.Keys, st.Table, tenants); err != nil {
 			return err
 		}
 		if st.Config.Spec.Gateway.Expose == config.ExposeLoadBalancer {

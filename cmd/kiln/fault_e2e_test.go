@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/kilnctl/kiln/creds"
+	"github.com/kilnctl/kiln/engine/platform"
 	"github.com/kilnctl/kiln/internal/faultproxy"
 )
 
@@ -183,6 +184,15 @@ func endState(t *testing.T, cs kubernetes.Interface) map[string]string {
 			switch {
 			case cm.Name == "kiln-auth":
 				data["keys.json"] = fmt.Sprintf("%d keys", len(authKeys(t, cs)))
+				// The platform id and token ids are random: their shape is
+				// the end state.
+				if tb, err := creds.ParseTenantTable([]byte(cm.Data[creds.TenantsFile])); err == nil {
+					shape := map[string]int{}
+					for tn, ids := range tb.Tenants {
+						shape[tn] = len(ids)
+					}
+					data[creds.TenantsFile] = map[string]any{"tenants": shape, "legacy": tb.Legacy}
+				}
 			case strings.HasPrefix(cm.Name, "kiln-project-"):
 				var spec map[string]any
 				if err := json.Unmarshal([]byte(cm.Data["spec.json"]), &spec); err == nil {
@@ -214,6 +224,9 @@ func endState(t *testing.T, cs kubernetes.Interface) map[string]string {
 		for _, d := range deps.Items {
 			tmpl := d.Spec.Template.DeepCopy()
 			delete(tmpl.Annotations, "kiln.dev/token-sha256")
+			if _, ok := tmpl.Annotations[platform.AnnotationTenantTable]; ok {
+				tmpl.Annotations[platform.AnnotationTenantTable] = "recorded"
+			}
 			out["deploy/"+n+"/"+d.Name] = j(map[string]any{"labels": d.Labels, "replicas": d.Spec.Replicas, "template": tmpl})
 		}
 		svcs, err := cs.CoreV1().Services(n).List(ctx, metav1.ListOptions{})

@@ -47,13 +47,17 @@ func TestWizardUpgradeAndRotateKeyInTmux(t *testing.T) {
 	before := world(t, cs)
 	shown := plan()
 	t.Logf("upgrade plan at 100x30:\n%s", shown)
-	for _, want := range []string{"Tenant staging", "+ create Token staging", "+ create Namespace kiln-tenant-staging",
-		"~ update ConfigMap kiln-system/kiln-config", "spec.tenants: [default] (cluster) vs"} {
+	for _, want := range []string{"Tenant staging", "+ create Token staging",
+		"~ update ConfigMap kiln-system/kiln-auth", "~ update ConfigMap kiln-system/kiln-config", "spec.tenants: [default] (cluster) vs"} {
 		if !strings.Contains(shown, want) {
 			t.Errorf("plan screen lacks %q:\n%s", want, shown)
 		}
 	}
 	fitsWidth(t, shown, 100)
+	// The rest of the plan (the tenant table and the gateway's roll make
+	// it longer than one screen at 30 lines) is a page down.
+	x.keys("NPage")
+	fitsWidth(t, x.waitFor(10*time.Second, "+ create Namespace kiln-tenant-staging"), 100)
 	x.keys("Enter") // Cancel has the focus
 	cancelled := x.waitFor(time.Minute, "cancelled — nothing was changed", "esc back")
 	if strings.Contains(cancelled, "✗") {

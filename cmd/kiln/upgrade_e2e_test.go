@@ -141,13 +141,16 @@ func TestUpgradePlanConfirmApply(t *testing.T) {
 			// The new tenant is fenced before the gateway changes.
 			"create NetworkPolicy kiln-tenant-staging/kiln-deny-ingress",
 			"create NetworkPolicy kiln-tenant-staging/kiln-allow-from-gateway",
+			// The new tenant's token id is listed in the tenant table
+			// before its token is written.
+			"update ConfigMap kiln-system/kiln-auth",
 		} {
 			if p[want] == nil {
 				t.Errorf("plan lacks %q; plan: %v", want, p)
 			}
 		}
-		if len(p) != 7 {
-			t.Errorf("plan has %d changes, want 7: %v", len(p), p)
+		if len(p) != 8 {
+			t.Errorf("plan has %d changes, want 8: %v", len(p), p)
 		}
 		if ev := p["update Deployment kiln-system/kiln-gateway"]; ev != nil && !hasField(ev, "spec.replicas") {
 			t.Errorf("gateway update fields = %v, want spec.replicas", ev["fields"])
@@ -344,13 +347,18 @@ func TestUpgradePlanConfirmApply(t *testing.T) {
 // kills kiln: going forward (tenant added, gateway, ingress, config) and
 // back (tenant removed).
 var upgradeCrashForward = []string{
-	"after-plan", "upgrade-after-lock", "upgrade-after-tokens", "upgrade-after-tenants",
+	"after-plan", "upgrade-after-lock",
+	// The tenant-table protocol adding a tenant: staged table, token dir
+	// swapped (the staged table is then already the final one; the final
+	// write, tokens-after-table, happens going back).
+	"tokens-after-table-staged", "tokens-after-reissue",
+	"upgrade-after-tokens", "upgrade-after-tenants",
 	"upgrade-after-deployment", "after-platform", "upgrade-after-ingresses", "after-projects",
 	"upgrade-after-config",
 }
 
 var upgradeCrashBack = []string{
-	"upgrade-after-tenants-removed", "upgrade-after-tokens-removed", "upgrade-after-config",
+	"tokens-after-table", "upgrade-after-tenants-removed", "upgrade-after-tokens-removed", "upgrade-after-config",
 }
 
 func TestKilledUpgradeConverges(t *testing.T) {

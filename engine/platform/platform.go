@@ -24,6 +24,7 @@ import (
 	networkingac "k8s.io/client-go/applyconfigurations/networking/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/kilnctl/kiln/creds/tenanttable"
 	"github.com/kilnctl/kiln/engine/config"
 	"github.com/kilnctl/kiln/engine/readiness"
 )
@@ -35,7 +36,9 @@ const (
 	ConfigKey     = "config.yaml"
 	AuthName      = "kiln-auth"
 	AuthKey       = "keys.json"
-	GatewayName   = "kiln-gateway"
+	// AuthTenantsKey is kiln-auth's tenant table (tenanttable.File).
+	AuthTenantsKey = tenanttable.File
+	GatewayName    = "kiln-gateway"
 	// GatewayServicePort is the port of Service kiln-gateway, which the
 	// projects' routes point at.
 	GatewayServicePort = 80
@@ -91,17 +94,51 @@ func NamespaceObject(cluster string) Object {
 	}
 }
 
-// AuthObject is kiln-auth: key id -> PEM public key of every trusted key.
-func AuthObject(cluster string, keys map[string]string) (Object, error) {
+// AuthObject is kiln-auth: keys.json, key id -> PEM public key of every
+// trusted key, and tenants.json, the tenant table (tenanttable.Table),
+// unless table is nil (a platform of an earlier kiln, not migrated yet).
+// The apply is forced and owns both keys: every writer of kiln-auth must
+// pass the table it read, or the apply would remove it.
+func AuthObject(cluster string, keys map[string]string, table *tenanttable.Table) (Object, error) {
 	data, err := json.Marshal(keys) // map keys marshal sorted: stable bytes
 	if err != nil {
 		return Object{}, err
 	}
+	d := map[string]string{AuthKey: string(data)}
+	if table != nil {
+		tb, err := table.Marshal()
+		if err != nil {
+			return Object{}, err
+		}
+		d[AuthTenantsKey] = string(tb)
+	}
 	return Object{
 		Ref: readiness.Ref{Kind: readiness.KindConfigMap, Namespace: Namespace, Name: AuthName},
 		Apply: corev1ac.ConfigMap(AuthName, Namespace).WithLabels(labels(cluster)).
-			WithData(map[string]string{AuthKey: string(data)}),
+			WithData(d),
 	}, nil
+}
+
+// AnnotationTenantTable is the gateway pod template's record of the
+// tenant table (SHA-256 of tenants.json): a changed table rolls the
+// gateway, so once the Deployment is rolled out no gateway pod holds an
+// older table than kiln-auth's, whatever the kubelet's ConfigMap sync
+// delay. That is what lets upgrade say a removed tenant is refused from
+// the moment it reports success.
+const AnnotationTenantTable = "kiln.dev/tenants-sha256"
+
+// WithTenantTable records table's digest on the gateway Deployment among
+// objs (from GatewayObjects); a nil table records nothing.
+func WithTenantTable(objs []Object, table *tenanttable.Table) []Object {
+	if table == nil {
+		return objs
+	}
+	for _, o := range objs {
+		if dep, ok := o.Apply.(*appsac.DeploymentApplyConfiguration); ok && dep.Spec != nil && dep.Spec.Template != nil {
+			dep.Spec.Template.WithAnnotations(map[string]string{AnnotationTenantTable: table.Digest()})
+		}
+	}
+	return objs
 }
 
 // ConfigObject is kiln-config, the "platform installed" marker.
@@ -326,6 +363,9 @@ type State struct {
 	ConfigRaw string
 	// Keys are kiln-auth's trusted keys (key id -> PEM); nil when absent.
 	Keys map[string]string
+	// Table is kiln-auth's tenant table; nil when it has none (absent, or
+	// written by an earlier kiln).
+	Table *tenanttable.Table
 	// Version and Schema are the kiln version and platform schema version
 	// recorded on kiln-config by the kiln that last installed or upgraded
 	// it ("" and 0 when not recorded).
@@ -401,6 +441,11 @@ func Read(ctx context.Context, cs kubernetes.Interface) (*State, error) {
 			}
 		}
 		st.Keys = keys
+		if raw := auth.Data[AuthTenantsKey]; raw != "" {
+			if st.Table, err = tenanttable.ParseTable([]byte(raw)); err != nil {
+				return nil, fmt.Errorf("configmap %s/%s key %s: %w", Namespace, AuthName, AuthTenantsKey, err)
+			}
+		}
 		st.RotationOldKey = auth.Annotations[AnnotationRotationOldKey]
 		// A deadline counts only with the rotation it belongs to.
 		if v := auth.Annotations[AnnotationOldKeyExpires]; v != "" && st.RotationOldKey != "" {

@@ -54,8 +54,10 @@ func (g *globals) registerCompletions(root *cobra.Command) {
 				return out
 			}))
 		}
-		if c.LocalNonPersistentFlags().Lookup("tenant") != nil {
-			_ = c.RegisterFlagCompletionFunc("tenant", g.completeFromConfig(func(cfg *config.ClusterConfig) []string { return cfg.Spec.Tenants }))
+		for _, f := range []string{"tenant", "rotate-token"} {
+			if c.LocalNonPersistentFlags().Lookup(f) != nil {
+				_ = c.RegisterFlagCompletionFunc(f, g.completeFromConfig(func(cfg *config.ClusterConfig) []string { return cfg.Spec.Tenants }))
+			}
 		}
 		if c.LocalNonPersistentFlags().Lookup("project") != nil {
 			_ = c.RegisterFlagCompletionFunc("project", func(cmd *cobra.Command, args []string, _ string) ([]string, cobra.ShellCompDirective) {

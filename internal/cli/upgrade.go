@@ -12,6 +12,7 @@ import (
 
 func newUpgradeCmd(g *globals) *cobra.Command {
 	var dryRun, deleteProjects, restack bool
+	var rotateTokens []string
 	cmd := &cobra.Command{
 		Use:   "upgrade PROVIDER NAME",
 		Short: "Change an installed platform to a config, showing the plan first",
@@ -37,6 +38,17 @@ Ingresses follow a new domain; projects on a changed stack are restacked
 only with --restack. kiln-config is written last, so an interrupted
 upgrade shows as one and the same command run again finishes it.
 
+Tenant tokens are revocable one by one (README "Security"): kiln-auth's
+tenant table (tenants.json) lists the current token id of each tenant and
+the platform id every token carries. New token ids are published first,
+then the token dir is swapped as one unit, then the table keeps only its
+tokens: a removed tenant's token is refused (401) once upgrade reports
+success, and a tenant of that name added later gets a new token id. The
+gateway rolls out with the new table. --rotate-token TENANT (repeatable)
+issues that tenant's token again with a new token id, without rotating
+the cluster key: the old token is refused from then on. A platform of an
+earlier kiln (no table) is migrated: every token is issued again.
+
 For aws, --nodes, --instance-type and --kubernetes-version change the
 infrastructure first (unset: kept as it runs): the EKS control plane's
 version, one minor version at a time (a jump or a downgrade is exit 2,
@@ -61,6 +73,7 @@ Kubernetes version EKS cannot go to);
   kiln upgrade kube dev1 -c kiln.yaml --yes -o json   # headless
   kiln upgrade kube dev1 -c kiln.yaml --yes --delete-projects --restack
   kiln upgrade kube dev1 --yes                        # re-apply with this kiln's manifests
+  kiln upgrade kube dev1 --rotate-token staging --yes # new token for tenant staging
   kiln upgrade aws dev1 --nodes 3 --dry-run           # the node group 2 → 3 nodes, planned
   kiln upgrade aws dev1 --kubernetes-version 1.31 --yes
   kiln upgrade aws dev1 --instance-type m6i.large -c kiln.yaml --yes
@@ -70,13 +83,14 @@ Kubernetes version EKS cannot go to);
 			g.aws.upgrading = true
 			return g.runOp(args, false, func(e *engine.Engine, t engine.Target) error {
 				return e.Upgrade(cmd.Context(), engine.UpgradeRequest{Target: t, ConfigPath: g.config, Yes: g.yes, Timeout: g.timeout,
-					DryRun: dryRun, DeleteProjects: deleteProjects, Restack: restack})
+					DryRun: dryRun, DeleteProjects: deleteProjects, Restack: restack, RotateTokens: rotateTokens})
 			})
 		},
 	}
 	g.aws.registerUpgrade(cmd.Flags())
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "print the plan and change nothing (not even the lock)")
 	cmd.Flags().BoolVar(&deleteProjects, "delete-projects", false, "let a removed tenant go with the projects it still has")
+	cmd.Flags().StringSliceVar(&rotateTokens, "rotate-token", nil, "issue TENANT's token again with a new token id; the old one is refused (repeatable; the cluster key stays)")
 	cmd.Flags().BoolVar(&restack, "restack", false, "restack running projects whose stack changed (otherwise they are listed)")
 	return cmd
 }

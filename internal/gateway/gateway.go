@@ -182,7 +182,7 @@ func New(cfg Config) (*Gateway, error) {
 		return nil, errors.New("--tls-cert and --tls-key: give both (HTTPS) or neither (HTTP)")
 	}
 	m := newMetrics()
-	g := &Gateway{cfg: cfg, metrics: m, keys: newKeyStore(cfg.AuthDir, cfg.ReloadInterval, cfg.Log, m), tenants: tenantLimit{max: cfg.TenantConcurrency}}
+	g := &Gateway{cfg: cfg, metrics: m, keys: newKeyStore(cfg.AuthDir, cfg.Cluster, cfg.ReloadInterval, cfg.Log, m), tenants: tenantLimit{max: cfg.TenantConcurrency}}
 	if cfg.TLSCert != "" {
 		g.certs = newCertStore(cfg.TLSCert, cfg.TLSKey, cfg.ReloadInterval, cfg.Log)
 	}

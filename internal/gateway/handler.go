@@ -166,7 +166,7 @@ func (g *Gateway) authorize(w http.ResponseWriter, r *http.Request, info *reqInf
 		deny(w, http.StatusServiceUnavailable, bodyUnavailable)
 		return false
 	}
-	tenant, err := set.verify(token, g.cfg.Cluster)
+	tenant, err := set.verify(token)
 	if err != nil {
 		info.reason = err.Error() // names kid and claim, never token text
 		w.Header().Set("WWW-Authenticate", challengeInvalid)

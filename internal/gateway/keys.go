@@ -4,7 +4,9 @@ import (
 	"context"
 	"crypto/rsa"
 	"crypto/sha256"
+	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -19,6 +21,11 @@ import (
 // KeysFile is the file of the mounted kiln-auth ConfigMap the gateway
 // reads (the ConfigMap's key keys.json, DESIGN.md §5).
 const KeysFile = "keys.json"
+
+// TenantsFile is the tenant table beside it (creds.TenantsFile): which
+// token ids of which tenants are current, and the platform id every token
+// must carry as aud. Absent on a platform no kiln with tables has touched.
+const TenantsFile = creds.TenantsFile
 
 // maxCached bounds the verified-token cache of one key set. Past it, new
 // tokens are verified every time rather than evicting: the cache only
@@ -36,25 +43,29 @@ const MinKeyBits = 2048
 type keySet struct {
 	keys map[string]*rsa.PublicKey
 	ids  []string
+	// v is the verifier over keys and the tenant table (creds.Verifier,
+	// the same rules kiln's own token checks use).
+	v *creds.Verifier
 
 	mu    sync.Mutex
 	cache map[[sha256.Size]byte]string // SHA-256 of the token -> tenant
 }
 
-func newKeySet(keys map[string]*rsa.PublicKey) *keySet {
+func newKeySet(keys map[string]*rsa.PublicKey, table *creds.TenantTable, cluster string) *keySet {
 	ids := make([]string, 0, len(keys))
 	for id := range keys {
 		ids = append(ids, id)
 	}
 	sort.Strings(ids)
-	return &keySet{keys: keys, ids: ids, cache: map[[sha256.Size]byte]string{}}
+	v := &creds.Verifier{Keys: keys, Table: table, Cluster: cluster}
+	return &keySet{keys: keys, ids: ids, v: v, cache: map[[sha256.Size]byte]string{}}
 }
 
 // verify returns the tenant token names when it verifies against the set.
 // The cache is keyed by a hash of the whole token, not its signature
 // segment alone: the signature covers header and payload, but a lookup by
 // signature would accept any payload pasted in front of a cached one.
-func (s *keySet) verify(token, cluster string) (string, error) {
+func (s *keySet) verify(token string) (string, error) {
 	sum := sha256.Sum256([]byte(token))
 	s.mu.Lock()
 	tenant, ok := s.cache[sum]
@@ -62,7 +73,7 @@ func (s *keySet) verify(token, cluster string) (string, error) {
 	if ok {
 		return tenant, nil
 	}
-	tenant, _, err := creds.VerifyTenantToken(token, s.keys, cluster)
+	tenant, _, err := s.v.Verify(token)
 	if err != nil {
 		return "", err
 	}
@@ -86,6 +97,7 @@ func (s *keySet) verify(token, cluster string) (string, error) {
 // reload happens only when the bytes changed.
 type keyStore struct {
 	dir      string
+	cluster  string
 	interval time.Duration
 	log      *slog.Logger
 	metrics  *metrics
@@ -100,10 +112,14 @@ type keyStore struct {
 	digest  [sha256.Size]byte
 	seen    bool
 	lastErr string
+	// hadTable: a tenant table was loaded. From then on a tenants.json
+	// that disappears is a failed load, not a return to accepting
+	// legacy tokens (which removed tenants may still hold).
+	hadTable bool
 }
 
-func newKeyStore(dir string, interval time.Duration, log *slog.Logger, m *metrics) *keyStore {
-	return &keyStore{dir: dir, interval: interval, log: log, metrics: m}
+func newKeyStore(dir, cluster string, interval time.Duration, log *slog.Logger, m *metrics) *keyStore {
+	return &keyStore{dir: dir, cluster: cluster, interval: interval, log: log, metrics: m}
 }
 
 // current is the key set in force, nil before the first good load.
@@ -114,13 +130,43 @@ func (k *keyStore) current() *keySet { return k.cur.Load() }
 // broken ConfigMap must not revoke every token, and kubelet's swap never
 // shows a half-written file.
 func (k *keyStore) load() {
-	path := filepath.Join(k.dir, KeysFile)
-	data, err := os.ReadFile(path)
+	// Both files from one version of the volume: with kubelet's layout
+	// ..data is resolved and both are read from its target, so a swap
+	// between the two reads cannot pair one version's keys with another's
+	// table; if ..data moved meanwhile (kubelet removes the old version's
+	// directory right after the swap), they are read again.
+	var data, tdata []byte
+	var err, terr error
+	path, tpath := filepath.Join(k.dir, KeysFile), filepath.Join(k.dir, TenantsFile)
+	for range 3 {
+		dir := k.dataDir()
+		data, err = os.ReadFile(filepath.Join(dir, KeysFile))
+		tdata, terr = os.ReadFile(filepath.Join(dir, TenantsFile))
+		if k.dataDir() == dir {
+			break
+		}
+	}
 	if err != nil {
 		k.fail(fmt.Errorf("read %s: %w", path, err))
 		return
 	}
-	sum := sha256.Sum256(data)
+	err = terr
+	switch {
+	case errors.Is(err, fs.ErrNotExist) && !k.hadTable:
+		tdata = nil // no table: legacy tokens only
+	case errors.Is(err, fs.ErrNotExist):
+		k.fail(fmt.Errorf("%s is gone, but a tenant table was loaded before: keeping it", tpath))
+		return
+	case err != nil:
+		k.fail(fmt.Errorf("read %s: %w", tpath, err))
+		return
+	}
+	h := sha256.New()
+	h.Write(data)
+	h.Write([]byte{0})
+	h.Write(tdata)
+	var sum [sha256.Size]byte
+	h.Sum(sum[:0])
 	if k.seen && sum == k.digest {
 		return
 	}
@@ -129,6 +175,14 @@ func (k *keyStore) load() {
 	if err != nil {
 		k.fail(fmt.Errorf("%s: %w", path, err))
 		return
+	}
+	var table *creds.TenantTable
+	if tdata != nil {
+		if table, err = creds.ParseTenantTable(tdata); err != nil {
+			k.fail(fmt.Errorf("%s: %w", tpath, err))
+			return
+		}
+		k.hadTable = true
 	}
 	for id, pub := range keys {
 		if pub.N.BitLen() < MinKeyBits {
@@ -139,10 +193,14 @@ func (k *keyStore) load() {
 	}
 	k.lastErr = ""
 	k.broken.Store(false)
-	set := newKeySet(keys)
+	set := newKeySet(keys, table, k.cluster)
 	k.cur.Store(set)
 	k.metrics.keyReload(true, len(keys))
-	k.log.Info("keys loaded", "file", path, "key_ids", set.ids)
+	if table != nil {
+		k.log.Info("keys loaded", "file", path, "key_ids", set.ids, "tenant_table", true, "tenants", len(table.Tenants), "legacy_tokens", table.Legacy)
+	} else {
+		k.log.Info("keys loaded", "file", path, "key_ids", set.ids, "tenant_table", false)
+	}
 }
 
 // fail counts and logs a failed load once per distinct failure (the poll
@@ -155,6 +213,20 @@ func (k *keyStore) fail(err error) {
 	k.lastErr = err.Error()
 	k.metrics.keyReload(false, -1)
 	k.log.Error("keys not loaded; the keys in force stay, and the gateway is not ready until keys.json reads again", "error", k.lastErr)
+}
+
+// dataDir is the directory holding the files of the volume's current
+// version: ..data resolved when the directory has kubelet's layout, else
+// the directory itself (local mode, plain files).
+func (k *keyStore) dataDir() string {
+	target, err := os.Readlink(filepath.Join(k.dir, "..data"))
+	if err != nil {
+		return k.dir
+	}
+	if !filepath.IsAbs(target) {
+		target = filepath.Join(k.dir, target)
+	}
+	return target
 }
 
 // run reloads on every change until ctx ends.

@@ -94,7 +94,7 @@ func TestGatewayServesProjectsOnARealNode(t *testing.T) {
 	cfg.Spec.Tenants = []string{"a", "b"}
 	domain := cfg.Spec.Domain
 	oldKey := newKey(t)
-	auth, err := platform.AuthObject(cluster, map[string]string{oldKey.id: oldKey.pem})
+	auth, err := platform.AuthObject(cluster, map[string]string{oldKey.id: oldKey.pem}, nil)
 	must(t, err)
 	conf, err := platform.ConfigObject(cluster, cfg)
 	must(t, err)
@@ -197,7 +197,7 @@ func TestGatewayServesProjectsOnARealNode(t *testing.T) {
 
 	// 3: rotate-key's retire step: kiln-auth holds the new key only.
 	newK := newKey(t)
-	auth, err = platform.AuthObject(cluster, map[string]string{newK.id: newK.pem})
+	auth, err = platform.AuthObject(cluster, map[string]string{newK.id: newK.pem}, nil)
 	must(t, err)
 	must(t, platform.Apply(ctx, cs, auth))
 	t0 = time.Now()
