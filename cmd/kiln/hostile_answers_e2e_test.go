@@ -24,8 +24,10 @@ import (
 //     and destroy complete with exit 0, the key promise holds, every
 //     project ends as asked;
 //   - 2 s latency on every request: wait, status and a project create
-//     complete within their timeout (exit 0) or end with exit 5 naming
-//     what was not reached — never another exit code, never a hang.
+//     (with --discovery-timeout 30s: discovery's default 5 s per context
+//     is a few requests at this latency, and says so, exit 1) complete
+//     within their timeout (exit 0) or end with exit 5 naming what was not
+//     reached — never another exit code, never a hang.
 func TestCommandsCompleteUnderHostileAnswers(t *testing.T) {
 	skipShort(t)
 	// Which watches kiln makes, by path: a loop shows as one path counted
@@ -117,7 +119,9 @@ func TestCommandsCompleteUnderHostileAnswers(t *testing.T) {
 		{"status", "kube", name},
 		{"project", "create", "kube", name, "default/late", "--stack", "web"},
 	} {
-		r := run(args...)
+		// Discovery is bounded per context by --discovery-timeout (5 s by
+		// default, a few requests): a control plane this slow needs more.
+		r := run(append(args, "--discovery-timeout", "30s")...)
 		switch {
 		case r.code == 0:
 		case r.code == 5 && strings.Contains(r.stderr+r.stdout, "timed out") || r.code == 5 && strings.Contains(r.stderr+r.stdout, "not reached"):
