@@ -117,18 +117,25 @@ func EnsureBindings(ctx context.Context, cs kubernetes.Interface, ns string, nsL
 			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: nb.Role},
 			Subjects:   subjects,
 		}
-		// Create first: before the binding exists an operator may create
-		// RoleBindings (cluster-wide, kept to kiln's namespaces by the
-		// admission policy) but not yet read them here.
-		_, err := cs.RbacV1().RoleBindings(ns).Create(ctx, want, metav1.CreateOptions{FieldManager: FieldManager})
-		if err == nil {
-			wrote = true
-			continue
-		}
-		if !apierrors.IsAlreadyExists(err) {
-			return wrote, fmt.Errorf("create rolebinding %s/%s: %w", ns, nb.Name, err)
-		}
 		cur, err := cs.RbacV1().RoleBindings(ns).Get(ctx, nb.Name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) || apierrors.IsForbidden(err) {
+			// Absent, or not readable yet: before the binding exists an
+			// operator may create RoleBindings (cluster-wide, kept to
+			// kiln's namespaces by the admission policy) but not read
+			// them here.
+			_, cerr := cs.RbacV1().RoleBindings(ns).Create(ctx, want, metav1.CreateOptions{FieldManager: FieldManager})
+			switch {
+			case cerr == nil:
+				wrote = true
+				continue
+			case apierrors.IsAlreadyExists(cerr) && apierrors.IsForbidden(err):
+				continue // there, and unreadable: WaitAccess says whether it serves the caller
+			case apierrors.IsAlreadyExists(cerr):
+				cur, err = cs.RbacV1().RoleBindings(ns).Get(ctx, nb.Name, metav1.GetOptions{})
+			default:
+				return wrote, fmt.Errorf("create rolebinding %s/%s: %w", ns, nb.Name, cerr)
+			}
+		}
 		if err != nil {
 			return wrote, fmt.Errorf("get rolebinding %s/%s: %w", ns, nb.Name, err)
 		}

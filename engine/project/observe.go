@@ -262,6 +262,29 @@ func (o *Ops) notYet(ctx context.Context, ns string, err error) bool {
 	return apierrors.IsNotFound(gerr)
 }
 
+// allTenants are the tenants of o.Config and those of every other
+// namespace labelled as a tenant namespace of this cluster (a tenant an
+// upgrade is removing), sorted: one LIST of namespaces.
+func (o *Ops) allTenants(ctx context.Context) ([]string, error) {
+	list, err := o.Client.CoreV1().Namespaces().List(ctx, metav1.ListOptions{LabelSelector: LabelManagedBy + "=kiln," + LabelCluster + "=" + o.Cluster})
+	if err != nil {
+		return nil, fmt.Errorf("list namespaces of cluster %s: %w", o.Cluster, err)
+	}
+	seen := map[string]bool{}
+	out := o.tenants()
+	for _, t := range out {
+		seen[t] = true
+	}
+	for _, ns := range list.Items {
+		if t, ok := strings.CutPrefix(ns.Name, Ref{}.Namespace()); ok && t != "" && !seen[t] {
+			seen[t] = true
+			out = append(out, t)
+		}
+	}
+	sort.Strings(out)
+	return out, nil
+}
+
 // tenants are the tenants of o.Config, sorted.
 func (o *Ops) tenants() []string {
 	if o.Config == nil {

@@ -25,7 +25,11 @@ type Recorded struct {
 func (o *Ops) Specs(ctx context.Context) ([]Recorded, error) {
 	sel := o.selector("")
 	var items []corev1.ConfigMap
-	for _, t := range o.tenants() {
+	tenants, err := o.allTenants(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, t := range tenants {
 		ns := Ref{Tenant: t}.Namespace()
 		cms, err := o.Client.CoreV1().ConfigMaps(ns).List(ctx, metav1.ListOptions{LabelSelector: sel})
 		if o.notYet(ctx, ns, err) {

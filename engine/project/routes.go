@@ -158,7 +158,11 @@ func (o *Ops) hasTenant(t string) bool { return o.checkTenant(t) == nil }
 func (o *Ops) legacyRoutes(ctx context.Context) (map[string]*networkingv1.Ingress, error) {
 	sel := o.selector("")
 	out := map[string]*networkingv1.Ingress{}
-	for _, t := range o.tenants() {
+	tenants, err := o.allTenants(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, t := range tenants {
 		ns := Ref{Tenant: t}.Namespace()
 		list, err := o.Client.NetworkingV1().Ingresses(ns).List(ctx, metav1.ListOptions{LabelSelector: sel})
 		if o.notYet(ctx, ns, err) {
