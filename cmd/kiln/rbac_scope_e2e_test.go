@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -249,6 +251,22 @@ func TestRolesScopedToKilnsNamespaces(t *testing.T) {
 			t.Errorf("support bundle as support lacks %s: %v", want, keys(files))
 		}
 	}
+
+	// The read-only inspector (live from watches, namespace by namespace).
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ro := &tmux{t: t, socket: filepath.Join(t.TempDir(), "tmux.sock"), session: "inspect"}
+	t.Cleanup(func() { _, _ = ro.run("kill-server") })
+	ro.must("new-session", "-d", "-s", ro.session, "-x", "120", "-y", "40",
+		fmt.Sprintf("env KILN_E2E_AS_KILN=1 TERM=xterm-256color XDG_STATE_HOME=%q XDG_DATA_HOME=%q %q --kubeconfig %q --keyring-backend file inspect kube %s --context %s --read-only",
+			sup.state, sup.data, exe, sup.kubeconfig, name, kctx))
+	scr := ro.waitFor(60*time.Second, "Cluster "+name, "Projects (2)", "read-only")
+	if strings.Contains(strings.ToLower(scr), "forbidden") {
+		t.Errorf("inspector as support met a refusal:\n%s", scr)
+	}
+	ro.keys("q")
 
 	// The rest of the operator's flows, to the end.
 	expect(t, op.kiln(in("project", "delete", "kube", name, "a/web")...), 0)
