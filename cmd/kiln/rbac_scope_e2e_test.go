@@ -217,6 +217,30 @@ func TestRolesScopedToKilnsNamespaces(t *testing.T) {
 	if _, err := opc.CoreV1().Namespaces().Patch(ctx, "kube-system", types.MergePatchType, patch, metav1.PatchOptions{}); !apierrors.IsForbidden(err) {
 		t.Errorf("operator relabelling kube-system: %v, want Forbidden", err)
 	}
+	// kiln's own namespaces it may patch, but never out of restricted; nor
+	// create one that is not.
+	if _, err := opc.CoreV1().Namespaces().Patch(ctx, "kiln-tenant-a", types.MergePatchType, patch, metav1.PatchOptions{}); err == nil ||
+		!strings.Contains(err.Error(), "must carry pod-security.kubernetes.io/enforce=restricted") {
+		t.Errorf("operator relabelling kiln-tenant-a privileged: %v, want the admission policy's refusal", err)
+	}
+	evil := nsObj("kiln-tenant-evil")
+	evil.Labels = map[string]string{"app.kubernetes.io/managed-by": "kiln", "pod-security.kubernetes.io/enforce": "privileged"}
+	if _, err := opc.CoreV1().Namespaces().Create(ctx, evil, metav1.CreateOptions{}); err == nil ||
+		!strings.Contains(err.Error(), "must carry pod-security.kubernetes.io/enforce=restricted") {
+		t.Errorf("operator creating a privileged kiln-tenant-evil: %v, want the admission policy's refusal", err)
+		_ = clusterB.Client.CoreV1().Namespaces().Delete(ctx, "kiln-tenant-evil", metav1.DeleteOptions{})
+	}
+	// Binding any other role in kube-system passes the API server's
+	// escalation check only with permissions the operator holds there.
+	_, err = opc.RbacV1().RoleBindings("kube-system").Create(ctx, &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "kiln-view"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "view"},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: "kiln-e2e-users", Name: "op-scoped"}},
+	}, metav1.CreateOptions{})
+	if !apierrors.IsForbidden(err) {
+		t.Errorf("operator binding ClusterRole view in kube-system: %v, want Forbidden", err)
+		_ = clusterB.Client.RbacV1().RoleBindings("kube-system").Delete(ctx, "kiln-view", metav1.DeleteOptions{})
+	}
 	if _, err := opc.CoreV1().Secrets("kube-system").List(ctx, metav1.ListOptions{}); !apierrors.IsForbidden(err) {
 		t.Errorf("operator listing kube-system's Secrets: %v, want Forbidden", err)
 	}
