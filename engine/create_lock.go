@@ -3,6 +3,9 @@ package engine
 import (
 	"context"
 	"fmt"
+	"strings"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"k8s.io/client-go/kubernetes"
 
@@ -54,10 +57,22 @@ func (e *Engine) lockCluster(ctx context.Context, cs kubernetes.Interface, op, n
 	}
 	if exclusive {
 		opts.Exclusive = true
-		opts.Excludes = []lock.Exclusion{{
-			Selector: platform.LabelCluster + "=" + name + "," + project.LabelProject,
-			Advice:   fmt.Sprintf("%s refuses while a project operation runs on the cluster; nothing was changed. Wait for it to finish, then run %s again", op, op),
-		}}
+		// The project Leases of each of the cluster's tenant namespaces
+		// (kiln's roles may read Leases only in kiln's namespaces).
+		nss, err := cs.CoreV1().Namespaces().List(ctx, metav1.ListOptions{LabelSelector: platform.LabelManagedBy + "=kiln," + platform.LabelCluster + "=" + name})
+		if err != nil {
+			return nil, nil, fmt.Errorf("list namespaces of cluster %s: %w", name, err)
+		}
+		for _, ns := range nss.Items {
+			if !strings.HasPrefix(ns.Name, platform.TenantNamespace("")) {
+				continue
+			}
+			opts.Excludes = append(opts.Excludes, lock.Exclusion{
+				Namespace: ns.Name,
+				Selector:  platform.LabelCluster + "=" + name + "," + project.LabelProject,
+				Advice:    fmt.Sprintf("%s refuses while a project operation runs on the cluster; nothing was changed. Wait for it to finish, then run %s again", op, op),
+			})
+		}
 	}
 	return lock.Acquire(ctx, cs, opts)
 }

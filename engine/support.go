@@ -103,15 +103,13 @@ func (e *Engine) supportBundle(ctx context.Context, req SupportBundleRequest) (s
 		b.Abort()
 		return file, 0, err
 	}
-	n := b.Files() + 1 // index.txt
 	if len(b.Problems) > 0 {
-		n++
 		e.logf(LevelWarn, "support bundle: %d thing%s could not be collected (see problems.txt in the bundle): %s", len(b.Problems), plural(len(b.Problems)), b.Problems[0])
 	}
 	if err := b.Close(); err != nil {
 		return file, 0, err
 	}
-	return file, n, nil
+	return file, b.Files(), nil
 }
 
 func (e *Engine) fillBundle(ctx context.Context, b *bundle.Bundle, req SupportBundleRequest, ref project.Ref, loc Location, rec *recordingSink) error {
@@ -162,8 +160,11 @@ func (e *Engine) fillBundle(ctx context.Context, b *bundle.Bundle, req SupportBu
 		b.Problem("kiln-config: not installed")
 	}
 
-	// Namespaces of the cluster: the platform's and its tenants'.
-	nsList, err := cs.CoreV1().Namespaces().List(ctx, metav1.ListOptions{LabelSelector: platform.LabelCluster + "=" + req.Name})
+	// Namespaces of the cluster: the platform's and its tenants'. Only
+	// kiln's objects go in: those labelled as made by kiln for this
+	// cluster (a tenant's own ConfigMaps, pods and logs never do).
+	kilns := platform.LabelManagedBy + "=kiln," + platform.LabelCluster + "=" + req.Name
+	nsList, err := cs.CoreV1().Namespaces().List(ctx, metav1.ListOptions{LabelSelector: kilns})
 	if err != nil {
 		b.Problem("list namespaces of cluster %s: %v", req.Name, err)
 		nsList = &corev1.NamespaceList{}
@@ -189,10 +190,25 @@ func (e *Engine) fillBundle(ctx context.Context, b *bundle.Bundle, req SupportBu
 		}
 		return o
 	}
-	scopes = append(scopes, bundle.Scope{Namespace: platform.Namespace, Redact: redactAuth})
+	// The values of kiln's own ConfigMaps (kiln-auth is reduced to its key
+	// ids below); any other ConfigMap, even one labelled as kiln's, is its
+	// key names only.
+	platformKeys := func(name string) []string {
+		if name == platform.ConfigMapName {
+			return []string{platform.ConfigKey}
+		}
+		return nil
+	}
+	tenantKeys := func(name string) []string {
+		if strings.HasPrefix(name, project.SpecName("")) {
+			return []string{project.SpecKey}
+		}
+		return nil
+	}
+	scopes = append(scopes, bundle.Scope{Namespace: platform.Namespace, Selector: kilns, Redact: redactAuth, ConfigMapKeys: platformKeys})
 	if req.Project != "" {
-		scopes = append(scopes, bundle.Scope{Namespace: ref.Namespace(), Selector: project.LabelProject + "=" + ref.Project,
-			Event: func(kind, name string) bool { return project.Owns(ref.Project, kind, name) }})
+		scopes = append(scopes, bundle.Scope{Namespace: ref.Namespace(), Selector: kilns + "," + project.LabelProject + "=" + ref.Project,
+			Event: func(kind, name string) bool { return project.Owns(ref.Project, kind, name) }, ConfigMapKeys: tenantKeys})
 	} else {
 		names := make([]string, 0, len(namespaces))
 		for ns := range namespaces {
@@ -202,7 +218,7 @@ func (e *Engine) fillBundle(ctx context.Context, b *bundle.Bundle, req SupportBu
 		}
 		sort.Strings(names)
 		for _, ns := range names {
-			scopes = append(scopes, bundle.Scope{Namespace: ns})
+			scopes = append(scopes, bundle.Scope{Namespace: ns, Selector: kilns, ConfigMapKeys: tenantKeys})
 		}
 	}
 	for _, s := range scopes {

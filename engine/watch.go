@@ -47,37 +47,55 @@ func (e *Engine) Watch(ctx context.Context, t Target, fn WatchFunc) error {
 		}
 	}
 	stop := make(chan struct{})
-	factory := informers.NewSharedInformerFactoryWithOptions(loc.Client, 0,
-		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
-			o.LabelSelector = platform.LabelManagedBy + "=kiln," + platform.LabelCluster + "=" + t.Name
-		}))
+	// One informer factory per kiln namespace (kiln's roles grant reading
+	// only there, never cluster-wide), and the namespaces themselves.
+	tweak := informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+		o.LabelSelector = platform.LabelManagedBy + "=kiln," + platform.LabelCluster + "=" + t.Name
+	})
+	namespaces := []string{platform.Namespace}
+	if loc.State != nil && loc.State.Config != nil {
+		for _, tn := range loc.State.Config.Spec.Tenants {
+			namespaces = append(namespaces, platform.TenantNamespace(tn))
+		}
+	}
+	clusterWide := informers.NewSharedInformerFactoryWithOptions(loc.Client, 0, tweak)
+	factories := []informers.SharedInformerFactory{clusterWide}
+	infs := []cache.SharedIndexInformer{clusterWide.Core().V1().Namespaces().Informer()}
+	for _, ns := range namespaces {
+		f := informers.NewSharedInformerFactoryWithOptions(loc.Client, 0, tweak, informers.WithNamespace(ns))
+		factories = append(factories, f)
+		infs = append(infs,
+			f.Core().V1().ConfigMaps().Informer(),
+			f.Core().V1().Services().Informer(),
+			f.Core().V1().Pods().Informer(),
+			f.Apps().V1().Deployments().Informer(),
+			f.Discovery().V1().EndpointSlices().Informer(),
+			f.Networking().V1().Ingresses().Informer(),
+			f.Coordination().V1().Leases().Informer(),
+		)
+	}
 	var synced []cache.InformerSynced
 	handler := cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(any) { kick() },
 		UpdateFunc: func(any, any) { kick() },
 		DeleteFunc: func(any) { kick() },
 	}
-	for _, inf := range []cache.SharedIndexInformer{
-		factory.Core().V1().Namespaces().Informer(),
-		factory.Core().V1().ConfigMaps().Informer(),
-		factory.Core().V1().Services().Informer(),
-		factory.Core().V1().Pods().Informer(),
-		factory.Apps().V1().Deployments().Informer(),
-		factory.Discovery().V1().EndpointSlices().Informer(),
-		factory.Networking().V1().Ingresses().Informer(),
-		factory.Coordination().V1().Leases().Informer(),
-	} {
+	for _, inf := range infs {
 		if _, err := inf.AddEventHandler(handler); err != nil {
 			return fmt.Errorf("watch cluster %s: %w", t.Name, err)
 		}
 		synced = append(synced, inf.HasSynced)
 	}
-	factory.Start(stop)
+	for _, f := range factories {
+		f.Start(stop)
+	}
 	var once sync.Once
 	shutdown := func() {
 		once.Do(func() {
 			close(stop)
-			factory.Shutdown()
+			for _, f := range factories {
+				f.Shutdown()
+			}
 		})
 	}
 	defer shutdown()

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -21,9 +22,14 @@ import (
 	"github.com/kilnctl/kiln/internal/testcluster"
 )
 
-// shippedRole reads the ClusterRole of one of the RBAC files in docs/.
-func shippedRole(t *testing.T, file string) *rbacv1.ClusterRole {
+// applyShipped creates every ClusterRole and admission policy of one of the
+// RBAC files in docs/ (not the example bindings), and removes them when the
+// test ends. It returns the file's first ClusterRole: the one to bind
+// cluster-wide.
+func applyShipped(t *testing.T, c *testcluster.Cluster, file string) string {
 	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
 	root, err := testcluster.RepoRoot()
 	if err != nil {
 		t.Fatal(err)
@@ -32,28 +38,77 @@ func shippedRole(t *testing.T, file string) *rbacv1.ClusterRole {
 	if err != nil {
 		t.Fatal(err)
 	}
+	cs := c.Client
+	first := ""
 	for _, doc := range strings.Split(string(data), "\n---\n") {
-		var role rbacv1.ClusterRole
-		if err := sigsyaml.UnmarshalStrict([]byte(doc), &role); err != nil {
-			var any map[string]any
-			if sigsyaml.Unmarshal([]byte(doc), &any) == nil && any["kind"] != "ClusterRole" {
-				continue // the example binding
-			}
+		var head struct{ Kind string }
+		if err := sigsyaml.Unmarshal([]byte(doc), &head); err != nil {
 			t.Fatalf("docs/%s: %v", file, err)
 		}
-		if role.Kind == "ClusterRole" {
-			return &role
+		var create func() error
+		var remove func()
+		switch head.Kind {
+		case "ClusterRole":
+			var o rbacv1.ClusterRole
+			if err := sigsyaml.UnmarshalStrict([]byte(doc), &o); err != nil {
+				t.Fatalf("docs/%s: %v", file, err)
+			}
+			if first == "" {
+				first = o.Name
+			}
+			create = func() error { _, err := cs.RbacV1().ClusterRoles().Create(ctx, &o, metav1.CreateOptions{}); return err }
+			remove = func() { _ = cs.RbacV1().ClusterRoles().Delete(context.Background(), o.Name, metav1.DeleteOptions{}) }
+		case "ValidatingAdmissionPolicy":
+			var o admissionregistrationv1.ValidatingAdmissionPolicy
+			if err := sigsyaml.UnmarshalStrict([]byte(doc), &o); err != nil {
+				t.Fatalf("docs/%s: %v", file, err)
+			}
+			create = func() error {
+				_, err := cs.AdmissionregistrationV1().ValidatingAdmissionPolicies().Create(ctx, &o, metav1.CreateOptions{})
+				return err
+			}
+			remove = func() {
+				_ = cs.AdmissionregistrationV1().ValidatingAdmissionPolicies().Delete(context.Background(), o.Name, metav1.DeleteOptions{})
+			}
+		case "ValidatingAdmissionPolicyBinding":
+			var o admissionregistrationv1.ValidatingAdmissionPolicyBinding
+			if err := sigsyaml.UnmarshalStrict([]byte(doc), &o); err != nil {
+				t.Fatalf("docs/%s: %v", file, err)
+			}
+			create = func() error {
+				_, err := cs.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Create(ctx, &o, metav1.CreateOptions{})
+				return err
+			}
+			remove = func() {
+				_ = cs.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Delete(context.Background(), o.Name, metav1.DeleteOptions{})
+			}
+		case "ClusterRoleBinding":
+			continue // the example binding
+		default:
+			t.Fatalf("docs/%s: unexpected kind %q", file, head.Kind)
+		}
+		switch err := create(); {
+		case err == nil:
+			t.Cleanup(remove)
+		case apierrors.IsAlreadyExists(err): // another user of the same file in this test
+		default:
+			t.Fatalf("docs/%s: %v", file, err)
 		}
 	}
-	t.Fatalf("docs/%s holds no ClusterRole", file)
-	return nil
+	if first == "" {
+		t.Fatalf("docs/%s holds no ClusterRole", file)
+	}
+	return first
 }
 
-// roleUser binds a new ServiceAccount to role (cluster-wide) and writes a
-// kubeconfig with context ctxName that authenticates as it with a token
-// from the TokenRequest API.
-func roleUser(t *testing.T, c *testcluster.Cluster, ctxName string, role *rbacv1.ClusterRole, user string) string {
+// roleUser applies one of the RBAC files of docs/, binds a new
+// ServiceAccount to its cluster-wide role and writes a kubeconfig with
+// context ctxName that authenticates as it with a token from the
+// TokenRequest API. kiln binds the namespaced role in the namespaces it
+// creates or brings up to date, to the subjects bound then.
+func roleUser(t *testing.T, c *testcluster.Cluster, ctxName, file, user string) string {
 	t.Helper()
+	roleName := applyShipped(t, c, file)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	cs := c.Client
@@ -63,17 +118,12 @@ func roleUser(t *testing.T, c *testcluster.Cluster, ctxName string, role *rbacv1
 			t.Fatal(err)
 		}
 	}
-	r := role.DeepCopy()
-	r.ResourceVersion = ""
-	if _, err := cs.RbacV1().ClusterRoles().Create(ctx, r, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
 	if _, err := cs.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: user}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	binding := &rbacv1.ClusterRoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: role.Name + "-" + user},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
+		ObjectMeta: metav1.ObjectMeta{Name: roleName + "-" + user},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: roleName},
 		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: ns, Name: user}},
 	}
 	if _, err := cs.RbacV1().ClusterRoleBindings().Create(ctx, binding, metav1.CreateOptions{}); err != nil {
@@ -82,7 +132,6 @@ func roleUser(t *testing.T, c *testcluster.Cluster, ctxName string, role *rbacv1
 	t.Cleanup(func() {
 		bg := context.Background()
 		_ = cs.RbacV1().ClusterRoleBindings().Delete(bg, binding.Name, metav1.DeleteOptions{})
-		_ = cs.RbacV1().ClusterRoles().Delete(bg, role.Name, metav1.DeleteOptions{})
 		_ = cs.CoreV1().ServiceAccounts(ns).Delete(bg, user, metav1.DeleteOptions{})
 	})
 	exp := int64(3600)
@@ -125,7 +174,11 @@ func TestRolesOperatorAndSupport(t *testing.T) {
 	skipShort(t)
 	const name, kctx = "roles", "kiln-b"
 	op := newEnv(t)
-	op.kubeconfig = roleUser(t, clusterB, kctx, shippedRole(t, "rbac-operator.yaml"), "operator")
+	op.kubeconfig = roleUser(t, clusterB, kctx, "rbac-operator.yaml", "operator")
+	// Both users before kiln creates its namespaces: kiln binds the
+	// namespaced roles to whoever is bound to the cluster-wide ones then.
+	sup := newEnv(t)
+	sup.kubeconfig = roleUser(t, clusterB, kctx, "rbac-support.yaml", "support")
 	cleanup(t, op, name, kctx)
 	expect(t, op.kiln("create", "kube", name, "--context", kctx), 0)
 	expect(t, op.kiln("project", "create", "kube", name, "default/web", "--context", kctx), 0)
@@ -139,8 +192,6 @@ func TestRolesOperatorAndSupport(t *testing.T) {
 		expect(t, op.kiln(args...), 0)
 	}
 
-	sup := newEnv(t)
-	sup.kubeconfig = roleUser(t, clusterB, kctx, shippedRole(t, "rbac-support.yaml"), "support")
 	for _, args := range [][]string{
 		{"status", "kube", name, "--context", kctx},
 		{"list", "kube"},
@@ -170,6 +221,19 @@ func TestRolesOperatorAndSupport(t *testing.T) {
 	expect(t, r, 0)
 	if st, err := os.Stat(bundle); err != nil || st.Size() == 0 {
 		t.Errorf("support bundle as support: %v\n%s", err, r)
+	}
+	if strings.Contains(r.stderr, "could not be collected") {
+		t.Errorf("support bundle as support is incomplete:\n%s", r)
+	}
+	files := untar(t, bundle)
+	if p, ok := files["problems.txt"]; ok {
+		t.Errorf("support bundle as support: problems.txt:\n%s", p)
+	}
+	for _, want := range []string{"objects/kiln-system/ConfigMap/kiln-config.json", "objects/kiln-tenant-default/Deployment/web.json",
+		"objects/kiln-system/RoleBinding/kiln-support.json", "pods/kiln-tenant-default.json", "events/kiln-tenant-default.json", "projects.json", "notes.txt"} {
+		if _, ok := files[want]; !ok {
+			t.Errorf("support bundle as support lacks %s: %v", want, keys(files))
+		}
 	}
 
 	// The support user may not read a Secret, and kiln never needed to.

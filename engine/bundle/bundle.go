@@ -32,6 +32,11 @@ type Bundle struct {
 	// Problems are what could not be collected (a denied list, an
 	// unreachable log), written to problems.txt.
 	Problems []string
+	// Notes are what the bundle leaves out by design (Secrets under a
+	// role that may not read them), written to notes.txt.
+	Notes []string
+	// Logs are the log files written, listed in logs.json.
+	Logs []LogEntry
 }
 
 type entry struct{ name, what string }
@@ -81,12 +86,31 @@ func (b *Bundle) Problem(format string, args ...any) {
 	b.Problems = append(b.Problems, fmt.Sprintf(format, args...))
 }
 
+// Note records something left out by design, not a failure.
+func (b *Bundle) Note(format string, args ...any) {
+	b.Notes = append(b.Notes, fmt.Sprintf(format, args...))
+}
+
 // Files is how many files the bundle holds so far.
 func (b *Bundle) Files() int { return len(b.index) }
 
 // Close writes problems.txt and index.txt, finishes the archive and moves
 // it to its path. Abort instead discards it.
 func (b *Bundle) Close() error {
+	logs := b.Logs
+	if logs == nil {
+		logs = []LogEntry{}
+	}
+	if err := b.AddJSON("logs.json", "every log file of the bundle: pod, container, lines, bytes, and whether it was truncated", logs); err != nil {
+		b.Abort()
+		return err
+	}
+	if len(b.Notes) > 0 {
+		if err := b.Add("notes.txt", "what the bundle leaves out by design", []byte(strings.Join(b.Notes, "\n")+"\n")); err != nil {
+			b.Abort()
+			return err
+		}
+	}
 	if len(b.Problems) > 0 {
 		if err := b.Add("problems.txt", "what could not be collected, and why", []byte(strings.Join(b.Problems, "\n")+"\n")); err != nil {
 			b.Abort()

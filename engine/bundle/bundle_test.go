@@ -104,3 +104,38 @@ func TestAbortLeavesNothing(t *testing.T) {
 		t.Errorf("abort left %v", ents)
 	}
 }
+
+func TestBoundLogKeepsTheLastWholeLines(t *testing.T) {
+	lim := Limits{LogLines: 3, LogBytes: 20}
+	if out, cut := boundLog([]byte("a\nb\n"), lim); string(out) != "a\nb\n" || cut {
+		t.Errorf("short log: %q %v", out, cut)
+	}
+	if out, cut := boundLog([]byte("1\n2\n3\n4\n5\n"), lim); string(out) != "3\n4\n5\n" || !cut {
+		t.Errorf("long log: %q %v", out, cut)
+	}
+	// Over the byte limit: whole lines from the end of what came.
+	if out, cut := boundLog([]byte("0123456789\nabcdefghij\nxyz\n"), lim); string(out) != "abcdefghij\nxyz\n" || !cut {
+		t.Errorf("wide log: %q %v", out, cut)
+	}
+}
+
+func TestSanitizeRedactsEnvironmentValues(t *testing.T) {
+	p := &corev1.Pod{Spec: corev1.PodSpec{
+		InitContainers: []corev1.Container{{Name: "i", Env: []corev1.EnvVar{{Name: "A", Value: "init-secret"}}}},
+		Containers: []corev1.Container{{Name: "c", Env: []corev1.EnvVar{{Name: "B", Value: "app-secret"},
+			{Name: "C", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "s"}, Key: "k"}}}}}},
+	}}
+	got := Sanitize(p).(*corev1.Pod)
+	if got.Spec.InitContainers[0].Env[0].Value != Redacted || got.Spec.Containers[0].Env[0].Value != Redacted ||
+		got.Spec.Containers[0].Env[1].ValueFrom.SecretKeyRef.Key != "k" || got.Spec.Containers[0].Env[0].Name != "B" {
+		t.Errorf("env not redacted as it should be: %+v", got.Spec)
+	}
+	if p.Spec.Containers[0].Env[0].Value != "app-secret" {
+		t.Errorf("Sanitize changed its input")
+	}
+	cm := &corev1.ConfigMap{Data: map[string]string{"config.yaml": "keep", "password": "hunter2"}, BinaryData: map[string][]byte{"b": []byte("x")}}
+	RedactConfigMap(cm, []string{"config.yaml"})
+	if cm.Data["config.yaml"] != "keep" || cm.Data["password"] != Redacted || string(cm.BinaryData["b"]) != Redacted {
+		t.Errorf("configmap: %+v", cm)
+	}
+}

@@ -1,12 +1,16 @@
 package bundle
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"path"
 	"sort"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -19,12 +23,22 @@ type Scope struct {
 	// Selector narrows the namespace's objects (a project's label); "" is
 	// every object.
 	Selector string
-	// Event keeps an event about kind/name; nil keeps every event.
+	// Event further narrows the events kept (they are always only those
+	// about an object the bundle holds); nil keeps them all.
 	Event func(kind, name string) bool
 	// Redact, when set, rewrites each (already sanitized) object before
 	// it is written.
 	Redact func(runtime.Object) runtime.Object
+	// ConfigMapKeys names the keys of a ConfigMap whose values the bundle
+	// may hold: kiln's own data (kiln-config's config.yaml, a project's
+	// spec). Every other value is replaced by Redacted, whoever labelled
+	// the ConfigMap; nil keeps no value.
+	ConfigMapKeys func(name string) []string
 }
+
+// Redacted replaces every value the bundle may not hold: an environment
+// variable's value, a ConfigMap key's value that is not kiln's own data.
+const Redacted = "(redacted)"
 
 // Limits bound the logs a bundle holds.
 type Limits struct {
@@ -38,13 +52,29 @@ type Limits struct {
 // DefaultLimits keep a bundle small enough to attach to a ticket.
 var DefaultLimits = Limits{LogLines: 500, LogBytes: 256 << 10}
 
+// LogEntry is one log file of the bundle, as logs.json lists it.
+type LogEntry struct {
+	File      string `json:"file"`
+	Namespace string `json:"namespace"`
+	Pod       string `json:"pod"`
+	Container string `json:"container"`
+	Previous  bool   `json:"previous"`
+	Lines     int    `json:"lines"`
+	Bytes     int    `json:"bytes"`
+	// Truncated: the container's log was longer than the limits, and the
+	// file holds its last lines only.
+	Truncated bool `json:"truncated"`
+}
+
 // lastApplied is kubectl's copy of a whole object: for a Secret, its data.
 const lastApplied = "kubectl.kubernetes.io/last-applied-configuration"
 
 // Collect writes every object of the scope (objects/NS/KIND/NAME.json),
-// its events (events/NS.json), its pods' statuses (pods/NS.json) and their
-// bounded logs (logs/NS/POD/CONTAINER.log). What cannot be read is a
-// Problem, not a failure: a read-only role may not list everything.
+// the events about them (events/NS.json), its pods' statuses
+// (pods/NS.json) and their bounded logs (logs/NS/POD/CONTAINER.log, each
+// in Logs). The caller's Selector decides which objects are kiln's. What
+// cannot be read is a Problem, not a failure; Secrets a role may not read
+// at all (the support role) are a Note.
 func (b *Bundle) Collect(ctx context.Context, cs kubernetes.Interface, s Scope, lim Limits) error {
 	ns := s.Namespace
 	opts := metav1.ListOptions{LabelSelector: s.Selector}
@@ -68,9 +98,14 @@ func (b *Bundle) Collect(ctx context.Context, cs kubernetes.Interface, s Scope, 
 		{"RoleBinding", func() (runtime.Object, error) { return cs.RbacV1().RoleBindings(ns).List(ctx, opts) }},
 	}
 	var pods []corev1.Pod
+	held := map[string]bool{} // kind/name of every object written
 	for _, l := range listers {
 		list, err := l.list()
 		if err != nil {
+			if l.kind == "Secret" && apierrors.IsForbidden(err) {
+				b.Note("Secrets in %s: not listed, the role may not read Secrets (the support role never can)", ns)
+				continue
+			}
 			b.Problem("list %s in %s: %v", l.kind, ns, err)
 			continue
 		}
@@ -87,9 +122,17 @@ func (b *Bundle) Collect(ctx context.Context, cs kubernetes.Interface, s Scope, 
 				return fmt.Errorf("support bundle: %s in %s: %w", l.kind, ns, err)
 			}
 			obj := Sanitize(it)
+			if cm, ok := obj.(*corev1.ConfigMap); ok {
+				var keep []string
+				if s.ConfigMapKeys != nil {
+					keep = s.ConfigMapKeys(cm.Name)
+				}
+				RedactConfigMap(cm, keep)
+			}
 			if s.Redact != nil {
 				obj = s.Redact(obj)
 			}
+			held[l.kind+"/"+m.GetName()] = true
 			name := path.Join("objects", ns, l.kind, m.GetName()+".json")
 			if err := b.AddJSON(name, l.kind+" "+ns+"/"+m.GetName()+": spec and status", obj); err != nil {
 				return err
@@ -103,13 +146,17 @@ func (b *Bundle) Collect(ctx context.Context, cs kubernetes.Interface, s Scope, 
 	} else {
 		kept := []corev1.Event{}
 		for _, ev := range evs.Items {
-			if s.Event == nil || s.Event(ev.InvolvedObject.Kind, ev.InvolvedObject.Name) {
+			io := ev.InvolvedObject
+			if !held[io.Kind+"/"+io.Name] && !(io.Kind == "Namespace" && io.Name == ns) {
+				continue // about an object that is not kiln's
+			}
+			if s.Event == nil || s.Event(io.Kind, io.Name) {
 				ev.ManagedFields = nil
 				kept = append(kept, ev)
 			}
 		}
 		sort.SliceStable(kept, func(i, j int) bool { return kept[i].LastTimestamp.After(kept[j].LastTimestamp.Time) })
-		if err := b.AddJSON(path.Join("events", ns+".json"), "Kubernetes Events in "+ns+", newest first", kept); err != nil {
+		if err := b.AddJSON(path.Join("events", ns+".json"), "Kubernetes Events about kiln's objects in "+ns+", newest first", kept); err != nil {
 			return err
 		}
 	}
@@ -142,26 +189,112 @@ func (b *Bundle) addLog(ctx context.Context, cs kubernetes.Interface, ns, pod st
 	if !previous && c.State.Running == nil && c.State.Terminated == nil {
 		return // never started: no log
 	}
-	lines, bytes_ := lim.LogLines, lim.LogBytes
-	raw, err := cs.CoreV1().Pods(ns).GetLogs(pod, &corev1.PodLogOptions{Container: c.Name, Previous: previous, TailLines: &lines, LimitBytes: &bytes_}).DoRaw(ctx)
 	which := "log"
 	if previous {
 		which = "previous log"
 	}
+	// One line and one byte more than kept: having them is how the
+	// bundle knows the log was longer.
+	lines, limit := lim.LogLines+1, lim.LogBytes+1
+	rc, err := cs.CoreV1().Pods(ns).GetLogs(pod, &corev1.PodLogOptions{Container: c.Name, Previous: previous, TailLines: &lines, LimitBytes: &limit}).Stream(ctx)
 	if err != nil {
 		b.Problem("%s of pod %s/%s container %s: %v", which, ns, pod, c.Name, err)
 		return
 	}
+	raw, err := io.ReadAll(io.LimitReader(rc, limit)) // whatever the server honours
+	_ = rc.Close()
+	if err != nil {
+		b.Problem("%s of pod %s/%s container %s: %v", which, ns, pod, c.Name, err)
+		return
+	}
+	raw, truncated := boundLog(raw, lim)
 	name := path.Join("logs", ns, pod, c.Name+".log")
 	if previous {
 		name = path.Join("logs", ns, pod, c.Name+".previous.log")
 	}
-	_ = b.Add(name, fmt.Sprintf("%s of pod %s container %s (last %d lines, at most %d bytes)", which, pod, c.Name, lim.LogLines, lim.LogBytes), raw)
+	n := bytes.Count(raw, []byte("\n"))
+	if len(raw) > 0 && raw[len(raw)-1] != '\n' {
+		n++
+	}
+	what := fmt.Sprintf("%s of pod %s container %s: complete, %d lines", which, pod, c.Name, n)
+	if truncated {
+		what = fmt.Sprintf("%s of pod %s container %s: TRUNCATED to its last %d lines (limits: %d lines, %d bytes)", which, pod, c.Name, n, lim.LogLines, lim.LogBytes)
+	}
+	if err := b.Add(name, what, raw); err != nil {
+		b.Problem("%s of pod %s/%s container %s: %v", which, ns, pod, c.Name, err)
+		return
+	}
+	b.Logs = append(b.Logs, LogEntry{File: name, Namespace: ns, Pod: pod, Container: c.Name, Previous: previous, Lines: n, Bytes: len(raw), Truncated: truncated})
+}
+
+// boundLog keeps at most lim.LogLines whole lines and lim.LogBytes bytes
+// of raw, the end of the log (its newest lines), and says whether it cut
+// anything.
+func boundLog(raw []byte, lim Limits) ([]byte, bool) {
+	truncated := false
+	if int64(len(raw)) > lim.LogBytes {
+		// The server may have cut the tail's end (limitBytes counts from
+		// the tail's start): keep whole lines from the end of what came.
+		raw, truncated = raw[int64(len(raw))-lim.LogBytes:], true
+		if i := bytes.IndexByte(raw, '\n'); i >= 0 {
+			raw = raw[i+1:]
+		}
+	}
+	lines := bytes.SplitAfter(raw, []byte("\n"))
+	if len(lines) > 0 && len(lines[len(lines)-1]) == 0 {
+		lines = lines[:len(lines)-1]
+	}
+	if int64(len(lines)) > lim.LogLines {
+		lines, truncated = lines[int64(len(lines))-lim.LogLines:], true
+		raw = bytes.Join(lines, nil)
+	}
+	return raw, truncated
+}
+
+// RedactConfigMap replaces the value of every key of cm but keep with
+// Redacted (binary data too): the key names stay.
+func RedactConfigMap(cm *corev1.ConfigMap, keep []string) {
+	kept := map[string]bool{}
+	for _, k := range keep {
+		kept[k] = true
+	}
+	for k := range cm.Data {
+		if !kept[k] {
+			cm.Data[k] = Redacted
+		}
+	}
+	for k := range cm.BinaryData {
+		cm.BinaryData[k] = []byte(Redacted)
+	}
+}
+
+// redactPodSpec replaces every environment variable's value with Redacted:
+// names stay, and so do valueFrom references (which name a Secret or
+// ConfigMap key, not its value).
+func redactPodSpec(ps *corev1.PodSpec) {
+	redact := func(env []corev1.EnvVar) {
+		for i := range env {
+			if env[i].Value != "" {
+				env[i].Value = Redacted
+			}
+		}
+	}
+	for i := range ps.InitContainers {
+		redact(ps.InitContainers[i].Env)
+	}
+	for i := range ps.Containers {
+		redact(ps.Containers[i].Env)
+	}
+	for i := range ps.EphemeralContainers {
+		redact(ps.EphemeralContainers[i].Env)
+	}
 }
 
 // Sanitize returns a copy of obj safe to share: no managedFields or
 // last-applied annotation; a Secret keeps name, namespace, labels, type and
-// its key names (values removed).
+// its key names (values removed); a Pod's, Deployment's or ReplicaSet's
+// environment variables keep their names and valueFrom references, never
+// their values.
 func Sanitize(obj runtime.Object) runtime.Object {
 	obj = obj.DeepCopyObject()
 	if m, err := meta.Accessor(obj); err == nil {
@@ -171,8 +304,15 @@ func Sanitize(obj runtime.Object) runtime.Object {
 			m.SetAnnotations(a)
 		}
 	}
-	if s, ok := obj.(*corev1.Secret); ok {
-		return SecretKeys(s)
+	switch o := obj.(type) {
+	case *corev1.Secret:
+		return SecretKeys(o)
+	case *corev1.Pod:
+		redactPodSpec(&o.Spec)
+	case *appsv1.Deployment:
+		redactPodSpec(&o.Spec.Template.Spec)
+	case *appsv1.ReplicaSet:
+		redactPodSpec(&o.Spec.Template.Spec)
 	}
 	return obj
 }

@@ -22,6 +22,13 @@ func Delete(ctx context.Context, cs kubernetes.Interface, ref readiness.Ref) err
 	var err error
 	switch ref.Kind {
 	case readiness.KindNamespace:
+		// Already terminating: its RoleBindings (an operator's only right
+		// to delete a tenant namespace) may be gone with its content, and
+		// there is nothing to ask.
+		cur, gerr := cs.CoreV1().Namespaces().Get(ctx, ref.Name, metav1.GetOptions{})
+		if gerr == nil && cur.DeletionTimestamp != nil {
+			return nil
+		}
 		err = cs.CoreV1().Namespaces().Delete(ctx, ref.Name, opts)
 	case readiness.KindConfigMap:
 		err = cs.CoreV1().ConfigMaps(ref.Namespace).Delete(ctx, ref.Name, opts)

@@ -481,7 +481,17 @@ func Read(ctx context.Context, cs kubernetes.Interface) (*State, error) {
 // is compared with the live object first. Re-running kiln on a converged
 // cluster therefore writes nothing, and drift in fields kiln owns (an image
 // changed by hand, say) is put back. It reports whether it wrote.
+//
+// A Namespace is created, bound (EnsureBindings) and checked for access
+// before anything is applied to it (ensureNamespace).
 func Ensure(ctx context.Context, cs kubernetes.Interface, obj Object) (bool, error) {
+	if a, ok := obj.Apply.(*corev1ac.NamespaceApplyConfiguration); ok {
+		return ensureNamespace(ctx, cs, obj, a)
+	}
+	return ensureApplied(ctx, cs, obj)
+}
+
+func ensureApplied(ctx context.Context, cs kubernetes.Interface, obj Object) (bool, error) {
 	live, err := getLive(ctx, cs, obj.Ref)
 	if err != nil {
 		return false, err
@@ -566,6 +576,14 @@ func getLive(ctx context.Context, cs kubernetes.Interface, ref readiness.Ref) (r
 	}
 	if apierrors.IsNotFound(err) {
 		return nil, nil
+	}
+	if apierrors.IsForbidden(err) && ref.Namespace != "" {
+		// kiln's roles read only in namespaces kiln made: in one that is
+		// not there yet (a tenant an upgrade plans to add) a read is
+		// refused, and the object is as absent as its namespace.
+		if _, gerr := cs.CoreV1().Namespaces().Get(ctx, ref.Namespace, metav1.GetOptions{}); apierrors.IsNotFound(gerr) {
+			return nil, nil
+		}
 	}
 	if err != nil {
 		return nil, fmt.Errorf("get %s: %w", ref, err)

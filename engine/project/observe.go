@@ -109,19 +109,35 @@ func key(ns, name string) string { return ns + "/" + name }
 // read lists the project objects in namespace ("" for every namespace)
 // matching selector, and their routes in kiln-system (of tenant, when
 // set).
+//
+// Every namespace is each tenant namespace of o.Config in turn, never a
+// cluster-wide LIST: kiln's roles grant reading only in kiln's namespaces
+// (docs/rbac-operator.yaml, docs/rbac-support.yaml).
 func (o *Ops) read(ctx context.Context, namespace, tenant, selector string) (*snapshot, error) {
+	if namespace == "" {
+		var all *snapshot
+		for _, t := range o.tenants() {
+			s, err := o.read(ctx, Ref{Tenant: t}.Namespace(), tenant, selector)
+			if o.notYet(ctx, Ref{Tenant: t}.Namespace(), err) {
+				continue
+			}
+			if err != nil {
+				return nil, err
+			}
+			all = all.merge(s)
+		}
+		if all == nil {
+			return newSnapshot(), nil
+		}
+		return all, nil
+	}
 	opts := metav1.ListOptions{LabelSelector: selector}
 	routeOpts := opts
 	if tenant != "" {
 		routeOpts.LabelSelector += "," + LabelTenant + "=" + tenant
 	}
 	cs := o.Client
-	s := &snapshot{
-		deps: map[string]*appsv1.Deployment{},
-		svcs: map[string]*corev1.Service{}, ings: map[string]*networkingv1.Ingress{},
-		leases: map[string]*coordinationv1.Lease{}, slices: map[string][]discoveryv1.EndpointSlice{},
-		pods: map[string][]corev1.Pod{}, secrets: map[string]*metav1.PartialObjectMetadata{},
-	}
+	s := newSnapshot()
 	// The lists are independent: they run in parallel (one round trip of
 	// latency, not seven), then are read in a fixed order.
 	var (
@@ -223,6 +239,93 @@ func (o *Ops) read(ctx context.Context, namespace, tenant, selector string) (*sn
 		}
 	}
 	return s, nil
+}
+
+func newSnapshot() *snapshot {
+	return &snapshot{
+		deps: map[string]*appsv1.Deployment{},
+		svcs: map[string]*corev1.Service{}, ings: map[string]*networkingv1.Ingress{},
+		leases: map[string]*coordinationv1.Lease{}, slices: map[string][]discoveryv1.EndpointSlice{},
+		pods: map[string][]corev1.Pod{}, secrets: map[string]*metav1.PartialObjectMetadata{},
+	}
+}
+
+// notYet says whether err, from reading namespace ns, only means that ns
+// does not exist yet (a tenant an upgrade is adding): kiln's roles may
+// read only in namespaces kiln made, so reading one that is not there is
+// refused, not empty.
+func (o *Ops) notYet(ctx context.Context, ns string, err error) bool {
+	if err == nil || !apierrors.IsForbidden(err) {
+		return false
+	}
+	_, gerr := o.Client.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
+	return apierrors.IsNotFound(gerr)
+}
+
+// allTenants are the tenants of o.Config and those of every other
+// namespace labelled as a tenant namespace of this cluster (a tenant an
+// upgrade is removing), sorted: one LIST of namespaces.
+func (o *Ops) allTenants(ctx context.Context) ([]string, error) {
+	list, err := o.Client.CoreV1().Namespaces().List(ctx, metav1.ListOptions{LabelSelector: LabelManagedBy + "=kiln," + LabelCluster + "=" + o.Cluster})
+	if err != nil {
+		return nil, fmt.Errorf("list namespaces of cluster %s: %w", o.Cluster, err)
+	}
+	seen := map[string]bool{}
+	out := o.tenants()
+	for _, t := range out {
+		seen[t] = true
+	}
+	for _, ns := range list.Items {
+		if t, ok := strings.CutPrefix(ns.Name, Ref{}.Namespace()); ok && t != "" && !seen[t] {
+			seen[t] = true
+			out = append(out, t)
+		}
+	}
+	sort.Strings(out)
+	return out, nil
+}
+
+// tenants are the tenants of o.Config, sorted.
+func (o *Ops) tenants() []string {
+	if o.Config == nil {
+		return nil
+	}
+	out := append([]string(nil), o.Config.Spec.Tenants...)
+	sort.Strings(out)
+	return out
+}
+
+// merge adds t's objects (another namespace's) to s; a nil s is t.
+func (s *snapshot) merge(t *snapshot) *snapshot {
+	if s == nil {
+		return t
+	}
+	s.specs = append(s.specs, t.specs...)
+	if s.secretsErr == nil {
+		s.secretsErr = t.secretsErr
+	}
+	for k, v := range t.secrets {
+		s.secrets[k] = v
+	}
+	for k, v := range t.deps {
+		s.deps[k] = v
+	}
+	for k, v := range t.svcs {
+		s.svcs[k] = v
+	}
+	for k, v := range t.ings {
+		s.ings[k] = v
+	}
+	for k, v := range t.leases {
+		s.leases[k] = v
+	}
+	for k, v := range t.slices {
+		s.slices[k] = v
+	}
+	for k, v := range t.pods {
+		s.pods[k] = v
+	}
+	return s
 }
 
 // listSecretMetadata lists Secrets as PartialObjectMetadata: names,

@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strings"
 
+	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -18,17 +19,30 @@ type Recorded struct {
 	Spec Spec
 }
 
-// Specs reads every project's spec with one LIST (what kiln upgrade plans
-// with: the recorded stack and desired state of each project).
+// Specs reads every project's spec with one LIST per tenant namespace
+// (what kiln upgrade plans with: the recorded stack and desired state of
+// each project).
 func (o *Ops) Specs(ctx context.Context) ([]Recorded, error) {
 	sel := o.selector("")
-	cms, err := o.Client.CoreV1().ConfigMaps("").List(ctx, metav1.ListOptions{LabelSelector: sel})
+	var items []corev1.ConfigMap
+	tenants, err := o.allTenants(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("list configmaps (%s): %w", sel, err)
+		return nil, err
+	}
+	for _, t := range tenants {
+		ns := Ref{Tenant: t}.Namespace()
+		cms, err := o.Client.CoreV1().ConfigMaps(ns).List(ctx, metav1.ListOptions{LabelSelector: sel})
+		if o.notYet(ctx, ns, err) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("list configmaps in %s (%s): %w", ns, sel, err)
+		}
+		items = append(items, cms.Items...)
 	}
 	var out []Recorded
-	for i := range cms.Items {
-		cm := &cms.Items[i]
+	for i := range items {
+		cm := &items[i]
 		if !strings.HasPrefix(cm.Name, specPrefix) {
 			continue
 		}

@@ -157,15 +157,25 @@ func (o *Ops) hasTenant(t string) bool { return o.checkTenant(t) == nil }
 // (the previous kiln's Ingress kiln-tenant-T/P), keyed by namespace/name.
 func (o *Ops) legacyRoutes(ctx context.Context) (map[string]*networkingv1.Ingress, error) {
 	sel := o.selector("")
-	list, err := o.Client.NetworkingV1().Ingresses("").List(ctx, metav1.ListOptions{LabelSelector: sel})
-	if err != nil {
-		return nil, fmt.Errorf("list ingresses (%s): %w", sel, err)
-	}
 	out := map[string]*networkingv1.Ingress{}
-	for i := range list.Items {
-		x := &list.Items[i]
-		if x.Namespace != platform.Namespace && strings.HasPrefix(x.Namespace, config.TenantNamespacePrefix) {
-			out[key(x.Namespace, x.Name)] = x
+	tenants, err := o.allTenants(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, t := range tenants {
+		ns := Ref{Tenant: t}.Namespace()
+		list, err := o.Client.NetworkingV1().Ingresses(ns).List(ctx, metav1.ListOptions{LabelSelector: sel})
+		if o.notYet(ctx, ns, err) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("list ingresses in %s (%s): %w", ns, sel, err)
+		}
+		for i := range list.Items {
+			x := &list.Items[i]
+			if x.Namespace != platform.Namespace && strings.HasPrefix(x.Namespace, config.TenantNamespacePrefix) {
+				out[key(x.Namespace, x.Name)] = x
+			}
 		}
 	}
 	return out, nil

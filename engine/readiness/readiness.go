@@ -93,6 +93,14 @@ func Compute(ctx context.Context, cs kubernetes.Interface, ref Ref) (Result, err
 	if apierrors.IsNotFound(err) {
 		return Result{NotFound, "not found"}, nil
 	}
+	if apierrors.IsForbidden(err) && ref.Namespace != "" {
+		// kiln's roles read only in namespaces kiln made: in one that is
+		// not there (yet) a read is refused, and the object is as absent
+		// as its namespace.
+		if _, gerr := cs.CoreV1().Namespaces().Get(ctx, ref.Namespace, metav1.GetOptions{}); apierrors.IsNotFound(gerr) {
+			return Result{NotFound, "not found (namespace " + ref.Namespace + " not found)"}, nil
+		}
+	}
 	if err != nil {
 		return Result{}, fmt.Errorf("get %s: %w", ref, err)
 	}

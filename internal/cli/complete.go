@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
@@ -208,14 +209,25 @@ func (g *globals) projects(ctx context.Context, provider, name string) []string 
 		if cs == nil {
 			return nil
 		}
-		list, err := cs.CoreV1().ConfigMaps("").List(ctx, metav1.ListOptions{
-			LabelSelector: project.LabelCluster + "=" + name + "," + project.LabelProject,
-		})
+		// Per tenant namespace: kiln's roles may not list cluster-wide.
+		nss, err := cs.CoreV1().Namespaces().List(ctx, metav1.ListOptions{LabelSelector: project.LabelCluster + "=" + name})
 		if err != nil {
 			return nil
 		}
+		var items []corev1.ConfigMap
+		for _, ns := range nss.Items {
+			if !strings.HasPrefix(ns.Name, config.TenantNamespace("")) {
+				continue
+			}
+			list, err := cs.CoreV1().ConfigMaps(ns.Name).List(ctx, metav1.ListOptions{
+				LabelSelector: project.LabelCluster + "=" + name + "," + project.LabelProject,
+			})
+			if err == nil {
+				items = append(items, list.Items...)
+			}
+		}
 		var out []string
-		for _, cm := range list.Items {
+		for _, cm := range items {
 			t := strings.TrimPrefix(cm.Namespace, config.TenantNamespace(""))
 			if p := cm.Labels[project.LabelProject]; p != "" && t != cm.Namespace && cm.Name == project.SpecName(p) {
 				out = append(out, t+"/"+p)
