@@ -611,23 +611,38 @@ func (in *infra) upgradeAccess(ctx context.Context) error {
 	return in.ensureSupportRBAC(ctx, cs)
 }
 
-// supportObjects are the ClusterRole of docs/rbac-support.yaml and the
-// binding of the viewers' group to it.
-func supportObjects(cluster string) (*rbacv1.ClusterRole, *rbacv1.ClusterRoleBinding, error) {
-	first, _, _ := strings.Cut(string(docs.SupportRBAC), "\n---")
-	var role rbacv1.ClusterRole
-	if err := yaml.Unmarshal([]byte(first), &role); err != nil || role.Name != SupportRole {
-		return nil, nil, fmt.Errorf("docs/rbac-support.yaml: the first document is not ClusterRole %s (%v)", SupportRole, err)
-	}
+// supportObjects are the ClusterRoles of docs/rbac-support.yaml (the
+// cluster-wide kiln-support and the namespaced one kiln binds in each of
+// its namespaces, mirroring kiln-support's subjects there) and the
+// binding of SupportGroup to kiln-support.
+func supportObjects(cluster string) ([]*rbacv1.ClusterRole, *rbacv1.ClusterRoleBinding, error) {
 	labels := map[string]string{platform.LabelManagedBy: "kiln", platform.LabelCluster: cluster}
-	role.Labels = labels
+	var roles []*rbacv1.ClusterRole
+	for _, doc := range strings.Split(string(docs.SupportRBAC), "\n---") {
+		var head metav1.TypeMeta
+		if err := yaml.Unmarshal([]byte(doc), &head); err != nil {
+			return nil, nil, fmt.Errorf("docs/rbac-support.yaml: %w", err)
+		}
+		if head.Kind != "ClusterRole" {
+			continue
+		}
+		var role rbacv1.ClusterRole
+		if err := yaml.Unmarshal([]byte(doc), &role); err != nil {
+			return nil, nil, fmt.Errorf("docs/rbac-support.yaml: %w", err)
+		}
+		role.Labels = labels
+		roles = append(roles, &role)
+	}
+	if len(roles) == 0 || roles[0].Name != SupportRole {
+		return nil, nil, fmt.Errorf("docs/rbac-support.yaml: the first ClusterRole is not %s", SupportRole)
+	}
 	b := &rbacv1.ClusterRoleBinding{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "ClusterRoleBinding"},
 		ObjectMeta: metav1.ObjectMeta{Name: SupportBinding, Labels: labels},
 		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: SupportRole},
 		Subjects:   []rbacv1.Subject{{APIGroup: "rbac.authorization.k8s.io", Kind: "Group", Name: SupportGroup}},
 	}
-	return &role, b, nil
+	return roles, b, nil
 }
 
 // ensureSupportRBAC applies the kiln-support ClusterRole and binds the
@@ -635,13 +650,13 @@ func supportObjects(cluster string) (*rbacv1.ClusterRole, *rbacv1.ClusterRoleBin
 // cluster API that does not answer yet (a new EKS endpoint) is retried
 // for up to two minutes; an answer refusing the request fails at once.
 func (in *infra) ensureSupportRBAC(ctx context.Context, cs kubernetes.Interface) error {
-	role, binding, err := supportObjects(in.name)
+	roles, binding, err := supportObjects(in.name)
 	if err != nil {
 		return in.fail(KindSupportBinding, SupportBinding, err)
 	}
 	var last error
 	err = poll(ctx, 2*time.Minute, func(ctx context.Context) (bool, error) {
-		last = in.applySupportRBAC(ctx, cs, role, binding)
+		last = in.applySupportRBAC(ctx, cs, roles, binding)
 		var st apierrors.APIStatus
 		if last == nil || errors.As(last, &st) {
 			return true, last
@@ -659,18 +674,20 @@ func (in *infra) ensureSupportRBAC(ctx context.Context, cs kubernetes.Interface)
 	return nil
 }
 
-func (in *infra) applySupportRBAC(ctx context.Context, cs kubernetes.Interface, role *rbacv1.ClusterRole, binding *rbacv1.ClusterRoleBinding) error {
+func (in *infra) applySupportRBAC(ctx context.Context, cs kubernetes.Interface, roles []*rbacv1.ClusterRole, binding *rbacv1.ClusterRoleBinding) error {
 	rc := cs.RbacV1().ClusterRoles()
-	got, err := rc.Get(ctx, role.Name, metav1.GetOptions{})
-	switch {
-	case apierrors.IsNotFound(err):
-		_, err = rc.Create(ctx, role, metav1.CreateOptions{})
-	case err == nil:
-		got.Rules, got.Labels = role.Rules, mergeLabels(got.Labels, role.Labels)
-		_, err = rc.Update(ctx, got, metav1.UpdateOptions{})
-	}
-	if err != nil {
-		return fmt.Errorf("apply ClusterRole %s: %w", SupportRole, err)
+	for _, role := range roles {
+		got, err := rc.Get(ctx, role.Name, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+			_, err = rc.Create(ctx, role, metav1.CreateOptions{})
+		case err == nil:
+			got.Rules, got.Labels = role.Rules, mergeLabels(got.Labels, role.Labels)
+			_, err = rc.Update(ctx, got, metav1.UpdateOptions{})
+		}
+		if err != nil {
+			return fmt.Errorf("apply ClusterRole %s: %w", role.Name, err)
+		}
 	}
 	bc := cs.RbacV1().ClusterRoleBindings()
 	gotB, err := bc.Get(ctx, binding.Name, metav1.GetOptions{})

@@ -137,23 +137,31 @@ func TestPlanAccess(t *testing.T) {
 	}
 }
 
-// TestSupportObjects: the ClusterRole kiln applies on EKS is the first
-// document of docs/rbac-support.yaml, and the viewers' group (which EKS
+// TestSupportObjects: the ClusterRoles kiln applies on EKS are those of
+// docs/rbac-support.yaml (kiln-support first, and the namespaced role its
+// subjects get in each kiln namespace), and the viewers' group (which EKS
 // refuses to start with "system:",
 // https://docs.aws.amazon.com/eks/latest/userguide/creating-access-entries.html)
 // is bound to it.
 func TestSupportObjects(t *testing.T) {
-	role, b, err := supportObjects("c")
+	roles, b, err := supportObjects("c")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if role.Name != SupportRole || len(role.Rules) == 0 || !strings.Contains(string(docs.SupportRBAC), "name: "+SupportRole) {
-		t.Errorf("ClusterRole %s with %d rules", role.Name, len(role.Rules))
-	}
-	for _, r := range role.Rules {
-		if slices.Contains(r.Resources, "secrets") || slices.Contains(r.Verbs, "*") {
-			t.Errorf("the support role reads secrets or has every verb: %+v", r)
+	var names []string
+	for _, role := range roles {
+		names = append(names, role.Name)
+		if len(role.Rules) == 0 || !strings.Contains(string(docs.SupportRBAC), "name: "+role.Name) {
+			t.Errorf("ClusterRole %s with %d rules", role.Name, len(role.Rules))
 		}
+		for _, r := range role.Rules {
+			if slices.Contains(r.Resources, "secrets") || slices.Contains(r.Verbs, "*") {
+				t.Errorf("support role %s reads secrets or has every verb: %+v", role.Name, r)
+			}
+		}
+	}
+	if !slices.Equal(names, []string{SupportRole, "kiln-support-namespaced"}) {
+		t.Errorf("ClusterRoles %v, want kiln-support and kiln-support-namespaced", names)
 	}
 	if b.RoleRef.Name != SupportRole || len(b.Subjects) != 1 || b.Subjects[0].Kind != "Group" || b.Subjects[0].Name != SupportGroup || strings.HasPrefix(SupportGroup, "system:") {
 		t.Errorf("binding %+v", b)
