@@ -52,6 +52,8 @@ const realWebImage = "docker.io/kiln/web-nonroot:test"
 //     a key set without the old key (rotate-key's retire step) is picked
 //     up by the running gateway pod — the old key's token 401, the new
 //     key's 200 — with no restart.
+//  4. The "svc" DNS trick, performed with a real resolver (CoreDNS and a
+//     pod's search path): the gateway never dials the attacker's pod.
 func TestGatewayServesProjectsOnARealNode(t *testing.T) {
 	if err := testcluster.RealNodeAvailable(); err != nil {
 		if os.Getenv("CI") != "" {
@@ -192,6 +194,45 @@ func TestGatewayServesProjectsOnARealNode(t *testing.T) {
 		}
 		if strings.Contains(body, "kiln-web") {
 			t.Errorf("GET / Host %s with %s answered with the project's page %q", host, tc.what, body)
+		}
+	}
+
+	// 4: the "svc" DNS trick, performed: whoever can create a namespace
+	// named svc, with a headless Service kiln-tenant-a and a pod of
+	// hostname ghost behind it, owns the name
+	// ghost.kiln-tenant-a.svc.svc.cluster.local — which the pod resolver's
+	// search path (ndots 5) reaches from the relative name
+	// ghost.kiln-tenant-a.svc. Control: a pod looking up that relative
+	// name gets the attacker's address. The gateway dials
+	// ghost.kiln-tenant-a.svc.cluster.local. (fully qualified, never
+	// searched), so tenant a's request for project ghost never reaches
+	// the attacker.
+	_, err = cs.CoreV1().Namespaces().Apply(ctx, corev1ac.Namespace("svc"), metav1.ApplyOptions{FieldManager: "kiln-test", Force: true})
+	must(t, err)
+	_, err = cs.CoreV1().Services("svc").Apply(ctx, corev1ac.Service("kiln-tenant-a", "svc").WithSpec(corev1ac.ServiceSpec().
+		WithClusterIP(corev1.ClusterIPNone).WithSelector(map[string]string{"role": "attacker"}).
+		WithPorts(corev1ac.ServicePort().WithName("http").WithPort(80).WithTargetPort(intstr.FromInt32(8080)))),
+		metav1.ApplyOptions{FieldManager: "kiln-test", Force: true})
+	must(t, err)
+	attackerSpec := restrictedPodSpec("attacker").WithHostname("ghost").WithSubdomain("kiln-tenant-a")
+	pinToRealNode(attackerSpec)
+	_, err = cs.CoreV1().Pods("svc").Apply(ctx, corev1ac.Pod("attacker", "svc").
+		WithLabels(map[string]string{"role": "attacker"}).WithSpec(attackerSpec),
+		metav1.ApplyOptions{FieldManager: "kiln-test", Force: true})
+	must(t, err)
+	attacker := readyPod(t, ctx, cs, "svc", "role=attacker")
+	var lookup string
+	err = wait.PollUntilContextTimeout(ctx, time.Second, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		_, lookup = fetchFrom(ctx, clientPod, "http://127.0.0.1:8080/lookup?name=ghost.kiln-tenant-a.svc", "")
+		return strings.Contains(lookup, attacker.Status.PodIP), nil
+	})
+	if err != nil {
+		t.Fatalf("control: the relative name ghost.kiln-tenant-a.svc from a pod does not resolve to the attacker's pod %s (last %q): the attack is not set up, so the check below proves nothing", attacker.Status.PodIP, lookup)
+	}
+	ghost := "ghost.a." + domain
+	for i := 0; i < 3; i++ {
+		if code, body := gatewayAnswer(ctx, gatewayURL+"/", ghost, tokA); code == http.StatusOK || strings.Contains(body, "kiln-web ghost") {
+			t.Fatalf("GET / Host %s with tenant a's token reached the attacker's pod in namespace svc: %d %q", ghost, code, body)
 		}
 	}
 
