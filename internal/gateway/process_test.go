@@ -103,7 +103,11 @@ func newAuthDir(t *testing.T, keys ...testKey) *authDir {
 	return d
 }
 
-func (d *authDir) set(keys ...testKey) {
+func (d *authDir) set(keys ...testKey) { d.publish(nil, keys...) }
+
+// publish swaps in keys and, unless nil, the tenant table (tenants.json),
+// both in one ..data version.
+func (d *authDir) publish(table *creds.TenantTable, keys ...testKey) {
 	d.t.Helper()
 	m := map[string]string{}
 	for _, k := range keys {
@@ -120,6 +124,15 @@ func (d *authDir) set(keys ...testKey) {
 	}
 	if err := os.WriteFile(filepath.Join(d.path, ts, "keys.json"), data, 0o644); err != nil {
 		d.t.Fatal(err)
+	}
+	if table != nil {
+		tb, err := table.Marshal()
+		if err != nil {
+			d.t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(d.path, ts, creds.TenantsFile), tb, 0o644); err != nil {
+			d.t.Fatal(err)
+		}
 	}
 	tmp := filepath.Join(d.path, "..data_tmp")
 	if err := os.Symlink(ts, tmp); err != nil {

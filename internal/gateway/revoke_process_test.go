@@ -1,8 +1,6 @@
 package gateway_test
 
 import (
-	"encoding/json"
-	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -12,68 +10,18 @@ import (
 	"github.com/kilnctl/kiln/creds"
 )
 
-// tableDir is an authDir (a kubelet ConfigMap volume) holding kiln-auth's
-// two keys: keys.json and tenants.json (the tenant table), both swapped in
-// one atomic ..data rename as kubelet does.
-type tableDir struct {
-	t    *testing.T
-	path string
-	n    int
-	old  string
-}
-
-func newTableDir(t *testing.T, table *creds.TenantTable, keys ...testKey) *tableDir {
-	d := &tableDir{t: t, path: t.TempDir()}
-	d.set(table, keys...)
+// newTableDir is an authDir holding kiln-auth's two keys, keys.json and
+// tenants.json (the tenant table), both swapped in one atomic ..data
+// rename as kubelet does (authDir.publish).
+func newTableDir(t *testing.T, table *creds.TenantTable, keys ...testKey) *authDir {
+	d := &authDir{t: t, path: t.TempDir()}
+	d.publish(table, keys...)
 	for _, f := range []string{"keys.json", creds.TenantsFile} {
 		if err := os.Symlink(filepath.Join("..data", f), filepath.Join(d.path, f)); err != nil {
 			t.Fatal(err)
 		}
 	}
 	return d
-}
-
-// set publishes keys and table (nil: no tenants.json in this version).
-func (d *tableDir) set(table *creds.TenantTable, keys ...testKey) {
-	d.t.Helper()
-	m := map[string]string{}
-	for _, k := range keys {
-		m[k.id] = k.pem
-	}
-	data, err := json.Marshal(m)
-	if err != nil {
-		d.t.Fatal(err)
-	}
-	d.n++
-	ts := fmt.Sprintf("..2026_01_01_00_00_00.%d", d.n)
-	if err := os.Mkdir(filepath.Join(d.path, ts), 0o755); err != nil {
-		d.t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(d.path, ts, "keys.json"), data, 0o644); err != nil {
-		d.t.Fatal(err)
-	}
-	if table != nil {
-		tb, err := table.Marshal()
-		if err != nil {
-			d.t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(d.path, ts, creds.TenantsFile), tb, 0o644); err != nil {
-			d.t.Fatal(err)
-		}
-	}
-	tmp := filepath.Join(d.path, "..data_tmp")
-	if err := os.Symlink(ts, tmp); err != nil {
-		d.t.Fatal(err)
-	}
-	if err := os.Rename(tmp, filepath.Join(d.path, "..data")); err != nil {
-		d.t.Fatal(err)
-	}
-	if d.old != "" {
-		if err := os.RemoveAll(filepath.Join(d.path, d.old)); err != nil {
-			d.t.Fatal(err)
-		}
-	}
-	d.old = ts
 }
 
 func newID(t *testing.T) string {
@@ -132,7 +80,7 @@ func TestGatewayProcessRevokesTenantTokens(t *testing.T) {
 	}
 
 	// Upgrade removes tenant b: its entry leaves the table.
-	auth.set(&creds.TenantTable{Audience: aud, Tenants: map[string][]string{"a": {tidA}}}, key)
+	auth.publish(&creds.TenantTable{Audience: aud, Tenants: map[string][]string{"a": {tidA}}}, key)
 	eventually(t, "the removed tenant's token is refused", func() bool { return code("b", tokB) == http.StatusUnauthorized })
 	if c := code("a", tokA); c != http.StatusOK {
 		t.Errorf("tenant a after b's removal: %d, want 200", c)
@@ -140,7 +88,7 @@ func TestGatewayProcessRevokesTenantTokens(t *testing.T) {
 
 	// A tenant named b is added again: a new tid.
 	tidB2 := newID(t)
-	auth.set(&creds.TenantTable{Audience: aud, Tenants: map[string][]string{"a": {tidA}, "b": {tidB2}}}, key)
+	auth.publish(&creds.TenantTable{Audience: aud, Tenants: map[string][]string{"a": {tidA}, "b": {tidB2}}}, key)
 	tokB2 := key.boundToken(t, cluster, "b", creds.TokenID{Audience: aud, ID: tidB2})
 	eventually(t, "the re-added tenant's new token is accepted", func() bool { return code("b", tokB2) == http.StatusOK })
 	if c := code("b", tokB); c != http.StatusUnauthorized {
@@ -151,12 +99,12 @@ func TestGatewayProcessRevokesTenantTokens(t *testing.T) {
 	// swapped, then only the new one. The key stays.
 	tidA2 := newID(t)
 	tokA2 := key.boundToken(t, cluster, "a", creds.TokenID{Audience: aud, ID: tidA2})
-	auth.set(&creds.TenantTable{Audience: aud, Tenants: map[string][]string{"a": {tidA, tidA2}, "b": {tidB2}}}, key)
+	auth.publish(&creds.TenantTable{Audience: aud, Tenants: map[string][]string{"a": {tidA, tidA2}, "b": {tidB2}}}, key)
 	eventually(t, "the staged token is accepted", func() bool { return code("a", tokA2) == http.StatusOK })
 	if c := code("a", tokA); c != http.StatusOK {
 		t.Errorf("the old token while both are staged: %d, want 200", c)
 	}
-	auth.set(&creds.TenantTable{Audience: aud, Tenants: map[string][]string{"a": {tidA2}, "b": {tidB2}}}, key)
+	auth.publish(&creds.TenantTable{Audience: aud, Tenants: map[string][]string{"a": {tidA2}, "b": {tidB2}}}, key)
 	eventually(t, "the rotated-out token is refused", func() bool { return code("a", tokA) == http.StatusUnauthorized })
 	if c := code("a", tokA2); c != http.StatusOK {
 		t.Errorf("the new token after the rotation: %d, want 200", c)
@@ -164,7 +112,7 @@ func TestGatewayProcessRevokesTenantTokens(t *testing.T) {
 
 	// A tenants.json that disappears after a table was loaded is a
 	// failed load: the table in force stays, /readyz fails.
-	auth.set(nil, key)
+	auth.publish(nil, key)
 	eventually(t, "/readyz fails once tenants.json is gone", func() bool { return gw.ready() == http.StatusServiceUnavailable })
 	if c := code("a", legacyA); c != http.StatusUnauthorized {
 		t.Errorf("a legacy token after tenants.json vanished: %d, want 401 (no downgrade)", c)
@@ -195,12 +143,12 @@ func TestGatewayProcessMigratesLegacyTokens(t *testing.T) {
 	if c := code(bound); c != http.StatusUnauthorized {
 		t.Errorf("a bound token before the table is published: %d, want 401", c)
 	}
-	auth.set(&creds.TenantTable{Audience: aud, Legacy: true, Tenants: map[string][]string{"a": {tid}}}, key)
+	auth.publish(&creds.TenantTable{Audience: aud, Legacy: true, Tenants: map[string][]string{"a": {tid}}}, key)
 	eventually(t, "the staged table is loaded", func() bool { return code(bound) == http.StatusOK })
 	if c := code(legacy); c != http.StatusOK {
 		t.Errorf("legacy token during the migration: %d, want 200", c)
 	}
-	auth.set(&creds.TenantTable{Audience: aud, Tenants: map[string][]string{"a": {tid}}}, key)
+	auth.publish(&creds.TenantTable{Audience: aud, Tenants: map[string][]string{"a": {tid}}}, key)
 	eventually(t, "legacy tokens are refused after the migration", func() bool { return code(legacy) == http.StatusUnauthorized })
 	if c := code(bound); c != http.StatusOK {
 		t.Errorf("bound token after the migration: %d, want 200", c)
