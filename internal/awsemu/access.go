@@ -481,16 +481,9 @@ var authModeUpdates = map[string][]string{"CONFIG_MAP": {"API_AND_CONFIG_MAP", "
 // updateAccessConfig is UpdateClusterConfig with accessConfig: POST
 // /clusters/{name}/update-config. Other fields are refused (not emulated).
 func (e *Emulator) updateAccessConfig(w http.ResponseWriter, r *http.Request, b *backend, body []byte, key, name string) {
-	var req map[string]json.RawMessage
-	if err := json.Unmarshal(body, &req); err != nil {
-		eksError(w, r, http.StatusBadRequest, errInvalidParameter, "invalid request body")
+	req, ok := onlyField(w, r, body, "UpdateClusterConfig", "accessConfig")
+	if !ok {
 		return
-	}
-	for k := range req {
-		if k != "accessConfig" && k != "clientRequestToken" {
-			eksError(w, r, http.StatusBadRequest, errInvalidParameter, "awsemu: UpdateClusterConfig emulates accessConfig only, not %s", k)
-			return
-		}
 	}
 	var ac struct {
 		AuthenticationMode string `json:"authenticationMode"`

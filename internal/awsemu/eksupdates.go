@@ -796,19 +796,9 @@ func refusePendingNodegroupUpdate(w http.ResponseWriter, r *http.Request, rt eks
 // emulated (labels, taints and the rest are refused, not ignored); the
 // sizes are checked as EKS does.
 func (e *Emulator) updateNodegroupConfig(w http.ResponseWriter, r *http.Request, b *backend, body []byte, key string, rt eksRoute) {
-	var req map[string]json.RawMessage
-	if err := json.Unmarshal(body, &req); err != nil {
-		eksError(w, r, http.StatusBadRequest, errInvalidParameter, "invalid request body")
-
+	req, ok := onlyField(w, r, body, "UpdateNodegroupConfig", "scalingConfig")
+	if !ok {
 		return
-	}
-
-	for k := range req {
-		if k != "scalingConfig" && k != "clientRequestToken" {
-			eksError(w, r, http.StatusBadRequest, errInvalidParameter, "awsemu: UpdateNodegroupConfig emulates scalingConfig only, not %s", k)
-
-			return
-		}
 	}
 
 	var sc struct {
@@ -994,4 +984,22 @@ func newUpdateID() string {
 	id := newRequestID()
 
 	return id[:8] + "-" + id[8:12] + "-" + id[12:16] + "-" + id[16:20] + "-" + id[20:]
+}
+
+// onlyField decodes an update request's body and refuses (400, answered)
+// any field but field and clientRequestToken: what the emulator does not
+// emulate is refused, never ignored.
+func onlyField(w http.ResponseWriter, r *http.Request, body []byte, op, field string) (map[string]json.RawMessage, bool) {
+	var req map[string]json.RawMessage
+	if err := json.Unmarshal(body, &req); err != nil {
+		eksError(w, r, http.StatusBadRequest, errInvalidParameter, "invalid request body")
+		return nil, false
+	}
+	for k := range req {
+		if k != field && k != "clientRequestToken" {
+			eksError(w, r, http.StatusBadRequest, errInvalidParameter, "awsemu: %s emulates %s only, not %s", op, field, k)
+			return nil, false
+		}
+	}
+	return req, true
 }
