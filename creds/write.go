@@ -118,13 +118,17 @@ func stage(dir string, td *TokenDir) (tmp string, err error) {
 	}
 	// MkdirTemp creates the directory 0700, so nothing is ever readable by
 	// others, not even for an instant.
-	tmp, err = os.MkdirTemp(filepath.Dir(dir), tempPattern(dir))
+	staged, err := os.MkdirTemp(filepath.Dir(dir), tempPattern(dir))
 	if err != nil {
 		return "", fmt.Errorf("create temp directory: %w", err)
 	}
+	// Removed on failure by its own name: every failing return sets the
+	// named result tmp to "" (seen with a full disk, where the leftover
+	// kept the space the next write needed).
+	tmp = staged
 	defer func() {
 		if err != nil {
-			_ = os.RemoveAll(tmp)
+			_ = os.RemoveAll(staged)
 		}
 	}()
 	if err := os.Chmod(tmp, dirPerm); err != nil {
