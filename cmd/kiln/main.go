@@ -29,6 +29,17 @@ func main() {
 // passes none; the e2e test binary, which runs as kiln, passes the ones
 // its environment configures.
 func run(hooks engine.Hooks) int {
+	// Every informer lists then watches, never client-go's watch-list:
+	// client-go v0.37.2 sends a watch-list the server ends with 410 again
+	// at once, with no backoff, so a server answering every watch so (a
+	// relist storm) would be asked hundreds of times a second per
+	// informer. engine/readiness opts its informers out itself; this
+	// covers the wizard's live view (client-go's informer factory), read
+	// once by client-go at its first feature check. A value the user set
+	// is kept.
+	if _, set := os.LookupEnv("KUBE_FEATURE_WatchListClient"); !set {
+		_ = os.Setenv("KUBE_FEATURE_WatchListClient", "false")
+	}
 	// The first Ctrl-C cancels the context: the engine stops at a safe point
 	// and reports what was left. A second one kills the process outright.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
