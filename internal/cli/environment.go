@@ -10,6 +10,7 @@ var environmentVars = []struct{ name, meaning string }{
 	{"KILN_KEYRING_PASSPHRASE", "passphrase of the file keyring backend (needed without a terminal, and in the wizard)"},
 	{"KILN_MEMORY_LIMIT", "kiln gateway: the container's memory limit in bytes (the platform sets it from the Deployment's limits); Go's soft memory limit becomes 90% of it"},
 	{"GOMEMLIMIT", "kiln gateway: Go's soft memory limit; when set, KILN_MEMORY_LIMIT is ignored"},
+	{"KUBE_FEATURE_WatchListClient", "client-go's watch-list for informers; kiln sets it to false unless set (client-go retries a refused watch-list with no backoff)"},
 	{"KILN_AWS_KUBE_CONTEXT", "kubeconfig context that reaches an EKS cluster's endpoint, as --kube-context-override (aws)"},
 	{"KUBECONFIG", "kubeconfig file(s) when --kubeconfig is not given (default ~/.kube/config)"},
 	{"HOME", "where ~/.kube/config, ~/.aws/config and ~/.aws/credentials, and the XDG defaults below, are"},
