@@ -9,7 +9,7 @@ DATE ?= $(shell date -u +%Y-%m-%dT%H:%M:%SZ)
 LDFLAGS := -s -w -X main.version=$(VERSION) -X main.commit=$(COMMIT) -X main.date=$(DATE)
 GORELEASER := github.com/goreleaser/goreleaser/v2@v2.15.1
 KUBECONFIG_LOCAL := $(CURDIR)/.cache/cluster/kubeconfig
-TEST_TIMEOUT ?= 40m
+TEST_TIMEOUT ?= 60m
 
 .PHONY: all build test unit policycheck fmt-check vet testbin testbin-realnode cluster-up cluster-down demo bench bench-smoke goreleaser-check clean
 
