@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -67,6 +68,24 @@ func world(t *testing.T, cs kubernetes.Interface) map[string]string {
 		out["kiln-system/ing/"+i.Name] = i.ResourceVersion
 	}
 	return out
+}
+
+// quietWorld is world once two reads 2 s apart agree (at most a minute):
+// what kiln is then checked not to change is not still being changed by
+// the cluster's controllers.
+func quietWorld(t *testing.T, cs kubernetes.Interface) map[string]string {
+	t.Helper()
+	prev := world(t, cs)
+	for range 30 {
+		time.Sleep(2 * time.Second)
+		cur := world(t, cs)
+		if reflect.DeepEqual(prev, cur) {
+			return cur
+		}
+		prev = cur
+	}
+	t.Fatal("the cluster's objects kept changing for a minute with no kiln running")
+	return nil
 }
 
 // plans returns the plan events of r as "action kind namespace/name".
@@ -321,7 +340,11 @@ func TestUpgradePlanConfirmApply(t *testing.T) {
 		if _, err := cs.CoreV1().ConfigMaps("kiln-system").Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		before := world(t, cs)
+		// The previous subtest's upgrade rolled the gateway back to its
+		// image: the controllers' last status writes of that rollout may
+		// still land (seen on a loaded CI machine), so the snapshot is
+		// taken once the world holds still.
+		before := quietWorld(t, cs)
 		for _, args := range [][]string{
 			{"upgrade", "kube", name, "--context", kctx, "--yes"},
 			{"create", "kube", name, "--context", kctx, "--continue"},
@@ -333,7 +356,19 @@ func TestUpgradePlanConfirmApply(t *testing.T) {
 			}
 		}
 		if after := world(t, cs); !reflect.DeepEqual(before, after) {
-			t.Errorf("refused operations changed the cluster")
+			var diff []string
+			for k, v := range before {
+				if after[k] != v {
+					diff = append(diff, fmt.Sprintf("%s: %s -> %s", k, v, after[k]))
+				}
+			}
+			for k, v := range after {
+				if _, ok := before[k]; !ok {
+					diff = append(diff, fmt.Sprintf("%s: (none) -> %s", k, v))
+				}
+			}
+			sort.Strings(diff)
+			t.Errorf("refused operations changed the cluster:\n%s", strings.Join(diff, "\n"))
 		}
 		r := e.kiln("status", "kube", name, "--context", kctx)
 		expect(t, r, 0)
