@@ -538,6 +538,7 @@ func (c *Cluster) stopRealNode() error {
 	errs = append(errs, teardownHost(rn.st))
 	if rn.lock != nil {
 		_ = os.Remove(filepath.Join(realNodeState, "state.json"))
+		_ = os.Remove(filepath.Join(realNodeState, "holder")) // ours, if any: a holder's words never outlive its lock
 		_ = rn.lock.Close()
 	}
 	c.real = nil
