@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"sort"
 	"strings"
 	"sync"
@@ -304,27 +305,13 @@ func (s *snapshot) merge(t *snapshot) *snapshot {
 	if s.secretsErr == nil {
 		s.secretsErr = t.secretsErr
 	}
-	for k, v := range t.secrets {
-		s.secrets[k] = v
-	}
-	for k, v := range t.deps {
-		s.deps[k] = v
-	}
-	for k, v := range t.svcs {
-		s.svcs[k] = v
-	}
-	for k, v := range t.ings {
-		s.ings[k] = v
-	}
-	for k, v := range t.leases {
-		s.leases[k] = v
-	}
-	for k, v := range t.slices {
-		s.slices[k] = v
-	}
-	for k, v := range t.pods {
-		s.pods[k] = v
-	}
+	maps.Copy(s.secrets, t.secrets)
+	maps.Copy(s.deps, t.deps)
+	maps.Copy(s.svcs, t.svcs)
+	maps.Copy(s.ings, t.ings)
+	maps.Copy(s.leases, t.leases)
+	maps.Copy(s.slices, t.slices)
+	maps.Copy(s.pods, t.pods)
 	return s
 }
 
