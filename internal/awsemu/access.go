@@ -492,13 +492,8 @@ func (e *Emulator) updateAccessConfig(w http.ResponseWriter, r *http.Request, b 
 		eksError(w, r, http.StatusBadRequest, errInvalidParameter, "No changes needed: the request has no accessConfig.authenticationMode.")
 		return
 	}
-	cl, found, err := e.current(r, b, key, "/clusters/"+name, "cluster")
-	if err != nil {
-		eksError(w, r, http.StatusServiceUnavailable, ErrCodeServiceUnavailable, "%v", err)
-		return
-	}
-	if !found {
-		eksError(w, r, http.StatusNotFound, errResourceNotFound, "No cluster found for name: %s.", name)
+	cl, ok := e.currentCluster(w, r, b, key, name)
+	if !ok {
 		return
 	}
 	e.eks.mu.Lock()

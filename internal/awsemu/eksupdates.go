@@ -567,16 +567,8 @@ func (e *Emulator) updateClusterVersion(w http.ResponseWriter, r *http.Request, 
 		return
 	}
 
-	cl, found, err := e.current(r, b, key, "/clusters/"+name, "cluster")
-	if err != nil {
-		eksError(w, r, http.StatusServiceUnavailable, ErrCodeServiceUnavailable, "%v", err)
-
-		return
-	}
-
-	if !found {
-		eksError(w, r, http.StatusNotFound, errResourceNotFound, "No cluster found for name: %s.", name)
-
+	cl, ok := e.currentCluster(w, r, b, key, name)
+	if !ok {
 		return
 	}
 
@@ -1002,4 +994,20 @@ func onlyField(w http.ResponseWriter, r *http.Request, body []byte, op, field st
 		}
 	}
 	return req, true
+}
+
+// currentCluster is cluster name as kumo describes it now, or false with
+// EKS's answer written: 404 ResourceNotFound when there is none, 503 when
+// kumo could not be asked.
+func (e *Emulator) currentCluster(w http.ResponseWriter, r *http.Request, b *backend, key, name string) (map[string]any, bool) {
+	cl, found, err := e.current(r, b, key, "/clusters/"+name, "cluster")
+	if err != nil {
+		eksError(w, r, http.StatusServiceUnavailable, ErrCodeServiceUnavailable, "%v", err)
+		return nil, false
+	}
+	if !found {
+		eksError(w, r, http.StatusNotFound, errResourceNotFound, "No cluster found for name: %s.", name)
+		return nil, false
+	}
+	return cl, true
 }
