@@ -152,17 +152,15 @@ func serve(dir string) error {
 	switch mode := nodeMode(); mode {
 	case "real":
 		opts.RealNodeOnly = true
-		node = "real: " + testcluster.RealNodeName + ", the only node (containerd, kubelet, kube-proxy, CoreDNS and kube-router's NetworkPolicy firewall on this machine)\n"
-	case "kwok":
-	default: // auto
+	case "auto":
 		if why := testcluster.RealNodeAvailable(); why != nil {
 			node = fmt.Sprintf("kwok: two fake nodes (pods are scheduled but never run): %v\n", why)
 		} else {
 			opts.RealNodeOnly = true
-			node = "real: " + testcluster.RealNodeName + ", the only node (containerd, kubelet, kube-proxy, CoreDNS and kube-router's NetworkPolicy firewall on this machine)\n"
 		}
 	}
 	if opts.RealNodeOnly {
+		node = "real: " + testcluster.RealNodeName + ", the only node (containerd, kubelet, kube-proxy, CoreDNS and kube-router's NetworkPolicy firewall on this machine)\n"
 		opts.StartTimeout = 5 * time.Minute // builds the pause image
 		opts.RealNodeHolder = fmt.Sprintf("the local cluster of `make demo` / `make cluster-up` (hack/cluster, pid %d): `make cluster-down` stops it", os.Getpid())
 	}
