@@ -12,6 +12,7 @@ import (
 	ekstypes "github.com/aws/aws-sdk-go-v2/service/eks/types"
 
 	"github.com/kilnctl/kiln/engine"
+	"github.com/kilnctl/kiln/engine/platform"
 )
 
 // KindAddon is the resource kind of an EKS managed add-on.
@@ -209,4 +210,46 @@ func sameJSON(a, b string) bool {
 		return a == b
 	}
 	return reflect.DeepEqual(x, y)
+}
+
+// planAddons lists the managed add-ons an upgrade to Kubernetes version
+// creates (a cluster made before kiln managed them) or moves to that
+// version's default. It only reads.
+func (in *infra) planAddons(ctx context.Context, version string) ([]engine.PlanChange, error) {
+	var out []engine.PlanChange
+	for _, a := range managedAddons {
+		want, err := in.defaultAddonVersion(ctx, a.name, version)
+		if err != nil {
+			if in.unsupported(err) {
+				return nil, nil
+			}
+			return nil, err
+		}
+		d, err := in.eks.DescribeAddon(ctx, &eks.DescribeAddonInput{ClusterName: aws.String(in.name), AddonName: aws.String(a.name)})
+		switch {
+		case apiCode(err) == "ResourceNotFoundException":
+			msg := "EKS managed add-on " + want + ", upgraded with the cluster from now on"
+			if a.config != "" {
+				msg += "; configuration " + a.config
+			}
+			out = append(out, engine.PlanChange{Action: platform.ActionCreate, Kind: KindAddon, Name: a.name, Fields: []string{"addonVersion", "configurationValues"}, Message: msg})
+		case err != nil:
+			return nil, fmt.Errorf("describe add-on %s: %w", a.name, err)
+		default:
+			var fields []string
+			var why []string
+			if have := aws.ToString(d.Addon.AddonVersion); have != want {
+				fields = append(fields, "addonVersion")
+				why = append(why, fmt.Sprintf("%s → %s (the default for Kubernetes %s)", have, want, version))
+			}
+			if a.config != "" && !sameJSON(aws.ToString(d.Addon.ConfigurationValues), a.config) {
+				fields = append(fields, "configurationValues")
+				why = append(why, "configuration "+a.config)
+			}
+			if len(fields) > 0 {
+				out = append(out, engine.PlanChange{Action: platform.ActionUpdate, Kind: KindAddon, Name: a.name, Fields: fields, Message: strings.Join(why, "; ") + ", after the node groups"})
+			}
+		}
+	}
+	return out, nil
 }

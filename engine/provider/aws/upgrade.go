@@ -10,7 +10,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/eks"
 	ekstypes "github.com/aws/aws-sdk-go-v2/service/eks/types"
-	"github.com/aws/aws-sdk-go-v2/service/iam"
 
 	"github.com/kilnctl/kiln/engine"
 	"github.com/kilnctl/kiln/engine/input"
@@ -77,9 +76,6 @@ func (c Change) validate() error {
 // longer with many nodes).
 const updateWaitLimit = waitLimit
 
-// ngState is a kiln node group as EKS describes it.
-type ngState = ekstypes.Nodegroup
-
 // infraState is what an upgrade reads: the EKS cluster and its kiln node
 // groups, oldest first.
 type infraState struct {
@@ -103,38 +99,6 @@ type infraPlan struct {
 	// deleted before it is created again.
 	recreate bool
 	changes  []engine.PlanChange
-}
-
-// failedCreate says why node group g ended CREATE_FAILED, from its health
-// issues ("" when it did not).
-func failedCreate(g *ngState) string {
-	if g.Status != ekstypes.NodegroupStatusCreateFailed {
-		return ""
-	}
-	var why []string
-	if g.Health != nil {
-		for _, is := range g.Health.Issues {
-			why = append(why, fmt.Sprintf("%s: %s", is.Code, aws.ToString(is.Message)))
-		}
-	}
-	if len(why) == 0 {
-		return "CREATE_FAILED (EKS gives no health issue)"
-	}
-	return "CREATE_FAILED: " + strings.Join(why, "; ")
-}
-
-func ngSize(g *ngState) int32 {
-	if g.ScalingConfig == nil {
-		return 0
-	}
-	return aws.ToInt32(g.ScalingConfig.DesiredSize)
-}
-
-func ngType(g *ngState) string { return strings.Join(g.InstanceTypes, ",") }
-
-// replacementName is the node group that runs instance type t.
-func replacementName(t string) string {
-	return nodegroupName + "-" + strings.ReplaceAll(t, ".", "-")
 }
 
 func parseMinor(v string) (int, bool) {
@@ -338,48 +302,6 @@ func (p *Provider) PlanInfrastructure(ctx context.Context, name, region string) 
 	return append(append(pl.changes, addons...), access...), nil
 }
 
-// planAddons lists the managed add-ons an upgrade to Kubernetes version
-// creates (a cluster made before kiln managed them) or moves to that
-// version's default. It only reads.
-func (in *infra) planAddons(ctx context.Context, version string) ([]engine.PlanChange, error) {
-	var out []engine.PlanChange
-	for _, a := range managedAddons {
-		want, err := in.defaultAddonVersion(ctx, a.name, version)
-		if err != nil {
-			if in.unsupported(err) {
-				return nil, nil
-			}
-			return nil, err
-		}
-		d, err := in.eks.DescribeAddon(ctx, &eks.DescribeAddonInput{ClusterName: aws.String(in.name), AddonName: aws.String(a.name)})
-		switch {
-		case apiCode(err) == "ResourceNotFoundException":
-			msg := "EKS managed add-on " + want + ", upgraded with the cluster from now on"
-			if a.config != "" {
-				msg += "; configuration " + a.config
-			}
-			out = append(out, engine.PlanChange{Action: platform.ActionCreate, Kind: KindAddon, Name: a.name, Fields: []string{"addonVersion", "configurationValues"}, Message: msg})
-		case err != nil:
-			return nil, fmt.Errorf("describe add-on %s: %w", a.name, err)
-		default:
-			var fields []string
-			var why []string
-			if have := aws.ToString(d.Addon.AddonVersion); have != want {
-				fields = append(fields, "addonVersion")
-				why = append(why, fmt.Sprintf("%s → %s (the default for Kubernetes %s)", have, want, version))
-			}
-			if a.config != "" && !sameJSON(aws.ToString(d.Addon.ConfigurationValues), a.config) {
-				fields = append(fields, "configurationValues")
-				why = append(why, "configuration "+a.config)
-			}
-			if len(fields) > 0 {
-				out = append(out, engine.PlanChange{Action: platform.ActionUpdate, Kind: KindAddon, Name: a.name, Fields: fields, Message: strings.Join(why, "; ") + ", after the node groups"})
-			}
-		}
-	}
-	return out, nil
-}
-
 // UpgradeInfrastructure implements engine.InfraUpgrader: under the claim,
 // each step reads EKS again (waiting out an update a killed run left
 // running), so a run killed anywhere and run again finishes the work.
@@ -493,175 +415,4 @@ func (in *infra) waitUpdate(ctx context.Context, kind, obj, nodegroup string, up
 	}
 	_, _, err = in.settled(ctx)
 	return err
-}
-
-func (in *infra) upgradeCluster(ctx context.Context) error {
-	st, pl, err := in.settled(ctx)
-	if err != nil {
-		return in.fail(KindEKSCluster, in.name, err)
-	}
-	if pl.version == "" {
-		return nil
-	}
-	// EKS moves the control plane only while every node group runs its
-	// version: a group an interrupted upgrade left behind catches up first.
-	for _, g := range st.groups {
-		if aws.ToString(g.Version) != pl.from {
-			if err := in.nodegroupVersion(ctx, aws.ToString(g.NodegroupName), aws.ToString(g.Version), pl.from); err != nil {
-				return err
-			}
-		}
-	}
-	in.emit(KindEKSCluster, in.name, engine.StatusInProgress, "updating Kubernetes %s → %s", pl.from, pl.version)
-	out, err := in.eks.UpdateClusterVersion(ctx, &eks.UpdateClusterVersionInput{Name: aws.String(in.name), Version: aws.String(pl.version)})
-	if err != nil {
-		return in.fail(KindEKSCluster, in.name, fmt.Errorf("update EKS cluster %s to Kubernetes %s: %w", in.name, pl.version, err))
-	}
-	engine.Checkpoint(ctx, "aws-upgrade-cluster-requested")
-	if err := in.waitUpdate(ctx, KindEKSCluster, in.name, "", out.Update); err != nil {
-		return in.fail(KindEKSCluster, in.name, err)
-	}
-	in.emit(KindEKSCluster, in.name, engine.StatusCurrent, "ACTIVE, Kubernetes %s", pl.version)
-	return nil
-}
-
-// nodegroupVersion moves node group n from → to and waits.
-func (in *infra) nodegroupVersion(ctx context.Context, n, from, to string) error {
-	in.emit(KindNodegroup, n, engine.StatusInProgress, "updating Kubernetes %s → %s", from, to)
-	out, err := in.eks.UpdateNodegroupVersion(ctx, &eks.UpdateNodegroupVersionInput{ClusterName: aws.String(in.name), NodegroupName: aws.String(n), Version: aws.String(to)})
-	if err != nil {
-		return in.fail(KindNodegroup, n, fmt.Errorf("update node group %s to Kubernetes %s: %w", n, to, err))
-	}
-	if err := in.waitUpdate(ctx, KindNodegroup, n, n, out.Update); err != nil {
-		return in.fail(KindNodegroup, n, err)
-	}
-	in.emit(KindNodegroup, n, engine.StatusCurrent, "ACTIVE, Kubernetes %s", to)
-	return nil
-}
-
-func (in *infra) upgradeNodegroupVersion(ctx context.Context) error {
-	_, pl, err := in.settled(ctx)
-	if err != nil {
-		return in.fail(KindNodegroup, nodegroupName, err)
-	}
-	if pl.keep == nil || !pl.ngVersion {
-		return nil
-	}
-	return in.nodegroupVersion(ctx, aws.ToString(pl.keep.NodegroupName), aws.ToString(pl.keep.Version), pl.target)
-}
-
-func (in *infra) createReplacement(ctx context.Context) error {
-	st, pl, err := in.settled(ctx)
-	if err != nil {
-		return in.fail(KindNodegroup, nodegroupName, err)
-	}
-	if pl.create == "" {
-		return nil
-	}
-	n := pl.create
-	if pl.recreate {
-		in.emit(KindNodegroup, n, engine.StatusTerminating, "deleting: an earlier creation failed")
-		if err := in.deleteNodegroup(ctx, n); err != nil {
-			return err
-		}
-	}
-	subnets, role := st.cluster.ResourcesVpcConfig.SubnetIds, ""
-	for i := len(st.groups) - 1; i >= 0; i-- {
-		if g := st.groups[i]; failedCreate(g) == "" {
-			subnets, role = g.Subnets, aws.ToString(g.NodeRole)
-			break
-		}
-	}
-	if role == "" {
-		got, err := in.iam.GetRole(ctx, &iam.GetRoleInput{RoleName: aws.String(resourceName(in.name, "node"))})
-		if err != nil {
-			return in.fail(KindNodegroup, n, fmt.Errorf("get IAM role %s: %w", resourceName(in.name, "node"), err))
-		}
-		role = aws.ToString(got.Role.Arn)
-	}
-	in.emit(KindNodegroup, n, engine.StatusInProgress, "creating %d × %s, Kubernetes %s", pl.nodes, pl.instanceType, pl.target)
-	_, err = in.eks.CreateNodegroup(ctx, &eks.CreateNodegroupInput{
-		ClusterName: aws.String(in.name), NodegroupName: aws.String(n),
-		NodeRole: aws.String(role), Subnets: subnets, Version: aws.String(pl.target),
-		InstanceTypes: []string{pl.instanceType},
-		ScalingConfig: &ekstypes.NodegroupScalingConfig{MinSize: aws.Int32(pl.nodes), MaxSize: aws.Int32(pl.nodes), DesiredSize: aws.Int32(pl.nodes)},
-		Tags:          map[string]string{TagCluster: in.name, TagManagedBy: "kiln"},
-	})
-	if err != nil && apiCode(err) != "ResourceInUseException" {
-		return in.fail(KindNodegroup, n, fmt.Errorf("create node group %s: %w", n, err))
-	}
-	engine.Checkpoint(ctx, "aws-upgrade-nodegroup-requested")
-	after, _, err := in.settled(ctx)
-	if err != nil {
-		return in.fail(KindNodegroup, n, err)
-	}
-	// Settled means no longer CREATING: the replacement must be ACTIVE
-	// before anything it replaces is touched.
-	for _, g := range after.groups {
-		if aws.ToString(g.NodegroupName) != n || g.Status == ekstypes.NodegroupStatusActive {
-			continue
-		}
-		kept := "no other node group"
-		if pl.keep != nil {
-			kept = "node group " + aws.ToString(pl.keep.NodegroupName)
-		} else if len(pl.remove) > 0 {
-			kept = "node group " + strings.Join(pl.remove, ", ")
-		}
-		why := failedCreate(g)
-		if why == "" {
-			why = string(g.Status)
-		}
-		return in.fail(KindNodegroup, n, fmt.Errorf("replacement node group %s ended %s; %s keeps running and nothing was deleted. Run `%s` again once EC2 has the capacity (it deletes the failed group and creates it again), or choose another --instance-type", n, why, kept, command("upgrade", in.name, in.region)))
-	}
-	in.emit(KindNodegroup, n, engine.StatusCurrent, "ACTIVE, %d × %s", pl.nodes, pl.instanceType)
-	return nil
-}
-
-func (in *infra) resizeNodegroup(ctx context.Context) error {
-	_, pl, err := in.settled(ctx)
-	if err != nil {
-		return in.fail(KindNodegroup, nodegroupName, err)
-	}
-	if pl.keep == nil || pl.size == 0 {
-		return nil
-	}
-	n := aws.ToString(pl.keep.NodegroupName)
-	in.emit(KindNodegroup, n, engine.StatusInProgress, "scaling %d → %d nodes", ngSize(pl.keep), pl.size)
-	out, err := in.eks.UpdateNodegroupConfig(ctx, &eks.UpdateNodegroupConfigInput{
-		ClusterName: aws.String(in.name), NodegroupName: aws.String(n),
-		ScalingConfig: &ekstypes.NodegroupScalingConfig{MinSize: aws.Int32(pl.size), MaxSize: aws.Int32(pl.size), DesiredSize: aws.Int32(pl.size)},
-	})
-	if err != nil {
-		return in.fail(KindNodegroup, n, fmt.Errorf("scale node group %s to %d: %w", n, pl.size, err))
-	}
-	if err := in.waitUpdate(ctx, KindNodegroup, n, n, out.Update); err != nil {
-		return in.fail(KindNodegroup, n, err)
-	}
-	in.emit(KindNodegroup, n, engine.StatusCurrent, "ACTIVE, %d × %s", pl.size, pl.instanceType)
-	return nil
-}
-
-// removeReplaced deletes the node groups the kept one replaces, only once
-// the kept one is ACTIVE (settled), and waits until they are gone.
-func (in *infra) removeReplaced(ctx context.Context) error {
-	_, pl, err := in.settled(ctx)
-	if err != nil {
-		return in.fail(KindNodegroup, nodegroupName, err)
-	}
-	if pl.keep == nil {
-		if len(pl.remove) > 0 {
-			return in.fail(KindNodegroup, pl.create, fmt.Errorf("node group %s is not there to replace %s; nothing was deleted", pl.create, strings.Join(pl.remove, ", ")))
-		}
-		return nil
-	}
-	if pl.keep.Status != ekstypes.NodegroupStatusActive && len(pl.remove) > 0 {
-		return in.fail(KindNodegroup, aws.ToString(pl.keep.NodegroupName), fmt.Errorf("node group %s is %s, not ACTIVE; %s not deleted", aws.ToString(pl.keep.NodegroupName), pl.keep.Status, strings.Join(pl.remove, ", ")))
-	}
-	for _, n := range pl.remove {
-		in.emit(KindNodegroup, n, engine.StatusTerminating, "deleting (replaced by %s)", aws.ToString(pl.keep.NodegroupName))
-		if err := in.deleteNodegroup(ctx, n); err != nil {
-			return err
-		}
-	}
-	return nil
 }
