@@ -3,6 +3,7 @@ package cli
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 
@@ -84,7 +85,7 @@ func (f *awsFlags) registerCreate(fs *pflag.FlagSet) {
 	fs.IntVar(&f.nodes, "nodes", awsprovider.DefaultNodes, fmt.Sprintf("number of nodes in the node group, 1 to %d (aws provider)", awsprovider.MaxNodes))
 	fs.StringVar(&f.k8sVersion, "kubernetes-version", "", "Kubernetes version of the EKS control plane kiln creates, MAJOR.MINOR like 1.30 (aws provider; default: EKS's default)")
 	fs.BoolVar(&f.writeKubeconfig, "write-kubeconfig", false,
-		"add or update a kubeconfig entry for the EKS cluster whose credential is the kiln aws token command (aws provider; the file is the first of $KUBECONFIG, else ~/.kube/config)")
+		"add or update a kubeconfig entry for the EKS cluster whose credential is the kiln aws token command (aws provider; written into $KUBECONFIG, else ~/.kube/config, as kubectl config set-context writes)")
 	fs.StringArrayVar(&f.admins, "admin", nil, adminHelp)
 	fs.StringArrayVar(&f.viewers, "viewer", nil, viewerHelp)
 }
@@ -147,7 +148,7 @@ func (g *globals) awsProvider() (engine.Provider, error) {
 	} else if f.create != nil {
 		p.Access = accessFrom(f.create, f.admins, f.viewers)
 	}
-	p.KubeconfigFile = clientcmd.NewDefaultPathOptions().GetDefaultFilename()
+	p.KubeconfigFile = strings.Join(clientcmd.NewDefaultPathOptions().GetLoadingPrecedence(), string(filepath.ListSeparator))
 	if f.writeKubeconfig {
 		p.WriteKubeconfig = p.KubeconfigFile
 		if exe, err := os.Executable(); err == nil {

@@ -104,7 +104,8 @@ type Provider struct {
 	// KilnPath is the kiln executable the kubeconfig entry runs.
 	KilnPath string
 	// KubeconfigFile is the kubeconfig --write-kubeconfig writes to (the
-	// first file of $KUBECONFIG, else ~/.kube/config): destroy removes the
+	// files of $KUBECONFIG, joined by filepath.ListSeparator, else
+	// ~/.kube/config; see WriteKubeconfig): destroy removes the
 	// entries kiln wrote there ("" = none).
 	KubeconfigFile string
 	// Timeout bounds one region's inspection; Concurrency bounds the

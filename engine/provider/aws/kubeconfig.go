@@ -8,6 +8,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -38,8 +40,9 @@ func ContextName(cluster string) string { return "kiln-aws-" + cluster }
 var kubeconfigLockWait = 30 * time.Second
 
 // WriteKubeconfig adds or updates the cluster, user and context of e in
-// the kubeconfig at path, leaving every other entry as it was (see
-// editKubeconfig for how it coexists with kubectl). The user entry holds
+// the kubeconfig at path (a file, or a list of files as in $KUBECONFIG),
+// leaving every other entry as it was (see editKubeconfig for which file
+// gets what and how it coexists with kubectl). The user entry holds
 // no secret: it runs `kiln aws token`. The first entry kiln writes into a
 // file without a current context becomes the current context.
 func WriteKubeconfig(ctx context.Context, path string, e KubeconfigEntry) (warnings []string, err error) {
@@ -75,12 +78,10 @@ func WriteKubeconfig(ctx context.Context, path string, e KubeconfigEntry) (warni
 // RemoveKubeconfig removes what WriteKubeconfig wrote for cluster: the
 // context kiln-aws-NAME (when it still points at kiln's cluster and user
 // entries), and those entries when no other context uses them; a
-// current-context naming the removed context is cleared. A missing file
-// is left missing. It reports whether anything was removed.
+// current-context naming the removed context is cleared. path is as for
+// WriteKubeconfig; entries are removed from the file that defines them. A
+// missing file is left missing. It reports whether anything was removed.
 func RemoveKubeconfig(ctx context.Context, path, cluster string) (removed bool, warnings []string, err error) {
-	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
-		return false, nil, nil
-	}
 	name := ContextName(cluster)
 	warnings, err = editKubeconfig(ctx, path, false, func(cfg *clientcmdapi.Config) bool {
 		if c, ok := cfg.Contexts[name]; ok && c.Cluster == name && c.AuthInfo == name {
@@ -121,82 +122,179 @@ func isKilnUser(u *clientcmdapi.AuthInfo, cluster string) bool {
 	return strings.HasPrefix(args, "aws token --cluster "+cluster+" ")
 }
 
-// editKubeconfig applies edit to the kubeconfig at path so that kubectl
-// keeps working, before, during and after, even if kiln is killed:
+// editKubeconfig applies edit to the kubeconfig at path — one file, or a
+// list of them as in $KUBECONFIG — so that kubectl keeps working, before,
+// during and after, even if kiln is killed.
 //
-//   - Writers are serialized with client-go's convention: PATH.lock created
-//     exclusively (O_EXCL semantics, through link(2) so the file appears
-//     with its content) and removed when done. kubectl refuses to write
-//     while it exists; kiln waits (up to 30 s) while kubectl holds it.
-//     PATH is the name as given (like kubectl, which locks the name from
-//     $KUBECONFIG, not a symlink's target).
-//   - kiln's lock file records "kiln pid=… host=… boot=… start=…". A lock
-//     from a kiln of this host that is provably dead (another boot, no such
-//     pid, or the pid now belongs to a process started at another time) is
-//     stale and removed; kubectl's lock (empty), another host's, or a live
-//     process's is never removed. Stale-lock clearing is itself serialized
-//     among kiln processes by an flock on the kubeconfig's directory, so
-//     two kilns never judge and remove the same lock.
-//   - The file is written through a symlink to its target, as a temp file
-//     next to the target with the target's mode (0600 for a new file),
-//     fsynced, renamed over it, and the directory fsynced: readers see the
-//     old file or the new one, never a partial one.
+// clientcmd does the kubeconfig semantics: the files are merged by its
+// loading rules, and the edit goes back as clientcmd.ModifyConfig (kubectl
+// config set-*/delete-*) writes it: an entry changes in the file that
+// defines it; a new entry and a new current-context go to the file
+// PathOptions.GetDefaultFilename picks (the first existing one, else the
+// last); a cleared current-context is cleared in the first file that sets
+// it; writers lock every file as FILE.lock, in sorted order. Files are
+// read by clientcmd.LoadFromFile and serialized by clientcmd.Write.
 //
-// edit returns whether it changed anything; nothing is written otherwise.
-// create says whether a missing file may be created.
+// ModifyConfig itself is not called: with editKubeconfig reduced to it,
+// three tests fail.
+//
+//   - TestKubeconfigKilledDuringWrite: it writes with os.WriteFile, which
+//     truncates the file in place, and once per changed cluster, user and
+//     context; killed inside a write it leaves a truncated file (14 of 40
+//     SIGKILLs timed into writes of a 1.8 MB kubeconfig left it empty,
+//     which kubectl reads as no contexts at all). kiln writes a temp file
+//     next to the target, fsyncs it, renames it over the target.
+//   - TestKubeconfigNeverRemovesALiveLock (a dead kiln's lock) and
+//     TestKubeconfigKilledDuringWrite/kubeconfig-locked: its lock is an
+//     empty FILE.lock, left behind by a killed process (35 of those 40
+//     kills) and never cleared; the next write fails at once with "open
+//     FILE.lock: file exists". kiln's lock says "kiln pid=… host=… boot=…
+//     start=…", so a later kiln can prove it stale and remove it; an empty
+//     (kubectl's), foreign or live lock is waited for, up to
+//     kubeconfigLockWait, and never removed. Judging stale locks and
+//     sweeping a killed kiln's temp files are serialized among kiln
+//     processes by an flock on each file's directory (guardDir).
+//   - TestWriteKubeconfigKeepsOtherEntries: for the same reason concurrent
+//     writers fail instead of taking turns.
+//
+// A file is locked under its name as given (like kubectl: not a symlink's
+// target) and written through its symlinks, keeping the target's mode
+// (0600 for a new file). edit returns whether it changed anything; nothing
+// is written otherwise. create says whether a missing default file may be
+// created.
 func editKubeconfig(ctx context.Context, path string, create bool, edit func(*clientcmdapi.Config) bool) (warnings []string, err error) {
-	path = filepath.Clean(path)
-	target, err := resolveLinks(path)
-	if err != nil {
-		return nil, fmt.Errorf("kubeconfig %s: %w", path, err)
+	var files []string
+	for _, f := range filepath.SplitList(path) {
+		if f = filepath.Clean(f); !slices.Contains(files, f) {
+			files = append(files, f)
+		}
 	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return nil, fmt.Errorf("kubeconfig %s: %w", path, err)
+	def := defaultFile(files)
+	var locked, dirs []string
+	for _, f := range files {
+		if _, err := os.Stat(f); err == nil || (f == def && create) {
+			locked = append(locked, f)
+			if !slices.Contains(dirs, filepath.Dir(f)) {
+				dirs = append(dirs, filepath.Dir(f))
+			}
+		}
 	}
-	if err := os.MkdirAll(filepath.Dir(target), 0o700); err != nil {
-		return nil, fmt.Errorf("kubeconfig %s: %w", path, err)
+	if len(locked) == 0 {
+		return nil, nil
 	}
-	unguard, err := guardDir(filepath.Dir(path), kubeconfigLockWait)
-	if err != nil {
-		return nil, fmt.Errorf("kubeconfig %s: serialize with other kiln processes: %w", path, err)
+	slices.Sort(dirs)
+	for _, dir := range dirs {
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return nil, fmt.Errorf("kubeconfig %s: %w", path, err)
+		}
+		unguard, err := guardDir(dir, kubeconfigLockWait)
+		if err != nil {
+			return nil, fmt.Errorf("kubeconfig %s: serialize with other kiln processes: %w", path, err)
+		}
+		defer unguard()
 	}
-	defer unguard()
-	warnings = sweepLeftovers(path, target)
-	lockPath := path + ".lock"
-	w, err := takeKubeconfigLock(lockPath)
-	warnings = append(warnings, w...)
-	if err != nil {
-		return warnings, fmt.Errorf("kubeconfig %s: %w", path, err)
+	targets := map[string]string{}
+	for _, f := range slices.Sorted(slices.Values(locked)) { // in ModifyConfig's order
+		if targets[f], err = resolveLinks(f); err != nil {
+			return warnings, fmt.Errorf("kubeconfig %s: %w", f, err)
+		}
+		warnings = append(warnings, sweepLeftovers(f, targets[f])...)
+		w, err := takeKubeconfigLock(f)
+		warnings = append(warnings, w...)
+		if err != nil {
+			return warnings, fmt.Errorf("kubeconfig %s: %w", f, err)
+		}
+		defer os.Remove(f + ".lock")
 	}
-	defer os.Remove(lockPath)
 	engine.Checkpoint(ctx, "kubeconfig-locked")
 
-	mode := os.FileMode(0o600)
-	cfg, err := clientcmd.LoadFromFile(target)
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		if !create {
-			return warnings, nil
-		}
-		cfg = clientcmdapi.NewConfig()
-	case err != nil:
-		return warnings, fmt.Errorf("kubeconfig %s: %w", path, err)
-	default:
-		if fi, err := os.Stat(target); err == nil {
-			mode = fi.Mode().Perm()
-		}
-	}
-	if !edit(cfg) {
-		return warnings, nil
-	}
-	data, err := clientcmd.Write(*cfg)
+	before, err := (&clientcmd.ClientConfigLoadingRules{Precedence: locked, DoNotResolvePaths: true}).Load()
 	if err != nil {
 		return warnings, fmt.Errorf("kubeconfig %s: %w", path, err)
 	}
-	if err := replaceFile(ctx, target, data, mode); err != nil {
-		return warnings, fmt.Errorf("kubeconfig %s: %w", path, err)
+	after := before.DeepCopy()
+	if !edit(after) {
+		return warnings, nil
+	}
+	// Each file's own content, and which of them change.
+	cfgs, changed := map[string]*clientcmdapi.Config{}, map[string]bool{}
+	for _, f := range locked {
+		cfg, err := clientcmd.LoadFromFile(f)
+		if errors.Is(err, fs.ErrNotExist) {
+			cfg, err = clientcmdapi.NewConfig(), nil
+		}
+		if err != nil {
+			return warnings, fmt.Errorf("kubeconfig %s: %w", f, err)
+		}
+		cfgs[f] = cfg
+	}
+	in := func(f string) *clientcmdapi.Config { changed[f] = true; return cfgs[f] }
+	moveEntries(before.Clusters, after.Clusters, def, func(c *clientcmdapi.Cluster) string { return c.LocationOfOrigin }, func(f string) map[string]*clientcmdapi.Cluster { return in(f).Clusters })
+	moveEntries(before.AuthInfos, after.AuthInfos, def, func(u *clientcmdapi.AuthInfo) string { return u.LocationOfOrigin }, func(f string) map[string]*clientcmdapi.AuthInfo { return in(f).AuthInfos })
+	moveEntries(before.Contexts, after.Contexts, def, func(c *clientcmdapi.Context) string { return c.LocationOfOrigin }, func(f string) map[string]*clientcmdapi.Context { return in(f).Contexts })
+	for k, c := range before.Contexts {
+		if after.Contexts[k] == nil && cfgs[c.LocationOfOrigin].CurrentContext == k {
+			in(c.LocationOfOrigin).CurrentContext = "" // no file names a context it lost
+		}
+	}
+	if after.CurrentContext != before.CurrentContext {
+		if after.CurrentContext != "" {
+			in(def).CurrentContext = after.CurrentContext
+		} else if i := slices.IndexFunc(locked, func(f string) bool { return cfgs[f].CurrentContext != "" }); i >= 0 {
+			in(locked[i]).CurrentContext = ""
+		}
+	}
+	for _, f := range files {
+		if !changed[f] {
+			continue
+		}
+		data, err := clientcmd.Write(*cfgs[f])
+		if err != nil {
+			return warnings, fmt.Errorf("kubeconfig %s: %w", f, err)
+		}
+		if err := replaceFile(ctx, targets[f], data); err != nil {
+			return warnings, fmt.Errorf("kubeconfig %s: %w", f, err)
+		}
 	}
 	return warnings, nil
+}
+
+// defaultFile is clientcmd's PathOptions.GetDefaultFilename for files:
+// the only one, else the first that exists, else the last.
+func defaultFile(files []string) string {
+	for _, f := range files {
+		if _, err := os.Stat(f); err == nil || len(files) == 1 {
+			return f
+		}
+	}
+	return files[len(files)-1]
+}
+
+// moveEntries applies the difference between before and after (one kind
+// of entry of the merged kubeconfig) to the files, as ModifyConfig does:
+// a changed entry goes to the file that defined it (def for a new one), a
+// removed one is deleted from the file that defined it.
+func moveEntries[T any](before, after map[string]*T, def string, origin func(*T) string, in func(file string) map[string]*T) {
+	for k, v := range after {
+		old, ok := before[k]
+		if ok && reflect.DeepEqual(old, v) {
+			continue
+		}
+		f := origin(v)
+		switch {
+		case f != "":
+		case ok:
+			f = origin(old)
+		default:
+			f = def
+		}
+		in(f)[k] = v
+	}
+	for k, v := range before {
+		if _, ok := after[k]; !ok {
+			delete(in(origin(v)), k)
+		}
+	}
 }
 
 // resolveLinks follows path's symlinks (a dangling one too: the file is
@@ -232,9 +330,18 @@ func tempPrefix(target string) string { return "." + filepath.Base(target) + ".k
 // lockTempPrefix names the files kiln links to PATH.lock.
 func lockTempPrefix(path string) string { return "." + filepath.Base(path) + ".lock.kiln-" }
 
-// replaceFile writes data to a temp file next to target with mode, fsyncs
-// it, renames it over target and fsyncs the directory.
-func replaceFile(ctx context.Context, target string, data []byte, mode os.FileMode) error {
+// replaceFile writes data to a temp file next to target with target's
+// mode (0600 for a new file), fsyncs it, renames it over target and fsyncs
+// the directory: readers see the old file or the new one, never a partial
+// one.
+func replaceFile(ctx context.Context, target string, data []byte) error {
+	mode := os.FileMode(0o600)
+	if fi, err := os.Stat(target); err == nil {
+		mode = fi.Mode().Perm()
+	}
+	if err := os.MkdirAll(filepath.Dir(target), 0o700); err != nil {
+		return err
+	}
 	tmp, err := os.CreateTemp(filepath.Dir(target), tempPrefix(target)+"*")
 	if err != nil {
 		return err
@@ -306,12 +413,13 @@ func lockRecord() string {
 	return fmt.Sprintf("kiln pid=%d host=%s boot=%s start=%s\n", os.Getpid(), host, bootID(), processStart(os.Getpid()))
 }
 
-// takeKubeconfigLock creates lockPath exclusively with kiln's record,
+// takeKubeconfigLock creates path.lock exclusively with kiln's record,
 // clearing a stale kiln lock and waiting while anyone else holds it.
-func takeKubeconfigLock(lockPath string) (warnings []string, err error) {
+func takeKubeconfigLock(path string) (warnings []string, err error) {
+	lockPath := path + ".lock"
 	deadline := time.Now().Add(kubeconfigLockWait)
 	for {
-		tmp, err := os.CreateTemp(filepath.Dir(lockPath), lockTempPrefix(filepath.Join(filepath.Dir(lockPath), strings.TrimSuffix(filepath.Base(lockPath), ".lock")))+"*")
+		tmp, err := os.CreateTemp(filepath.Dir(path), lockTempPrefix(path)+"*")
 		if err != nil {
 			return warnings, err
 		}

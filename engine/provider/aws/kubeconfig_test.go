@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -306,5 +307,102 @@ func TestKubeconfigNeverRemovesALiveLock(t *testing.T) {
 	}
 	if _, err := WriteKubeconfig(t.Context(), link, entry("freed")); err != nil {
 		t.Fatalf("stale lock of a dead kiln not cleared: %v", err)
+	}
+}
+
+// TestKubeconfigFileList: with a list of files, as in $KUBECONFIG, kiln
+// writes where kubectl config set-* does: a new entry to the first
+// existing file, an existing one in the file that defines it; remove
+// deletes entries from the file that defines them; a missing file of the
+// list stays missing. kubectl reads the merged result.
+func TestKubeconfigFileList(t *testing.T) {
+	d := t.TempDir()
+	first, firstTarget := userKubeconfig(t, 0o600) // context "mine", current
+	second, missing := filepath.Join(d, "second"), filepath.Join(d, "missing")
+	if _, err := WriteKubeconfig(t.Context(), second, entry("old")); err != nil {
+		t.Fatal(err)
+	}
+	list := strings.Join([]string{missing, first, second}, string(filepath.ListSeparator))
+	kubectlList := func(args ...string) string {
+		t.Helper()
+		kubectl(t, first, "version", "--client") // skips without kubectl
+		cmd := exec.CommandContext(t.Context(), "kubectl", args...)
+		cmd.Env = append(os.Environ(), "KUBECONFIG="+list)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("kubectl %v: %v\n%s", args, err, out)
+		}
+		return string(out)
+	}
+	load := func(path string) *clientcmdapi.Config {
+		t.Helper()
+		cfg, err := clientcmd.LoadFromFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cfg
+	}
+	kubectlList("config", "set-context", "by-kubectl", "--cluster", "mine")
+	if _, err := WriteKubeconfig(t.Context(), list, entry("new")); err != nil {
+		t.Fatal(err)
+	}
+	updated := entry("old")
+	updated.Endpoint = "https://moved.example"
+	if _, err := WriteKubeconfig(t.Context(), list, updated); err != nil {
+		t.Fatal(err)
+	}
+	a, b := load(first), load(second)
+	if a.Contexts["by-kubectl"] == nil {
+		t.Fatalf("kubectl wrote its new context elsewhere than %s", first)
+	}
+	n, o := ContextName("new"), ContextName("old")
+	if a.Contexts[n] == nil || a.Clusters[n] == nil || a.AuthInfos[n] == nil || b.Contexts[n] != nil {
+		t.Errorf("the new entries are not (only) in the first existing file %s", first)
+	}
+	if a.Contexts[o] != nil || a.Clusters[o] != nil || a.AuthInfos[o] != nil || b.Clusters[o] == nil || b.Clusters[o].Server != "https://moved.example" {
+		t.Errorf("the existing entries were not updated in %s, the file that defines them", second)
+	}
+	if a.CurrentContext != "mine" || b.CurrentContext != o {
+		t.Errorf("current contexts changed: %q %q", a.CurrentContext, b.CurrentContext)
+	}
+	got := strings.Fields(kubectlList("config", "get-contexts", "-o", "name"))
+	slices.Sort(got)
+	if want := []string{"by-kubectl", n, o, "mine"}; !slices.Equal(got, want) {
+		t.Errorf("kubectl config get-contexts: %v, want %v", got, want)
+	}
+	if out := kubectlList("config", "view", "--minify", "--context", o, "-o", "jsonpath={.clusters[0].cluster.server}"); out != "https://moved.example" {
+		t.Errorf("kubectl sees %s's server as %q", o, out)
+	}
+	if cur := strings.TrimSpace(kubectlList("config", "current-context")); cur != "mine" {
+		t.Errorf("kubectl current-context %q", cur)
+	}
+	removed, _, err := RemoveKubeconfig(t.Context(), list, "old")
+	if err != nil || !removed {
+		t.Fatalf("remove: %v %v", removed, err)
+	}
+	b = load(second)
+	if len(b.Contexts)+len(b.Clusters)+len(b.AuthInfos) != 0 || b.CurrentContext != "" {
+		t.Errorf("%s still holds %v %v %v %q", second, b.Contexts, b.Clusters, b.AuthInfos, b.CurrentContext)
+	}
+	if a := load(first); a.Contexts[n] == nil || a.Contexts["mine"] == nil || a.CurrentContext != "mine" {
+		t.Errorf("remove changed %s", first)
+	}
+	if _, err := os.Stat(missing); err == nil {
+		t.Errorf("%s was created", missing)
+	}
+	noLeftovers(t, first, firstTarget)
+	if _, err := os.Stat(second + ".lock"); err == nil {
+		t.Errorf("%s.lock left behind", second)
+	}
+	// A list of missing files: the last one is created (kubectl's choice too).
+	none := strings.Join([]string{filepath.Join(d, "x"), filepath.Join(d, "y")}, string(filepath.ListSeparator))
+	if _, err := WriteKubeconfig(t.Context(), none, entry("fresh")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(d, "x")); err == nil {
+		t.Error("the first missing file was created")
+	}
+	if cfg := load(filepath.Join(d, "y")); cfg.CurrentContext != ContextName("fresh") {
+		t.Errorf("the last missing file has current-context %q", cfg.CurrentContext)
 	}
 }
