@@ -39,11 +39,12 @@ vet:
 	cd hack/policycheck && $(GO) vet ./...
 
 ## test: format, vet, `goreleaser check`, then unit and integration tests
+## (hack/test.sh: every package, cmd/kiln's e2e in two processes at once)
 ## against a real control plane, the AWS emulator and a real Secret Service,
 ## then every benchmark once at tiny sizes (bench-smoke). policycheck asks an
 ## independent NetworkPolicy engine what kiln's NetworkPolicies admit.
 test: fmt-check vet goreleaser-check testbin-realnode build
-	hack/with-secret-service.sh env KILN_TEST_SECRET_SERVICE=1 $(GO) test -timeout $(TEST_TIMEOUT) -count=1 ./...
+	hack/with-secret-service.sh env KILN_TEST_SECRET_SERVICE=1 GO=$(GO) TEST_TIMEOUT=$(TEST_TIMEOUT) hack/test.sh
 	$(MAKE) --no-print-directory policycheck
 	$(MAKE) --no-print-directory bench-smoke
 

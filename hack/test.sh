@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# test.sh: `go test ./...` of `make test`, with cmd/kiln's end-to-end tests
+# in SHARDS test processes at once (default 2).
+#
+# cmd/kiln's e2e tests run one after another inside their test process (they
+# share that process's two control planes, kiln-a and kiln-b) and take most
+# of the suite's wall time while the machine waits on API servers, kills and
+# timeouts. Each shard is a test process of its own, with its own pair of
+# control planes; the tests are dealt out round-robin in name order from the
+# sources, so every test runs in exactly one shard (checked below). The other
+# packages run beside the shards as one `go test`, as before.
+#
+# KILN_TEST_FLAGS adds go test flags to every process (e.g. -short).
+# Output lines are prefixed with their process ([pkgs], [e2e-1], …); the
+# exit status is the first failure's.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+GO=${GO:-go}
+TIMEOUT=${TEST_TIMEOUT:-60m}
+SHARDS=${KILN_E2E_SHARDS:-2}
+# shellcheck disable=SC2206 # extra go test flags, split on spaces (e.g. -short)
+flags=(${KILN_TEST_FLAGS:-})
+
+mapfile -t tests < <(grep -h '^func Test[A-Za-z0-9_]*(t \*testing.T)' cmd/kiln/*_test.go |
+	sed -E 's/^func (Test[A-Za-z0-9_]*)\(.*/\1/' | sort -u)
+if [ "${#tests[@]}" -eq 0 ]; then
+	echo "test.sh: found no tests in cmd/kiln" >&2
+	exit 1
+fi
+
+declare -a regex
+for i in "${!tests[@]}"; do
+	s=$((i % SHARDS))
+	regex[$s]="${regex[$s]:+${regex[$s]}|}${tests[$i]}"
+done
+dealt=0
+for s in "${!regex[@]}"; do
+	n=$(tr '|' '\n' <<<"${regex[$s]}" | wc -l)
+	dealt=$((dealt + n))
+done
+if [ "$dealt" -ne "${#tests[@]}" ]; then
+	echo "test.sh: dealt $dealt of ${#tests[@]} tests" >&2
+	exit 1
+fi
+
+mapfile -t pkgs < <($GO list ./... | grep -v '/cmd/kiln$')
+
+prefixed() { # NAME COMMAND...: run COMMAND, its output prefixed [NAME]
+	local name=$1
+	shift
+	set +e
+	"$@" 2>&1 | sed -u "s/^/[$name] /"
+	local rc=${PIPESTATUS[0]}
+	set -e
+	echo "[$name] exit $rc"
+	return "$rc"
+}
+
+pids=()
+prefixed pkgs $GO test -timeout "$TIMEOUT" -count=1 ${flags[@]+"${flags[@]}"} "${pkgs[@]}" &
+pids+=($!)
+for s in "${!regex[@]}"; do
+	prefixed "e2e-$((s + 1))" $GO test -timeout "$TIMEOUT" -count=1 ${flags[@]+"${flags[@]}"} -run "^(${regex[$s]})\$" ./cmd/kiln/ &
+	pids+=($!)
+done
+rc=0
+for p in "${pids[@]}"; do
+	if ! wait "$p"; then
+		[ "$rc" -ne 0 ] || rc=1
+	fi
+done
+exit "$rc"
