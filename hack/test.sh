@@ -8,7 +8,8 @@
 # timeouts. Each shard is a test process of its own, with its own pair of
 # control planes; the tests are dealt out round-robin in name order from the
 # sources, so every test runs in exactly one shard (checked below). The other
-# packages run beside the shards as one `go test`, as before.
+# packages run beside the shards as one `go test`, as before, and so does
+# `go test -race -short` of engine, tui, creds and internal/cli.
 #
 # KILN_TEST_FLAGS adds go test flags to every process (e.g. -short).
 # Output lines are prefixed with their process ([pkgs], [e2e-1], …); the
@@ -64,6 +65,13 @@ for s in "${!regex[@]}"; do
 	prefixed "e2e-$((s + 1))" $GO test -timeout "$TIMEOUT" -count=1 ${flags[@]+"${flags[@]}"} -run "^(${regex[$s]})\$" ./cmd/kiln/ &
 	pids+=($!)
 done
+# The race detector over the packages with goroutines (DEVELOPERS.md:
+# engine, tui, creds, cli), -short so it fits beside the e2e tests;
+# KILN_RACE=0 leaves it out.
+if [ "${KILN_RACE:-1}" != 0 ]; then
+	prefixed race $GO test -race -short -timeout "$TIMEOUT" -count=1 ./engine/... ./tui/... ./creds/... ./internal/cli/... &
+	pids+=($!)
+fi
 rc=0
 for p in "${pids[@]}"; do
 	if ! wait "$p"; then
