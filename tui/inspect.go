@@ -50,7 +50,14 @@ type inspectState struct {
 	// dropped, so at most one refresh cycle is ever alive.
 	gen     int
 	updated time.Time
-	sel     int
+	// sel is the selected row of the project table. Once the user
+	// selects a project (↑/↓, the wheel), selRef (TENANT/PROJECT) is what
+	// is selected and sel is derived from it: filtering, a re-read or a
+	// sort keep that project selected wherever its row moves; while it is
+	// not in the table sel is -1 (no row selected, said under the table)
+	// and s/p/r act on nothing.
+	sel    int
+	selRef string
 	// ref is the project the detail screen shows.
 	ref string
 	ask *projectAsk
@@ -133,6 +140,53 @@ func (s *inspectState) project() *engine.ProjectStatus {
 		}
 	}
 	return nil
+}
+
+// moveSel moves the selection d rows (from no selection: to the first
+// row) and makes that row's project the selected one.
+func (s *inspectState) moveSel(d int) {
+	ps := s.projects()
+	if s.sel < 0 {
+		s.sel = 0
+	} else {
+		s.sel = clamp(s.sel+d, 0, len(ps)-1)
+	}
+	if s.sel >= 0 && s.sel < len(ps) {
+		s.selRef = ref(ps[s.sel])
+	}
+}
+
+// follow finds the selected project's row after the rows changed (the
+// filter, a re-read): a project the user selected (↑/↓, the wheel) stays
+// selected wherever its row moves, or nothing is while it is not shown.
+// Until the user selects one, the first shown row is (filter-then-enter).
+func (s *inspectState) follow() {
+	ps := s.projects()
+	if s.selRef == "" {
+		s.sel = clamp(s.sel, 0, len(ps)-1)
+		return
+	}
+	s.sel = -1
+	for i := range ps {
+		if ref(ps[i]) == s.selRef {
+			s.sel = i
+			return
+		}
+	}
+}
+
+// hiddenSel says why the selected project has no row ("" when it has
+// one, or nothing was selected).
+func (s *inspectState) hiddenSel() string {
+	if s.sel >= 0 || s.selRef == "" || len(s.projects()) == 0 {
+		return ""
+	}
+	for _, p := range s.allProjects() {
+		if ref(p) == s.selRef {
+			return s.selRef + " is selected but hidden by the filter /" + s.filter + ": ↑/↓ selects a shown project"
+		}
+	}
+	return s.selRef + " is gone from the cluster: ↑/↓ selects another project"
 }
 
 func (s *inspectState) selected() *engine.ProjectStatus {
@@ -267,7 +321,7 @@ func (m *Model) inspectResult(msg inspectMsg) tea.Cmd {
 	} else {
 		s.data, s.err, s.updated = msg.data, "", m.opts.Now()
 	}
-	s.sel = clamp(s.sel, 0, len(s.projects())-1)
+	s.follow()
 	if msg.watch != nil {
 		// The cluster changed: the project screen's Events may have too
 		// (Events are not watched; they are read again on a change).

@@ -1,6 +1,7 @@
 package tui_test
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -116,4 +117,54 @@ func TestInspectReadOnly(t *testing.T) {
 	if ops := w.Ops(); len(ops) != 0 {
 		t.Errorf("read-only inspector ran %v", ops)
 	}
+}
+
+// TestInspectSelectionIsAProject: the selection is a project, not a row
+// number. A filter that hides it leaves nothing selected (said under the
+// table, and s acts on nothing) instead of moving it to another project;
+// clearing the filter and live updates that move its row keep it; a
+// project that disappears is said to be gone.
+func TestInspectSelectionIsAProject(t *testing.T) {
+	w := tuitest.NewWatchBackend(inspectBackend())
+	h := tuitest.Start(t, w, tui.Options{})
+	h.WaitFor(t, "dev1")
+	h.Key("i")
+	h.WaitFor(t, "> default/web")
+	h.Key("down")
+	h.WaitFor(t, "> team-a/api")
+
+	h.Key("/")
+	for _, k := range []string{"b", "a", "t"} {
+		h.Key(k)
+	}
+	got := ansi.Strip(h.WaitFor(t, "team-a/api is selected but hidden by the filter /bat"))
+	if strings.Contains(got, "> team-a/batch") {
+		t.Errorf("the hidden selection moved to team-a/batch:\n%s", got)
+	}
+	h.Key("enter")
+	h.Key("s")
+	got = ansi.Strip(h.WaitFor(t, "no project selected"))
+	if strings.Contains(got, "Start project") {
+		t.Errorf("s asked about a project the user did not select:\n%s", got)
+	}
+	h.Key("esc") // clears the filter: the same project is selected again
+	h.WaitFor(t, "> team-a/api")
+
+	moved := tuitest.Inspection("dev1", "kiln-local")
+	moved.Status.Projects = append([]engine.ProjectStatus{{Tenant: "aaa", Project: "first", State: "running", Stack: "default"}}, moved.Status.Projects...)
+	w.Updates <- moved
+	got = ansi.Strip(h.WaitFor(t, "aaa/first"))
+	if !strings.Contains(got, "> team-a/api") {
+		t.Errorf("a new row above moved the selection off team-a/api:\n%s", got)
+	}
+
+	gone := tuitest.Inspection("dev1", "kiln-local")
+	gone.Status.Projects = slices.DeleteFunc(gone.Status.Projects, func(p engine.ProjectStatus) bool { return p.Project == "api" })
+	w.Updates <- gone
+	got = ansi.Strip(h.WaitFor(t, "team-a/api is gone from the cluster"))
+	if strings.Contains(got, "> ") {
+		t.Errorf("a row is selected after the selected project went away:\n%s", got)
+	}
+	h.Key("down")
+	h.WaitFor(t, "> default/web")
 }

@@ -1357,7 +1357,8 @@ func (m *Model) inspectKey(s string) tea.Cmd {
 			return nil
 		}
 		if s == "esc" && st.filter != "" {
-			st.filter, st.sel = "", 0 // esc clears the filter first
+			st.filter = "" // esc clears the filter first
+			st.follow()
 			return nil
 		}
 		return m.goHome()
@@ -1366,13 +1367,13 @@ func (m *Model) inspectKey(s string) tea.Cmd {
 			m.scrollKey(s)
 			return nil
 		}
-		st.sel = clamp(st.sel-1, 0, len(st.projects())-1)
+		st.moveSel(-1)
 	case "down", "j":
 		if m.screen == screenProject {
 			m.scrollKey(s)
 			return nil
 		}
-		st.sel = clamp(st.sel+1, 0, len(st.projects())-1)
+		st.moveSel(1)
 	case "pgup", "pgdown":
 		m.scrollKey(s)
 	case "enter":
@@ -1409,7 +1410,7 @@ func (m *Model) filterKey(s string) tea.Cmd {
 			st.filter += s
 		}
 	}
-	st.sel = clamp(st.sel, 0, len(st.projects())-1)
+	st.follow()
 	return nil
 }
 
@@ -1428,7 +1429,7 @@ func (m *Model) wheel(msg tea.MouseWheelMsg) tea.Cmd {
 	switch {
 	case m.screen == screenInspect && m.insp != nil && m.insp.ask == nil:
 		d := map[string]int{"up": -1, "down": 1}[key]
-		m.insp.sel = clamp(m.insp.sel+d, 0, len(m.insp.projects())-1)
+		m.insp.moveSel(d)
 	case m.screen == screenRun && m.run != nil:
 		return m.runKey(key)
 	default:

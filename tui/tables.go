@@ -18,8 +18,14 @@ var markCol = table.Column{Title: "", Width: 2}
 // the selected row reversed.
 func (m *Model) newTable() table.Model {
 	t := table.New(table.WithFocused(false))
-	t.SetStyles(table.Styles{Header: m.st.faint.PaddingRight(1), Cell: lipgloss.NewStyle().PaddingRight(1), Selected: m.st.selected})
+	t.SetStyles(m.tableStyles(m.st.selected))
 	return t
+}
+
+// tableStyles are the wizard's table styles with selected for the
+// selected row.
+func (m *Model) tableStyles(selected lipgloss.Style) table.Styles {
+	return table.Styles{Header: m.st.faint.PaddingRight(1), Cell: lipgloss.NewStyle().PaddingRight(1), Selected: selected}
 }
 
 // renderTable lays rows out in t — every column sized in terminal cells
@@ -67,8 +73,15 @@ func (m *Model) renderTable(t *table.Model, cols []table.Column, rows []table.Ro
 	} else if d < 0 {
 		t.MoveUp(-d)
 	}
+	view := t.View()
+	if sel < 0 {
+		// No row is selected: the table's cursor row is drawn as any other.
+		t.SetStyles(m.tableStyles(lipgloss.NewStyle()))
+		view = t.View()
+		t.SetStyles(m.tableStyles(m.st.selected))
+	}
 	var out []string
-	for _, l := range strings.Split(t.View(), "\n") {
+	for _, l := range strings.Split(view, "\n") {
 		if strings.TrimSpace(ansi.Strip(l)) == "" && len(out) > 0 {
 			continue // the table's padding below its rows
 		}

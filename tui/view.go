@@ -991,6 +991,9 @@ func (m *Model) viewInspect(p *page, rows int) {
 			trows[i] = table.Row{ref(pr), state, pr.Stack, fmt.Sprintf("%4s", a), reasons}
 		}
 		p.addTable(m.renderTable(&s.table, cols, trows, s.sel, p.width, max(rows-len(p.lines)-4, 4)))
+		if why := s.hiddenSel(); why != "" {
+			p.hang(m.st.faint.Render("  "+why), 4)
+		}
 	}
 	m.inspectActions(p, shownProjects)
 }
