@@ -121,7 +121,7 @@ func wrap(s string, width, indent int) []string {
 		if len(lead) > indent {
 			text, lead = seg, ""
 		}
-		for j, l := range strings.Split(ansi.Wrap(text, width-indent, ""), "\n") {
+		for j, l := range wordWrap(text, width-indent) {
 			if j == 0 {
 				l = lead + l
 			} else {
@@ -129,6 +129,73 @@ func wrap(s string, width, indent int) []string {
 			}
 			out = append(out, l)
 		}
+	}
+	return out
+}
+
+// wordWrap breaks s into lines of at most width cells at spaces only, so
+// paths, names and flags (kiln-tenant-a, --token-dir) stay whole for
+// copy-paste; a word wider than width is broken after a / (a path at its
+// segments) and only a segment wider than width is cut inside. ANSI
+// styles pass through (they hold no spaces).
+func wordWrap(s string, width int) []string {
+	width = max(width, 1)
+	var out []string
+	cur, curW := "", 0
+	flush := func() {
+		out = append(out, cur)
+		cur, curW = "", 0
+	}
+	for _, w := range strings.Split(s, " ") {
+		ww := ansi.StringWidth(w)
+		switch {
+		case curW > 0 && curW+1+ww <= width:
+			cur, curW = cur+" "+w, curW+1+ww
+			continue
+		case curW > 0:
+			flush()
+		}
+		if ww <= width {
+			cur, curW = w, ww
+			continue
+		}
+		for _, piece := range splitWide(w, width) {
+			if curW > 0 {
+				flush()
+			}
+			cur, curW = piece, ansi.StringWidth(piece)
+		}
+	}
+	if curW > 0 || len(out) == 0 {
+		flush()
+	}
+	return out
+}
+
+// splitWide breaks one word wider than width after its slashes, packing
+// segments greedily; a segment wider than width is hard-wrapped.
+func splitWide(w string, width int) []string {
+	var out []string
+	cur := ""
+	for _, seg := range strings.SplitAfter(w, "/") {
+		if ansi.StringWidth(cur+seg) <= width {
+			cur += seg
+			continue
+		}
+		if cur != "" {
+			out = append(out, cur)
+			cur = ""
+		}
+		if ansi.StringWidth(seg) <= width {
+			cur = seg
+			continue
+		}
+		parts := strings.Split(ansi.Hardwrap(seg, width, false), "\n")
+		out = append(out, parts[:len(parts)-1]...)
+		cur = parts[len(parts)-1]
+	}
+	if cur != "" {
+		out = append(out, cur)
 	}
 	return out
 }
