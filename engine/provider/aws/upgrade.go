@@ -141,7 +141,7 @@ func (p *Provider) planUpgrade(name string, st *infraState) (*infraPlan, error) 
 	// there. The usable groups decide the plan.
 	var usable, failed []*ngState
 	for _, g := range st.groups {
-		if failedCreate(g) != "" {
+		if unusable(g) {
 			failed = append(failed, g)
 		} else {
 			usable = append(usable, g)
@@ -221,12 +221,12 @@ func (p *Provider) planUpgrade(name string, st *infraState) (*infraPlan, error) 
 		if n == pl.create {
 			pl.recreate = true
 			pl.changes = append(pl.changes, engine.PlanChange{Action: platform.ActionDelete, Kind: KindNodegroup, Name: n,
-				Message: fmt.Sprintf("an earlier creation ended %s; deleted, then created again", failedCreate(g))})
+				Message: fmt.Sprintf("an earlier run left it %s; deleted, then created again", unhealthy(g))})
 			continue
 		}
 		pl.remove = append(pl.remove, n)
 		pl.changes = append(pl.changes, engine.PlanChange{Action: platform.ActionDelete, Kind: KindNodegroup, Name: n,
-			Message: fmt.Sprintf("runs no node (%s): deleted", failedCreate(g))})
+			Message: fmt.Sprintf("runs no node (%s): deleted", unhealthy(g))})
 	}
 	return pl, nil
 }
