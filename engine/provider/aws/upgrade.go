@@ -30,11 +30,12 @@ import (
 // (UpdateNodegroupConfig) — and then, in the engine, the platform.
 //
 // Instance type. EKS cannot change the instance types of a managed node
-// group made without a launch template (UpdateNodegroupConfig has no such
-// field; kiln's group has no launch template). kiln therefore creates a
+// group (UpdateNodegroupConfig has no such field; kiln's launch template,
+// nodegroup.go, names no instance type). kiln therefore creates a
 // replacement node group, named kiln-nodes-TYPE (dots as dashes) with the
-// asked size and the cluster's version, waits until it is ACTIVE, then
-// deletes the old group and waits until it is gone: capacity never drops
+// asked size and the cluster's version, waits until it is healthy
+// (ACTIVE, no health issue), then deletes the old group and waits until
+// it is gone: capacity never drops
 // below the asked size meanwhile, and EKS drains the old nodes as it
 // removes them. The name follows from the type, so a run killed at any
 // point finds its replacement again; where several kiln node groups exist
