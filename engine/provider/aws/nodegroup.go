@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
@@ -235,7 +236,19 @@ func (in *infra) deleteLaunchTemplates(ctx context.Context) error {
 		if err != nil && apiCode(err) != "InvalidLaunchTemplateId.NotFound" {
 			return in.fail(KindLaunchTemplate, aws.ToString(lt.LaunchTemplateName), fmt.Errorf("delete EC2 launch template %s: %w", id, err))
 		}
-		in.emit(KindLaunchTemplate, aws.ToString(lt.LaunchTemplateName), engine.StatusNotFound, "deleted %s", id)
+	}
+	// EC2 is eventually consistent after a delete too: a template may
+	// still be listed for a moment. Wait (bounded) until the listing
+	// agrees, so destroy's final inventory does not report it as left.
+	err = poll(ctx, 2*time.Minute, func(ctx context.Context) (bool, error) {
+		left, err := in.launchTemplates(ctx)
+		return len(left) == 0, err
+	})
+	if err != nil {
+		return in.fail(KindLaunchTemplate, launchTemplateName(in.name), fmt.Errorf("confirm EC2 launch templates deleted: %w", err))
+	}
+	for _, lt := range lts {
+		in.emit(KindLaunchTemplate, aws.ToString(lt.LaunchTemplateName), engine.StatusNotFound, "deleted %s", aws.ToString(lt.LaunchTemplateId))
 	}
 	return nil
 }
