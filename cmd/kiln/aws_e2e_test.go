@@ -97,7 +97,7 @@ func inventory(t *testing.T, emu *awsemu.Emulator, name, region string) awsprovi
 var completeInventory = map[string]int{
 	awsprovider.KindVPC: 1, awsprovider.KindSubnet: 2, awsprovider.KindInternetGateway: 1,
 	awsprovider.KindRouteTable: 1, awsprovider.KindSecurityGroup: 1, awsprovider.KindIAMRole: 2,
-	awsprovider.KindEKSCluster: 1, awsprovider.KindNodegroup: 1,
+	awsprovider.KindEKSCluster: 1, awsprovider.KindLaunchTemplate: 1, awsprovider.KindNodegroup: 1,
 }
 
 func expectComplete(t *testing.T, inv awsprovider.Inventory) {
@@ -280,10 +280,12 @@ func TestAWSCreateWaitStatusDestroy(t *testing.T) {
 // awsCrashPoints are the crash hook's names of the infrastructure steps.
 var awsCrashPoints = func() []string {
 	var out []string
-	for _, k := range []string{"vpc", "subnet", "internetgateway", "routetable", "securitygroup", "iamrole", "ekscluster", "nodegroup"} {
+	for _, k := range []string{"vpc", "subnet", "internetgateway", "routetable", "securitygroup", "iamrole", "ekscluster", "launchtemplate", "nodegroup"} {
 		out = append(out, "before-aws-"+k, "after-aws-"+k)
 	}
-	return out
+	// Killed between CreateLaunchTemplate and anything else: the rerun
+	// finds the template by tag and creates no second one.
+	return append(out, "aws-launchtemplate-created")
 }()
 
 func TestAWSKilledCreateConverges(t *testing.T) {

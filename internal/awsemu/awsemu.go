@@ -138,6 +138,10 @@ type Emulator struct {
 	addons *addonStore
 	// access is the emulation of EKS access entries (access.go).
 	access *accessStore
+	// faults are the injected failures (faults.go).
+	faults *faultStore
+	// lt is the emulation of EC2 launch templates (launchtemplates.go).
+	lt *ltStore
 
 	closeOnce sync.Once
 	closeErr  error
@@ -180,6 +184,8 @@ func Start(ctx context.Context, opts Options) (*Emulator, error) {
 		az:       &zoneState{zones: map[string][]Zone{}, subnets: map[string]string{}},
 		addons:   &addonStore{addons: map[string]map[string]*addonState{}},
 		access:   &accessStore{entries: map[string]map[string]*accessEntry{}, modes: map[string]string{}},
+		faults:   newFaultStore(),
+		lt:       &ltStore{byRegion: map[string]map[string]*LaunchTemplate{}},
 		served:   make(chan struct{}),
 		tr: &http.Transport{
 			Proxy:               nil, // never send emulator traffic through an HTTP proxy

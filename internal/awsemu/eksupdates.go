@@ -55,9 +55,11 @@ type eksNodegroupState struct {
 	version string
 	scaling map[string]int // minSize, maxSize, desiredSize
 	pending *eksUpdate
-	// failed is the health issue of a node group that ended CREATE_FAILED
-	// (see RefuseCapacity).
-	failed map[string]any
+	// failed is the health issue of a node group that ended failStatus
+	// (CREATE_FAILED: RefuseCapacity or SetNodegroupFault; DELETE_FAILED:
+	// SetNodegroupFault).
+	failed     map[string]any
+	failStatus string
 }
 
 type eksClusterState struct {
@@ -253,6 +255,11 @@ func (e *Emulator) serveEKS(w http.ResponseWriter, r *http.Request, b *backend, 
 			}
 		}
 	case "DeleteNodegroup":
+		if f, ok := e.nodegroupFault(rt.nodegroup); ok && f.Status == "DELETE_FAILED" {
+			e.deleteFails(w, r, b, key, rt, f)
+
+			return true
+		}
 		status, _, _, err := e.relay(w, r, b, body)
 		if err == nil && status == http.StatusOK {
 			e.eks.mu.Lock()
@@ -455,12 +462,19 @@ func (e *Emulator) describeNodegroup(w http.ResponseWriter, r *http.Request, b *
 		defer e.eks.mu.Unlock()
 
 		overlayNodegroup(obj, e.eks.state(key).nodegroups[name])
+		if f, ok := e.nodegroupFault(name); ok && f.Status == "DEGRADED" && obj["status"] == "ACTIVE" {
+			obj["status"] = "DEGRADED"
+			obj["health"] = map[string]any{"issues": []any{f.issue(name)}}
+		}
 	})
 }
 
 func overlayNodegroup(obj map[string]any, ng *eksNodegroupState) {
 	if ng == nil {
 		return
+	}
+	if ng.failStatus == "" && ng.failed != nil {
+		ng.failStatus = "CREATE_FAILED"
 	}
 
 	if ng.version != "" {
@@ -477,7 +491,7 @@ func overlayNodegroup(obj map[string]any, ng *eksNodegroupState) {
 	}
 
 	if ng.failed != nil {
-		obj["status"] = "CREATE_FAILED"
+		obj["status"] = ng.failStatus
 		obj["health"] = map[string]any{"issues": []any{ng.failed}}
 	}
 }
@@ -889,6 +903,12 @@ func (e *Emulator) createNodegroup(w http.ResponseWriter, r *http.Request, b *ba
 
 	_ = json.Unmarshal(body, &req)
 
+	if msg := e.checkNodegroupLaunchTemplate(b.region, body); msg != "" {
+		eksError(w, r, http.StatusBadRequest, errInvalidParameter, "%s", msg)
+
+		return
+	}
+
 	e.eks.mu.Lock()
 	c := e.eks.state(key)
 	clusterVersion := c.version
@@ -930,7 +950,38 @@ func (e *Emulator) createNodegroup(w http.ResponseWriter, r *http.Request, b *ba
 			}
 		}
 	}
+	if f, ok := e.nodegroupFault(req.NodegroupName); ok && f.Status == "CREATE_FAILED" {
+		st.failed, st.failStatus = f.issue(req.NodegroupName), f.Status
+	}
 	e.eks.state(key).nodegroups[req.NodegroupName] = st
+}
+
+// deleteFails answers DeleteNodegroup as EKS does for a group whose
+// deletion then fails: accepted (the group DELETING), and the group stays,
+// DELETE_FAILED with the fault's health issue.
+func (e *Emulator) deleteFails(w http.ResponseWriter, r *http.Request, b *backend, key string, rt eksRoute, f NodegroupFault) {
+	obj, found, err := e.current(r, b, key, "/clusters/"+rt.cluster+"/node-groups/"+rt.nodegroup, "nodegroup")
+	switch {
+	case err != nil:
+		writeAWSError(w, r, "eks", http.StatusServiceUnavailable, ErrCodeServiceUnavailable, err.Error())
+
+		return
+	case !found:
+		eksError(w, r, http.StatusNotFound, errResourceNotFound, "No node group found for name: %s.", rt.nodegroup)
+
+		return
+	}
+
+	e.eks.mu.Lock()
+	ng := e.eks.state(key).nodegroup(rt.nodegroup)
+	ng.failed, ng.failStatus = f.issue(rt.nodegroup), f.Status
+	e.eks.mu.Unlock()
+
+	obj["status"] = "DELETING"
+	out, _ := json.Marshal(map[string]any{"nodegroup": obj})
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(out)
 }
 
 // describeUpdate is DescribeUpdate: GET /clusters/{name}/updates/{id}

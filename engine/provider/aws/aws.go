@@ -18,8 +18,10 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/aws/smithy-go"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -205,6 +207,57 @@ func (p *Provider) config(ctx context.Context, region string) (aws.Config, error
 		cfg.HTTPClient = trace.Client{Next: next}
 	}
 	return cfg, err
+}
+
+// longAttempts is how many times one AWS request of the infrastructure
+// steps is tried (eksctl's default: 13) before its error is taken as final.
+// A variable so that a test can show 3, the SDK's default, is not enough.
+var longAttempts = 13
+
+// longConfig is config with the retryer of long operations (create,
+// upgrade, destroy, inventory): adaptive mode (exponential backoff with
+// jitter up to 20 s, and a client-side rate that slows down when AWS
+// throttles) with longAttempts attempts per request, so a throttled
+// DescribeCluster in a 15-minute create is waited out, not fatal.
+//
+// Discovery (Discover, list, InspectLocation) keeps config's SDK default
+// (3 attempts): each region is bounded by --discovery-timeout, and a mute
+// or throttling region must be reported within it, not retried 13 times.
+func (p *Provider) longConfig(ctx context.Context, region string) (aws.Config, error) {
+	cfg, err := p.config(ctx, region)
+	if err != nil {
+		return cfg, err
+	}
+	n := longAttempts
+	cfg.Retryer = func() aws.Retryer {
+		return retry.NewAdaptiveMode(func(o *retry.AdaptiveModeOptions) {
+			o.StandardOptions = append(o.StandardOptions, func(so *retry.StandardOptions) { so.MaxAttempts = n })
+		})
+	}
+	return cfg, nil
+}
+
+// notFoundAfterCreate are the EC2 error codes a request naming a resource
+// created moments ago may answer while EC2's eventual consistency has not
+// caught up: "If you create a resource and immediately try to use it, you
+// might get an error such as InvalidVpcID.NotFound … retry with exponential
+// backoff" (EC2 API reference, Troubleshoot API request errors, Eventual
+// consistency:
+// https://docs.aws.amazon.com/AWSEC2/latest/APIReference/query-api-troubleshooting.html#eventual-consistency).
+var notFoundAfterCreate = []string{
+	"InvalidVpcID.NotFound", "InvalidSubnetID.NotFound", "InvalidGroup.NotFound",
+	"InvalidInternetGatewayID.NotFound", "InvalidRouteTableID.NotFound",
+	"InvalidLaunchTemplateId.NotFound", "InvalidLaunchTemplateName.NotFoundException",
+}
+
+// afterCreate is the option of an EC2 request that names a resource kiln
+// has just created (tags it, modifies it, attaches or associates it, or
+// creates something inside it): its NotFound is retried like a throttle,
+// with the long retryer's backoff, for at most longAttempts attempts
+// (about three minutes). Never used on Describe by tag, nor on a delete,
+// where NotFound is an answer ("absent", "already gone"), not lag.
+func afterCreate(o *ec2.Options) {
+	o.Retryer = retry.AddWithErrorCodes(o.Retryer, notFoundAfterCreate...)
 }
 
 func (p *Provider) loadConfig(ctx context.Context, region string) (aws.Config, error) {

@@ -135,12 +135,12 @@ func (s *events) String() string {
 	return b.String()
 }
 
-var allKinds = []string{KindVPC, KindSubnet, KindInternetGateway, KindRouteTable, KindSecurityGroup, KindIAMRole, KindEKSCluster, KindNodegroup}
+var allKinds = []string{KindVPC, KindSubnet, KindInternetGateway, KindRouteTable, KindSecurityGroup, KindIAMRole, KindEKSCluster, KindLaunchTemplate, KindNodegroup}
 
 // wantCounts is one complete cluster's inventory.
 var wantCounts = map[string]int{
 	KindVPC: 1, KindSubnet: 2, KindInternetGateway: 1, KindRouteTable: 1,
-	KindSecurityGroup: 1, KindIAMRole: 2, KindEKSCluster: 1, KindNodegroup: 1,
+	KindSecurityGroup: 1, KindIAMRole: 2, KindEKSCluster: 1, KindLaunchTemplate: 1, KindNodegroup: 1,
 }
 
 func checkComplete(t *testing.T, p *Provider, name, region string) {

@@ -281,12 +281,25 @@ func (p *Provider) listRegion(ctx context.Context, region string, timeout time.D
 	}
 	locs := make([]engine.Location, len(names))
 	var wg sync.WaitGroup
+	sem := make(chan struct{}, describeConcurrency)
 	for i, n := range names {
-		wg.Go(func() { locs[i] = p.inspectBounded(ctx, region, n, timeout) })
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			locs[i] = p.inspectBounded(ctx, region, n, timeout)
+		})
 	}
 	wg.Wait()
 	return locs
 }
+
+// describeConcurrency bounds the DescribeCluster calls (and the
+// inspections of the clusters found) in flight at once in one region: a
+// region holding hundreds of EKS clusters is described a few at a time,
+// not in one burst that EKS's request rate limit would throttle (and that
+// the 3-attempt retryer of discovery would then report as a failure).
+// A variable so that a test can count it.
+var describeConcurrency = 8
 
 // kilnClusters lists the EKS clusters of region that kiln created: those
 // tagged kiln.dev/cluster with their own name.
@@ -309,8 +322,20 @@ func (p *Provider) kilnClusters(ctx context.Context, region string) ([]string, e
 	var names []string
 	var firstErr error
 	var wg sync.WaitGroup
+	sem := make(chan struct{}, describeConcurrency)
 	for _, n := range all {
 		wg.Go(func() {
+			select {
+			case sem <- struct{}{}:
+			case <-ctx.Done():
+				mu.Lock()
+				if firstErr == nil {
+					firstErr = fmt.Errorf("region %s: describe EKS cluster %s: %w", region, n, ctx.Err())
+				}
+				mu.Unlock()
+				return
+			}
+			defer func() { <-sem }()
 			out, err := c.DescribeCluster(ctx, &eks.DescribeClusterInput{Name: aws.String(n)})
 			mu.Lock()
 			defer mu.Unlock()

@@ -66,7 +66,7 @@ type infra struct {
 }
 
 func (p *Provider) newInfra(ctx context.Context, name, region string, sink engine.Sink) (*infra, error) {
-	cfg, err := p.config(ctx, region)
+	cfg, err := p.longConfig(ctx, region)
 	if err != nil {
 		return nil, err
 	}
@@ -109,6 +109,7 @@ func (p *Provider) EnsureInfrastructure(ctx context.Context, name, region string
 		{KindIAMRole, in.ensureRoles},
 		{KindEKSCluster, in.ensureCluster},
 		{KindAccessEntry, in.ensureAccess},
+		{KindLaunchTemplate, in.ensureLaunchTemplate},
 		{KindNodegroup, in.ensureNodegroup},
 		{KindAddon, in.ensureAddons},
 	}
@@ -223,7 +224,7 @@ func (inv Inventory) String() string {
 
 func (in *infra) inventory(ctx context.Context) (Inventory, error) {
 	inv := Inventory{}
-	for _, family := range []func(context.Context, Inventory) error{in.networkInventory, in.roleInventory, in.clusterInventory} {
+	for _, family := range []func(context.Context, Inventory) error{in.networkInventory, in.roleInventory, in.clusterInventory, in.launchTemplateInventory} {
 		if err := family(ctx, inv); err != nil {
 			return nil, err
 		}
@@ -265,6 +266,7 @@ func (p *Provider) DestroyInfrastructure(ctx context.Context, name, region strin
 		run  func(context.Context) error
 	}{
 		{KindNodegroup, in.deleteNodegroups},
+		{KindLaunchTemplate, in.deleteLaunchTemplates},
 		{KindEKSCluster, in.deleteCluster},
 		{KindIAMRole, in.deleteRoles},
 		{KindSecurityGroup, in.deleteSecurityGroups},

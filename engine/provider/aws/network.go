@@ -53,7 +53,7 @@ func (in *infra) ensureVPC(ctx context.Context) error {
 	// CreateVpc still converges.
 	if _, err := in.ec2.ModifyVpcAttribute(ctx, &ec2.ModifyVpcAttributeInput{
 		VpcId: aws.String(in.vpcID), EnableDnsHostnames: &ec2types.AttributeBooleanValue{Value: aws.Bool(true)},
-	}); err != nil {
+	}, afterCreate); err != nil {
 		return in.fail(KindVPC, n, fmt.Errorf("enable DNS hostnames on VPC %s: %w", in.vpcID, err))
 	}
 	in.emit(KindVPC, n, engine.StatusCurrent, "%s", in.vpcID)
@@ -230,7 +230,7 @@ func (in *infra) ensureSubnets(ctx context.Context) error {
 				VpcId: aws.String(in.vpcID), CidrBlock: aws.String(subnetCIDRs[i]), AvailabilityZone: aws.String(az),
 				TagSpecifications: tagSpec(ec2types.ResourceTypeSubnet, ec2Tags(in.name, r,
 					ec2types.Tag{Key: aws.String("kubernetes.io/role/elb"), Value: aws.String("1")})),
-			})
+			}, afterCreate)
 			if err != nil {
 				return in.fail(KindSubnet, n, fmt.Errorf("create subnet %s: %w", n, err))
 			}
@@ -239,7 +239,7 @@ func (in *infra) ensureSubnets(ctx context.Context) error {
 		// Nodes in public subnets need public addresses.
 		if _, err := in.ec2.ModifySubnetAttribute(ctx, &ec2.ModifySubnetAttributeInput{
 			SubnetId: aws.String(id), MapPublicIpOnLaunch: &ec2types.AttributeBooleanValue{Value: aws.Bool(true)},
-		}); err != nil {
+		}, afterCreate); err != nil {
 			return in.fail(KindSubnet, n, fmt.Errorf("map public IPs on subnet %s: %w", id, err))
 		}
 		in.subnetIDs = append(in.subnetIDs, id)
@@ -278,7 +278,7 @@ func (in *infra) ensureIGW(ctx context.Context) error {
 	if !attached {
 		if _, err := in.ec2.AttachInternetGateway(ctx, &ec2.AttachInternetGatewayInput{
 			InternetGatewayId: aws.String(in.igwID), VpcId: aws.String(in.vpcID),
-		}); err != nil && apiCode(err) != "Resource.AlreadyAssociated" {
+		}, afterCreate); err != nil && apiCode(err) != "Resource.AlreadyAssociated" {
 			return in.fail(KindInternetGateway, n, fmt.Errorf("attach internet gateway %s to %s: %w", in.igwID, in.vpcID, err))
 		}
 	}
@@ -300,7 +300,7 @@ func (in *infra) ensureRouteTable(ctx context.Context) error {
 		out, err := in.ec2.CreateRouteTable(ctx, &ec2.CreateRouteTableInput{
 			VpcId:             aws.String(in.vpcID),
 			TagSpecifications: tagSpec(ec2types.ResourceTypeRouteTable, ec2Tags(in.name, "rt")),
-		})
+		}, afterCreate)
 		if err != nil {
 			return in.fail(KindRouteTable, n, fmt.Errorf("create route table %s: %w", n, err))
 		}
@@ -318,7 +318,7 @@ func (in *infra) ensureRouteTable(ctx context.Context) error {
 	if !hasDefault {
 		if _, err := in.ec2.CreateRoute(ctx, &ec2.CreateRouteInput{
 			RouteTableId: aws.String(id), DestinationCidrBlock: aws.String("0.0.0.0/0"), GatewayId: aws.String(in.igwID),
-		}); err != nil && apiCode(err) != "RouteAlreadyExists" {
+		}, afterCreate); err != nil && apiCode(err) != "RouteAlreadyExists" {
 			return in.fail(KindRouteTable, n, fmt.Errorf("route 0.0.0.0/0 via %s in %s: %w", in.igwID, id, err))
 		}
 	}
@@ -332,7 +332,7 @@ func (in *infra) ensureRouteTable(ctx context.Context) error {
 		}
 		if _, err := in.ec2.AssociateRouteTable(ctx, &ec2.AssociateRouteTableInput{
 			RouteTableId: aws.String(id), SubnetId: aws.String(s),
-		}); err != nil && apiCode(err) != "Resource.AlreadyAssociated" {
+		}, afterCreate); err != nil && apiCode(err) != "Resource.AlreadyAssociated" {
 			return in.fail(KindRouteTable, n, fmt.Errorf("associate route table %s with %s: %w", id, s, err))
 		}
 	}
@@ -354,7 +354,7 @@ func (in *infra) ensureSecurityGroup(ctx context.Context) error {
 			GroupName: aws.String(n), VpcId: aws.String(in.vpcID),
 			Description:       aws.String("kiln cluster " + in.name + ": traffic between control plane and nodes"),
 			TagSpecifications: tagSpec(ec2types.ResourceTypeSecurityGroup, ec2Tags(in.name, "sg")),
-		})
+		}, afterCreate)
 		if err != nil {
 			return in.fail(KindSecurityGroup, n, fmt.Errorf("create security group %s: %w", n, err))
 		}
@@ -370,7 +370,7 @@ func (in *infra) ensureSecurityGroup(ctx context.Context) error {
 		IpPermissions: []ec2types.IpPermission{{
 			IpProtocol: aws.String("-1"), UserIdGroupPairs: []ec2types.UserIdGroupPair{{GroupId: aws.String(in.sgID)}},
 		}},
-	}); err != nil && apiCode(err) != "InvalidPermission.Duplicate" {
+	}, afterCreate); err != nil && apiCode(err) != "InvalidPermission.Duplicate" {
 		return in.fail(KindSecurityGroup, n, fmt.Errorf("allow traffic within %s: %w", in.sgID, err))
 	}
 	in.emit(KindSecurityGroup, n, engine.StatusCurrent, "%s", in.sgID)

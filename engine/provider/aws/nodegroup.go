@@ -10,8 +10,11 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	"github.com/aws/aws-sdk-go-v2/service/eks"
 	ekstypes "github.com/aws/aws-sdk-go-v2/service/eks/types"
 	"github.com/aws/aws-sdk-go-v2/service/iam"
@@ -21,6 +24,18 @@ import (
 
 // nodegroupName is the managed node group's name inside the EKS cluster.
 const nodegroupName = "kiln-nodes"
+
+// KindLaunchTemplate is the resource kind of the node groups' EC2 launch
+// template.
+const KindLaunchTemplate = "LaunchTemplate"
+
+// Waiting. The SDK has EKS waiters (eks.NewNodegroupActiveWaiter,
+// NewNodegroupDeletedWaiter, …), but kiln keeps its own poll for node
+// groups: a waiter reports nothing while it waits (kiln emits a resource
+// event per status change), and when a group ends CREATE_FAILED,
+// DELETE_FAILED or DEGRADED it returns "waiter state transitioned to
+// Failure" without the group — kiln must name AWS's health issues, and
+// treat DEGRADED as a warning, which a waiter's success/failure cannot say.
 
 func (in *infra) ensureNodegroup(ctx context.Context) error {
 	n := nodegroupName
@@ -39,12 +54,17 @@ func (in *infra) ensureNodegroup(ctx context.Context) error {
 			return in.fail(KindNodegroup, n, fmt.Errorf("node group %s of EKS cluster %s is not tagged %s=%s; kiln does not adopt it", n, in.name, TagCluster, in.name))
 		}
 	case apiCode(err) == "ResourceNotFoundException":
-		in.emit(KindNodegroup, n, engine.StatusInProgress, "creating %d × %s", in.p.nodes(), in.p.instanceType())
-		err := retryRolePropagation(ctx, func(ctx context.Context) error {
+		lt, err := in.launchTemplate(ctx, false)
+		if err != nil {
+			return in.fail(KindNodegroup, n, err)
+		}
+		in.emit(KindNodegroup, n, engine.StatusInProgress, "creating %d × %s, launch template %s", in.p.nodes(), in.p.instanceType(), aws.ToString(lt.Id))
+		err = retryRolePropagation(ctx, func(ctx context.Context) error {
 			_, err := in.eks.CreateNodegroup(ctx, &eks.CreateNodegroupInput{
 				ClusterName: aws.String(in.name), NodegroupName: aws.String(n),
 				NodeRole: aws.String(in.roleARNs["node"]), Subnets: in.subnetIDs,
-				InstanceTypes: []string{in.p.instanceType()},
+				InstanceTypes:  []string{in.p.instanceType()},
+				LaunchTemplate: lt,
 				ScalingConfig: &ekstypes.NodegroupScalingConfig{
 					MinSize: aws.Int32(in.p.nodes()), MaxSize: aws.Int32(in.p.nodes()), DesiredSize: aws.Int32(in.p.nodes()),
 				},
@@ -66,10 +86,10 @@ func (in *infra) ensureNodegroup(ctx context.Context) error {
 		}
 		ng = out.Nodegroup
 		switch ng.Status {
-		case ekstypes.NodegroupStatusActive:
-			return true, nil
-		case ekstypes.NodegroupStatusCreateFailed, ekstypes.NodegroupStatusDeleting, ekstypes.NodegroupStatusDegraded:
-			return false, fmt.Errorf("node group %s is %s", n, ng.Status)
+		case ekstypes.NodegroupStatusActive, ekstypes.NodegroupStatusDegraded:
+			return true, nil // DEGRADED: reported below, not fatal
+		case ekstypes.NodegroupStatusCreateFailed, ekstypes.NodegroupStatusDeleteFailed, ekstypes.NodegroupStatusDeleting:
+			return false, fmt.Errorf("node group %s is %s", n, unhealthy(ng))
 		}
 		in.emit(KindNodegroup, n, engine.StatusInProgress, "%s", ng.Status)
 		return false, nil
@@ -77,11 +97,159 @@ func (in *infra) ensureNodegroup(ctx context.Context) error {
 	if err != nil {
 		return in.fail(KindNodegroup, n, err)
 	}
-	size := int32(0)
-	if ng.ScalingConfig != nil {
-		size = aws.ToInt32(ng.ScalingConfig.DesiredSize)
+	in.reportHealth(ng)
+	return nil
+}
+
+// reportHealth emits node group g as it is: ACTIVE, or — DEGRADED, or
+// ACTIVE with health issues — as a warning naming AWS's issues. A
+// degraded group still runs nodes; kiln reports it and goes on.
+func (in *infra) reportHealth(g *ngState) {
+	n := aws.ToString(g.NodegroupName)
+	if healthy(g) {
+		in.emit(KindNodegroup, n, engine.StatusCurrent, "ACTIVE, %d × %s", ngSize(g), ngType(g))
+		return
 	}
-	in.emit(KindNodegroup, n, engine.StatusCurrent, "ACTIVE, %d × %s", size, strings.Join(ng.InstanceTypes, ","))
+	why := unhealthy(g)
+	in.emit(KindNodegroup, n, engine.StatusCurrent, "%s (%d × %s)", why, ngSize(g), ngType(g))
+	logf(in.sink, engine.LevelWarn, "node group %s of %s is %s; its nodes keep running and kiln goes on. Fix the cause the issue names (the node group's Health tab in the EKS console shows it too); each kiln create or upgrade of %s reports it until it is ACTIVE", n, in.name, why, in.name)
+}
+
+// launchTemplateName is the node groups' EC2 launch template.
+func launchTemplateName(cluster string) string { return resourceName(cluster, "nodes") }
+
+// ensureLaunchTemplate is the step that makes the launch template every
+// node group kiln creates uses.
+func (in *infra) ensureLaunchTemplate(ctx context.Context) error {
+	_, err := in.launchTemplate(ctx, true)
+	return err
+}
+
+// launchTemplate finds (by tag) or creates the node groups' EC2 launch
+// template and returns its specification for CreateNodegroup. It carries
+// only the instance metadata options: IMDSv2 required (HttpTokens
+// required), HttpPutResponseHopLimit 1 (a pod on the node's network
+// cannot reach IMDS through the extra hop, so it cannot take the node
+// role's credentials), HttpEndpoint enabled (the node itself needs IMDS).
+// It names no instance type, disk or SSH key: CreateNodegroup keeps
+// instanceTypes (allowed when the template has none) and sets neither
+// diskSize nor remoteAccess, which EKS refuses with a launch template
+// (https://docs.aws.amazon.com/eks/latest/APIReference/API_CreateNodegroup.html).
+// One template serves every group, so a replacement of another instance
+// type uses it too. report: emit its resource events (the step itself).
+func (in *infra) launchTemplate(ctx context.Context, report bool) (*ekstypes.LaunchTemplateSpecification, error) {
+	name := launchTemplateName(in.name)
+	found, err := in.launchTemplates(ctx)
+	if err != nil {
+		return nil, in.fail(KindLaunchTemplate, name, err)
+	}
+	var lt ec2types.LaunchTemplate
+	if len(found) > 0 {
+		lt = found[0]
+	} else {
+		if report {
+			in.emit(KindLaunchTemplate, name, engine.StatusInProgress, "creating: IMDSv2 required, hop limit 1")
+		}
+		out, err := in.ec2.CreateLaunchTemplate(ctx, &ec2.CreateLaunchTemplateInput{
+			LaunchTemplateName: aws.String(name),
+			LaunchTemplateData: &ec2types.RequestLaunchTemplateData{
+				MetadataOptions: &ec2types.LaunchTemplateInstanceMetadataOptionsRequest{
+					HttpTokens:              ec2types.LaunchTemplateHttpTokensStateRequired,
+					HttpPutResponseHopLimit: aws.Int32(1),
+					HttpEndpoint:            ec2types.LaunchTemplateInstanceMetadataEndpointStateEnabled,
+				},
+			},
+			TagSpecifications: []ec2types.TagSpecification{{
+				ResourceType: ec2types.ResourceTypeLaunchTemplate,
+				Tags: []ec2types.Tag{
+					{Key: aws.String(TagCluster), Value: aws.String(in.name)},
+					{Key: aws.String(TagManagedBy), Value: aws.String("kiln")},
+					{Key: aws.String("Name"), Value: aws.String(name)},
+				},
+			}},
+		})
+		switch {
+		case apiCode(err) == "InvalidLaunchTemplateName.AlreadyExistsException":
+			return nil, in.fail(KindLaunchTemplate, name, fmt.Errorf("EC2 launch template %s exists in %s but is not tagged %s=%s; kiln does not adopt it (delete it, or use another NAME)", name, in.region, TagCluster, in.name))
+		case err != nil:
+			return nil, in.fail(KindLaunchTemplate, name, fmt.Errorf("create EC2 launch template %s: %w", name, err))
+		}
+		lt = *out.LaunchTemplate
+		engine.Checkpoint(ctx, "aws-launchtemplate-created")
+	}
+	if report {
+		in.emit(KindLaunchTemplate, name, engine.StatusCurrent, "%s: IMDSv2 required, hop limit 1", aws.ToString(lt.LaunchTemplateId))
+	}
+	version := "1"
+	if lt.DefaultVersionNumber != nil {
+		version = fmt.Sprint(*lt.DefaultVersionNumber)
+	}
+	return &ekstypes.LaunchTemplateSpecification{Id: lt.LaunchTemplateId, Version: aws.String(version)}, nil
+}
+
+// launchTemplates are the EC2 launch templates tagged for the cluster.
+func (in *infra) launchTemplates(ctx context.Context) ([]ec2types.LaunchTemplate, error) {
+	var all []ec2types.LaunchTemplate
+	pg := ec2.NewDescribeLaunchTemplatesPaginator(in.ec2, &ec2.DescribeLaunchTemplatesInput{
+		Filters: []ec2types.Filter{{Name: aws.String("tag:" + TagCluster), Values: []string{in.name}}},
+	})
+	for pg.HasMorePages() {
+		page, err := pg.NextPage(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("describe EC2 launch templates tagged %s=%s: %w", TagCluster, in.name, err)
+		}
+		all = append(all, page.LaunchTemplates...)
+	}
+	slices.SortFunc(all, func(a, b ec2types.LaunchTemplate) int {
+		return aws.ToTime(a.CreateTime).Compare(aws.ToTime(b.CreateTime))
+	})
+	return all, nil
+}
+
+// launchTemplateInventory adds the tagged launch templates to inv.
+func (in *infra) launchTemplateInventory(ctx context.Context, inv Inventory) error {
+	lts, err := in.launchTemplates(ctx)
+	if err != nil {
+		return err
+	}
+	for _, lt := range lts {
+		inv[KindLaunchTemplate] = append(inv[KindLaunchTemplate], aws.ToString(lt.LaunchTemplateId))
+	}
+	return nil
+}
+
+// deleteLaunchTemplates deletes the tagged launch templates, after the
+// node groups that use them (EC2 deletes a template a group still uses,
+// and the group could then not replace a node).
+func (in *infra) deleteLaunchTemplates(ctx context.Context) error {
+	lts, err := in.launchTemplates(ctx)
+	if err != nil {
+		return in.fail(KindLaunchTemplate, launchTemplateName(in.name), err)
+	}
+	if len(lts) == 0 {
+		in.emit(KindLaunchTemplate, launchTemplateName(in.name), engine.StatusNotFound, "none")
+	}
+	for _, lt := range lts {
+		id := aws.ToString(lt.LaunchTemplateId)
+		in.emit(KindLaunchTemplate, aws.ToString(lt.LaunchTemplateName), engine.StatusTerminating, "deleting %s", id)
+		_, err := in.ec2.DeleteLaunchTemplate(ctx, &ec2.DeleteLaunchTemplateInput{LaunchTemplateId: aws.String(id)})
+		if err != nil && apiCode(err) != "InvalidLaunchTemplateId.NotFound" {
+			return in.fail(KindLaunchTemplate, aws.ToString(lt.LaunchTemplateName), fmt.Errorf("delete EC2 launch template %s: %w", id, err))
+		}
+	}
+	// EC2 is eventually consistent after a delete too: a template may
+	// still be listed for a moment. Wait (bounded) until the listing
+	// agrees, so destroy's final inventory does not report it as left.
+	err = poll(ctx, 2*time.Minute, func(ctx context.Context) (bool, error) {
+		left, err := in.launchTemplates(ctx)
+		return len(left) == 0, err
+	})
+	if err != nil {
+		return in.fail(KindLaunchTemplate, launchTemplateName(in.name), fmt.Errorf("confirm EC2 launch templates deleted: %w", err))
+	}
+	for _, lt := range lts {
+		in.emit(KindLaunchTemplate, aws.ToString(lt.LaunchTemplateName), engine.StatusNotFound, "deleted %s", aws.ToString(lt.LaunchTemplateId))
+	}
 	return nil
 }
 
@@ -178,11 +346,18 @@ func (in *infra) deleteNodegroup(ctx context.Context, n string) error {
 		return in.fail(KindNodegroup, n, fmt.Errorf("delete node group %s: %w", n, err))
 	}
 	err = poll(ctx, deleteLimit, func(ctx context.Context) (bool, error) {
-		_, err := in.eks.DescribeNodegroup(ctx, &eks.DescribeNodegroupInput{ClusterName: aws.String(in.name), NodegroupName: aws.String(n)})
-		if apiCode(err) == "ResourceNotFoundException" {
+		out, err := in.eks.DescribeNodegroup(ctx, &eks.DescribeNodegroupInput{ClusterName: aws.String(in.name), NodegroupName: aws.String(n)})
+		switch {
+		case apiCode(err) == "ResourceNotFoundException":
 			return true, nil
+		case err != nil:
+			return false, err
+		case out.Nodegroup.Status == ekstypes.NodegroupStatusDeleteFailed:
+			// EKS has given up: waiting on would wait out deleteLimit for
+			// nothing. Its health issue says what holds the group.
+			return false, fmt.Errorf("EKS could not delete it: %s. Remove what the issue names, then run `%s` again", unhealthy(out.Nodegroup), command("destroy", in.name, in.region))
 		}
-		return false, err
+		return false, nil
 	})
 	if err != nil {
 		return in.fail(KindNodegroup, n, fmt.Errorf("confirm node group %s deleted: %w", n, err))
@@ -194,10 +369,19 @@ func (in *infra) deleteNodegroup(ctx context.Context, n string) error {
 // ngState is a kiln node group as EKS describes it.
 type ngState = ekstypes.Nodegroup
 
-// failedCreate says why node group g ended CREATE_FAILED, from its health
-// issues ("" when it did not).
-func failedCreate(g *ngState) string {
-	if g.Status != ekstypes.NodegroupStatusCreateFailed {
+// healthy is kiln's one rule for a node group that is fine: ACTIVE, and
+// no health issue (NodegroupHealth.issues is empty:
+// https://docs.aws.amazon.com/eks/latest/APIReference/API_NodegroupHealth.html).
+// Create reports a group that is not as a warning; an upgrade deletes no
+// group unless the one that takes over is healthy.
+func healthy(g *ngState) bool {
+	return g.Status == ekstypes.NodegroupStatusActive && (g.Health == nil || len(g.Health.Issues) == 0)
+}
+
+// unhealthy says why node group g is not healthy: its status and AWS's
+// health issues ("" when it is healthy).
+func unhealthy(g *ngState) string {
+	if healthy(g) {
 		return ""
 	}
 	var why []string
@@ -207,9 +391,15 @@ func failedCreate(g *ngState) string {
 		}
 	}
 	if len(why) == 0 {
-		return "CREATE_FAILED (EKS gives no health issue)"
+		return string(g.Status) + " (EKS gives no health issue)"
 	}
-	return "CREATE_FAILED: " + strings.Join(why, "; ")
+	return string(g.Status) + ": " + strings.Join(why, "; ")
+}
+
+// unusable reports whether node group g runs no node kiln can count on:
+// its creation failed, or its deletion did (EKS deleted part of it).
+func unusable(g *ngState) bool {
+	return g.Status == ekstypes.NodegroupStatusCreateFailed || g.Status == ekstypes.NodegroupStatusDeleteFailed
 }
 
 func ngSize(g *ngState) int32 {
@@ -268,7 +458,7 @@ func (in *infra) createReplacement(ctx context.Context) error {
 	}
 	subnets, role := st.cluster.ResourcesVpcConfig.SubnetIds, ""
 	for i := len(st.groups) - 1; i >= 0; i-- {
-		if g := st.groups[i]; failedCreate(g) == "" {
+		if g := st.groups[i]; !unusable(g) {
 			subnets, role = g.Subnets, aws.ToString(g.NodeRole)
 			break
 		}
@@ -280,11 +470,16 @@ func (in *infra) createReplacement(ctx context.Context) error {
 		}
 		role = aws.ToString(got.Role.Arn)
 	}
+	// A cluster made before kiln used a launch template gets it now.
+	lt, err := in.launchTemplate(ctx, true)
+	if err != nil {
+		return in.fail(KindNodegroup, n, err)
+	}
 	in.emit(KindNodegroup, n, engine.StatusInProgress, "creating %d × %s, Kubernetes %s", pl.nodes, pl.instanceType, pl.target)
 	_, err = in.eks.CreateNodegroup(ctx, &eks.CreateNodegroupInput{
 		ClusterName: aws.String(in.name), NodegroupName: aws.String(n),
 		NodeRole: aws.String(role), Subnets: subnets, Version: aws.String(pl.target),
-		InstanceTypes: []string{pl.instanceType},
+		InstanceTypes: []string{pl.instanceType}, LaunchTemplate: lt,
 		ScalingConfig: &ekstypes.NodegroupScalingConfig{MinSize: aws.Int32(pl.nodes), MaxSize: aws.Int32(pl.nodes), DesiredSize: aws.Int32(pl.nodes)},
 		Tags:          map[string]string{TagCluster: in.name, TagManagedBy: "kiln"},
 	})
@@ -296,10 +491,10 @@ func (in *infra) createReplacement(ctx context.Context) error {
 	if err != nil {
 		return in.fail(KindNodegroup, n, err)
 	}
-	// Settled means no longer CREATING: the replacement must be ACTIVE
+	// Settled means no longer CREATING: the replacement must be healthy
 	// before anything it replaces is touched.
 	for _, g := range after.groups {
-		if aws.ToString(g.NodegroupName) != n || g.Status == ekstypes.NodegroupStatusActive {
+		if aws.ToString(g.NodegroupName) != n || healthy(g) {
 			continue
 		}
 		kept := "no other node group"
@@ -308,11 +503,11 @@ func (in *infra) createReplacement(ctx context.Context) error {
 		} else if len(pl.remove) > 0 {
 			kept = "node group " + strings.Join(pl.remove, ", ")
 		}
-		why := failedCreate(g)
-		if why == "" {
-			why = string(g.Status)
+		next := "once EC2 has the capacity (it deletes the failed group and creates it again), or choose another --instance-type"
+		if !unusable(g) {
+			next = fmt.Sprintf("once the cause the issue names is fixed (%s is deleted only when %s is ACTIVE without health issues)", kept, n)
 		}
-		return in.fail(KindNodegroup, n, fmt.Errorf("replacement node group %s ended %s; %s keeps running and nothing was deleted. Run `%s` again once EC2 has the capacity (it deletes the failed group and creates it again), or choose another --instance-type", n, why, kept, command("upgrade", in.name, in.region)))
+		return in.fail(KindNodegroup, n, fmt.Errorf("replacement node group %s ended %s; %s keeps running and nothing was deleted. Run `%s` again %s", n, unhealthy(g), kept, command("upgrade", in.name, in.region), next))
 	}
 	in.emit(KindNodegroup, n, engine.StatusCurrent, "ACTIVE, %d × %s", pl.nodes, pl.instanceType)
 	return nil
@@ -355,8 +550,12 @@ func (in *infra) removeReplaced(ctx context.Context) error {
 		}
 		return nil
 	}
-	if pl.keep.Status != ekstypes.NodegroupStatusActive && len(pl.remove) > 0 {
-		return in.fail(KindNodegroup, aws.ToString(pl.keep.NodegroupName), fmt.Errorf("node group %s is %s, not ACTIVE; %s not deleted", aws.ToString(pl.keep.NodegroupName), pl.keep.Status, strings.Join(pl.remove, ", ")))
+	if !healthy(pl.keep) && len(pl.remove) > 0 {
+		return in.fail(KindNodegroup, aws.ToString(pl.keep.NodegroupName), fmt.Errorf("node group %s is %s, not healthy; %s not deleted", aws.ToString(pl.keep.NodegroupName), unhealthy(pl.keep), strings.Join(pl.remove, ", ")))
+	}
+	if len(pl.remove) == 0 && !healthy(pl.keep) {
+		// Nothing to replace: a DEGRADED group is reported, not fatal.
+		in.reportHealth(pl.keep)
 	}
 	for _, n := range pl.remove {
 		in.emit(KindNodegroup, n, engine.StatusTerminating, "deleting (replaced by %s)", aws.ToString(pl.keep.NodegroupName))

@@ -30,11 +30,12 @@ import (
 // (UpdateNodegroupConfig) — and then, in the engine, the platform.
 //
 // Instance type. EKS cannot change the instance types of a managed node
-// group made without a launch template (UpdateNodegroupConfig has no such
-// field; kiln's group has no launch template). kiln therefore creates a
+// group (UpdateNodegroupConfig has no such field; kiln's launch template,
+// nodegroup.go, names no instance type). kiln therefore creates a
 // replacement node group, named kiln-nodes-TYPE (dots as dashes) with the
-// asked size and the cluster's version, waits until it is ACTIVE, then
-// deletes the old group and waits until it is gone: capacity never drops
+// asked size and the cluster's version, waits until it is healthy
+// (ACTIVE, no health issue), then deletes the old group and waits until
+// it is gone: capacity never drops
 // below the asked size meanwhile, and EKS drains the old nodes as it
 // removes them. The name follows from the type, so a run killed at any
 // point finds its replacement again; where several kiln node groups exist
@@ -141,7 +142,7 @@ func (p *Provider) planUpgrade(name string, st *infraState) (*infraPlan, error) 
 	// there. The usable groups decide the plan.
 	var usable, failed []*ngState
 	for _, g := range st.groups {
-		if failedCreate(g) != "" {
+		if unusable(g) {
 			failed = append(failed, g)
 		} else {
 			usable = append(usable, g)
@@ -221,12 +222,12 @@ func (p *Provider) planUpgrade(name string, st *infraState) (*infraPlan, error) 
 		if n == pl.create {
 			pl.recreate = true
 			pl.changes = append(pl.changes, engine.PlanChange{Action: platform.ActionDelete, Kind: KindNodegroup, Name: n,
-				Message: fmt.Sprintf("an earlier creation ended %s; deleted, then created again", failedCreate(g))})
+				Message: fmt.Sprintf("an earlier run left it %s; deleted, then created again", unhealthy(g))})
 			continue
 		}
 		pl.remove = append(pl.remove, n)
 		pl.changes = append(pl.changes, engine.PlanChange{Action: platform.ActionDelete, Kind: KindNodegroup, Name: n,
-			Message: fmt.Sprintf("runs no node (%s): deleted", failedCreate(g))})
+			Message: fmt.Sprintf("runs no node (%s): deleted", unhealthy(g))})
 	}
 	return pl, nil
 }
