@@ -8,6 +8,7 @@ import (
 
 	"github.com/kilnctl/kiln/creds"
 	"github.com/kilnctl/kiln/internal/exit"
+	"github.com/kilnctl/kiln/internal/human"
 )
 
 // Discovery sources, reported in the discovery event.
@@ -156,7 +157,7 @@ func (e *Engine) report(req Target, locs []Location, skipped []string, cands []c
 	}
 	e.emit(Event{Type: TypeDiscovery, Clusters: infos, ElapsedMS: took.Milliseconds(), Skipped: skipped, Source: source})
 	noun := locationNoun(p)
-	msg := fmt.Sprintf("discovery: %d %s%s searched in %s", len(locs), noun, plural(len(locs)), took.Round(10*time.Millisecond))
+	msg := fmt.Sprintf("discovery: %d %s%s searched in %s", len(locs), noun, human.Plural(len(locs)), took.Round(10*time.Millisecond))
 	if len(skipped) > 0 {
 		msg += fmt.Sprintf("; %d left out by the user: %s", len(skipped), strings.Join(skipped, ", "))
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/kilnctl/kiln/engine/platform"
 	"github.com/kilnctl/kiln/engine/project"
+	"github.com/kilnctl/kiln/internal/human"
 )
 
 // ListRequest is what List needs.
@@ -87,12 +88,12 @@ func listSummary(rows []ClusterSummary) string {
 		parts = append(parts, fmt.Sprintf("%d %s", n, p))
 	}
 	sort.Strings(parts)
-	msg := fmt.Sprintf("%d kiln cluster%s", clusters, plural(clusters))
+	msg := fmt.Sprintf("%d kiln cluster%s", clusters, human.Plural(clusters))
 	if len(parts) > 0 {
 		msg += " (" + strings.Join(parts, ", ") + ")"
 	}
 	if unreachable > 0 {
-		msg += fmt.Sprintf("; %d location%s could not be inspected", unreachable, plural(unreachable))
+		msg += fmt.Sprintf("; %d location%s could not be inspected", unreachable, human.Plural(unreachable))
 	}
 	return msg
 }

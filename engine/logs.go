@@ -8,6 +8,7 @@ import (
 	"github.com/kilnctl/kiln/engine/config"
 	"github.com/kilnctl/kiln/engine/project"
 	"github.com/kilnctl/kiln/internal/exit"
+	"github.com/kilnctl/kiln/internal/human"
 )
 
 // PodLogLine is one line of a project's pod log (see Engine.ProjectLogs).
@@ -35,7 +36,7 @@ type ProjectLogsRequest struct {
 func (e *Engine) ProjectLogs(ctx context.Context, req ProjectLogsRequest, out func(PodLogLine)) error {
 	n := 0
 	err := e.projectLogs(ctx, req, func(l PodLogLine) { n++; out(l) })
-	msg := fmt.Sprintf("%d log line%s of project %s", n, plural(n), req.Ref)
+	msg := fmt.Sprintf("%d log line%s of project %s", n, human.Plural(n), req.Ref)
 	if err == nil && req.Follow && ctx.Err() != nil {
 		msg = "stopped following: " + msg
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/kilnctl/kiln/engine/project"
 	"github.com/kilnctl/kiln/engine/readiness"
 	"github.com/kilnctl/kiln/internal/exit"
+	"github.com/kilnctl/kiln/internal/human"
 )
 
 // ProjectStatus is a project's observed state (see engine/project).
@@ -204,13 +205,13 @@ func (e *Engine) project(ctx context.Context, req ProjectRequest, opsOut **proje
 			for i := range list {
 				e.emit(Event{Type: TypeProject, Project: &list[i]})
 			}
-			return list, fmt.Sprintf("%d project%s in cluster %s", len(list), plural(len(list)), req.Name), nil
+			return list, fmt.Sprintf("%d project%s in cluster %s", len(list), human.Plural(len(list)), req.Name), nil
 		}
 		okList, failed, err := ops.Bulk(ctx, req.Op, req.Tenant, req.Concurrency)
 		if err != nil {
 			return nil, "", fmt.Errorf("%s --all: %d succeeded, %d failed (%s): %w", req.Op, len(okList), len(failed), strings.Join(failed, ", "), err)
 		}
-		return nil, fmt.Sprintf("%s --all: %d project%s", req.Op, len(okList), plural(len(okList))), nil
+		return nil, fmt.Sprintf("%s --all: %d project%s", req.Op, len(okList), human.Plural(len(okList))), nil
 	}
 	r, err := ops.Parse(req.Ref)
 	if err != nil {
@@ -271,13 +272,6 @@ func describeProject(st *ProjectStatus) string {
 		msg += ": " + strings.Join(st.Reasons, "; ")
 	}
 	return msg
-}
-
-func plural(n int) string {
-	if n == 1 {
-		return ""
-	}
-	return "s"
 }
 
 // repairProjects heals what is missing of projects whose desired state is

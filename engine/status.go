@@ -17,6 +17,7 @@ import (
 	"github.com/kilnctl/kiln/engine/platform"
 	"github.com/kilnctl/kiln/engine/readiness"
 	"github.com/kilnctl/kiln/internal/exit"
+	"github.com/kilnctl/kiln/internal/human"
 )
 
 // ObjectStatus is the live status of one platform object.
@@ -392,7 +393,7 @@ func partlyRemoved(ctx context.Context, cs kubernetes.Interface, t Target, locat
 		}
 		sort.Strings(tenants)
 		if len(tenants) > 0 {
-			left = fmt.Sprintf("tenant namespace%s %s and %s", plural(len(tenants)), strings.Join(tenants, ", "), left)
+			left = fmt.Sprintf("tenant namespace%s %s and %s", human.Plural(len(tenants)), strings.Join(tenants, ", "), left)
 		}
 	}
 	var gone []string

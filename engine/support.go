@@ -20,6 +20,7 @@ import (
 	"github.com/kilnctl/kiln/engine/config"
 	"github.com/kilnctl/kiln/engine/platform"
 	"github.com/kilnctl/kiln/engine/project"
+	"github.com/kilnctl/kiln/internal/human"
 )
 
 // SupportBundleRequest writes a support bundle of cluster Name.
@@ -104,7 +105,7 @@ func (e *Engine) supportBundle(ctx context.Context, req SupportBundleRequest) (s
 		return file, 0, err
 	}
 	if len(b.Problems) > 0 {
-		e.logf(LevelWarn, "support bundle: %d thing%s could not be collected (see problems.txt in the bundle): %s", len(b.Problems), plural(len(b.Problems)), b.Problems[0])
+		e.logf(LevelWarn, "support bundle: %d thing%s could not be collected (see problems.txt in the bundle): %s", len(b.Problems), human.Plural(len(b.Problems)), b.Problems[0])
 	}
 	if err := b.Close(); err != nil {
 		return file, 0, err

@@ -12,6 +12,7 @@ import (
 	"github.com/kilnctl/kiln/engine/platform"
 	"github.com/kilnctl/kiln/engine/readiness"
 	"github.com/kilnctl/kiln/internal/exit"
+	"github.com/kilnctl/kiln/internal/human"
 )
 
 // UpgradeRequest is kiln upgrade: bring an installed platform to a config
@@ -174,7 +175,7 @@ func (u *upgrade) run(ctx context.Context) (string, error) {
 		if len(p.changes) == 0 {
 			return fmt.Sprintf("no changes: platform %s already matches; nothing was changed (dry run)", req.Name), nil
 		}
-		return fmt.Sprintf("dry run: %d change%s planned for platform %s; nothing was changed", len(p.changes), plural(len(p.changes)), req.Name), nil
+		return fmt.Sprintf("dry run: %d change%s planned for platform %s; nothing was changed", len(p.changes), human.Plural(len(p.changes)), req.Name), nil
 	}
 	if len(p.changes) > 0 && !req.Yes {
 		q := UpgradeQuestion{Provider: req.Provider.Name(), Name: req.Name, Location: loc.Name, Changes: p.changes}
@@ -186,7 +187,7 @@ func (u *upgrade) run(ctx context.Context) (string, error) {
 		}
 		if !ok {
 			return "", inputErr(exit.NeedConfirm, InputYes, req.Name, "upgrading platform %s needs confirmation (%d change%s planned above); nothing was changed. Pass {input} to apply it",
-				req.Name, len(p.changes), plural(len(p.changes)))
+				req.Name, len(p.changes), human.Plural(len(p.changes)))
 		}
 	}
 	return u.apply(ctx, p)
@@ -263,9 +264,9 @@ func (u *upgrade) apply(ctx context.Context, shown *upgradePlan) (string, error)
 	if err := u.step(lctx, PhaseConfig, func(ctx context.Context) error { return u.applyConfig(ctx, p) }); err != nil {
 		return "", err
 	}
-	msg := fmt.Sprintf("platform %s upgraded: %d change%s applied", req.Name, len(p.changes), plural(len(p.changes)))
+	msg := fmt.Sprintf("platform %s upgraded: %d change%s applied", req.Name, len(p.changes), human.Plural(len(p.changes)))
 	if len(p.needRestack) > 0 {
-		msg += fmt.Sprintf("; %d project%s still run%s a previous version of its stack (`%s`, or kiln project restack of each)", len(p.needRestack), plural(len(p.needRestack)), map[bool]string{true: "s", false: ""}[len(p.needRestack) == 1], u.command(FlagName(InputRestack)))
+		msg += fmt.Sprintf("; %d project%s still run%s a previous version of its stack (`%s`, or kiln project restack of each)", len(p.needRestack), human.Plural(len(p.needRestack)), map[bool]string{true: "s", false: ""}[len(p.needRestack) == 1], u.command(FlagName(InputRestack)))
 	}
 	return msg, nil
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/kilnctl/kiln/engine/project"
 	"github.com/kilnctl/kiln/engine/readiness"
 	"github.com/kilnctl/kiln/internal/exit"
+	"github.com/kilnctl/kiln/internal/human"
 )
 
 // upgradePlan is what an upgrade changes, in apply order, with what the
@@ -165,7 +166,7 @@ func (u *upgrade) plan(ctx context.Context) (*upgradePlan, error) {
 		}
 		msg := fmt.Sprintf("tenant %s removed: its namespace is deleted", tenant)
 		if len(projects) > 0 {
-			msg += fmt.Sprintf(", with its project%s %s", plural(len(projects)), strings.Join(projects, ", "))
+			msg += fmt.Sprintf(", with its project%s %s", human.Plural(len(projects)), strings.Join(projects, ", "))
 			p.blocked = append(p.blocked, projects...)
 		}
 		p.removeTenants = append(p.removeTenants, ref)

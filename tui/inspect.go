@@ -429,21 +429,6 @@ func (m *Model) runProject() tea.Cmd {
 	})
 }
 
-// age renders a duration the way kubectl does: 45s, 12m, 5h, 3d.
-func age(d time.Duration) string {
-	switch {
-	case d < 0:
-		return "0s"
-	case d < time.Minute:
-		return fmt.Sprintf("%ds", int(d.Seconds()))
-	case d < time.Hour:
-		return fmt.Sprintf("%dm", int(d.Minutes()))
-	case d < 48*time.Hour:
-		return fmt.Sprintf("%dh", int(d.Hours()))
-	}
-	return fmt.Sprintf("%dd", int(d.Hours()/24))
-}
-
 // tokenSync renders the engine's token sync of the project: in sync only
 // when the engine saw the Deployment run the token in force, and the read
 // has that Deployment (derived state is never claimed without the objects

@@ -11,6 +11,7 @@ import (
 	tea "charm.land/bubbletea/v2"
 
 	"github.com/kilnctl/kiln/engine"
+	"github.com/kilnctl/kiln/internal/human"
 )
 
 // ProjectFeed is a Backend that shows the project screen why a project is
@@ -323,7 +324,7 @@ func (m *Model) viewFeed(p *page, pr *engine.ProjectStatus) {
 		if ev.Type == "Warning" {
 			reason = m.st.warn.Render(reason)
 		}
-		rows = append(rows, fmt.Sprintf("  %4s %s %5d %s %s", age(a), reason, ev.Count, cell(ev.Object, 22), ev.Message))
+		rows = append(rows, fmt.Sprintf("  %4s %s %5d %s %s", human.Age(a), reason, ev.Count, cell(ev.Object, 22), ev.Message))
 	}
 	if len(rows) > 0 {
 		m.viewPane(p, &fd.ev, rows, eventRows, false)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/kilnctl/kiln/engine"
 	"github.com/kilnctl/kiln/engine/config"
+	"github.com/kilnctl/kiln/internal/human"
 )
 
 // The upgrade screen's fields, in focus order.
@@ -330,7 +331,7 @@ func (m *Model) viewUpgradePlan(p *page, rows int) {
 	}
 	p.hang(m.st.faint.Render("Config "+cfg+" · "+strings.Join(opts, " · ")), 2)
 	n := len(q.Changes)
-	b1, b2 := fmt.Sprintf("[ Apply %d change%s ]", n, plural(n)), "[ Cancel ]"
+	b1, b2 := fmt.Sprintf("[ Apply %d change%s ]", n, human.Plural(n)), "[ Cancel ]"
 	b1, b2 = m.button(b1, u.planFocus == 0), m.button(b2, u.planFocus != 0)
 	p.pinButtons("  ", b1, b2)
 
@@ -359,13 +360,6 @@ func onOff(b bool) string {
 	return "off"
 }
 
-func plural(n int) string {
-	if n == 1 {
-		return ""
-	}
-	return "s"
-}
-
 // planSummary counts the plan's changes per action.
 func planSummary(changes []engine.PlanChange) string {
 	count := map[string]int{}
@@ -378,7 +372,7 @@ func planSummary(changes []engine.PlanChange) string {
 			parts = append(parts, fmt.Sprintf("%d to %s", count[a], a))
 		}
 	}
-	return fmt.Sprintf("%d change%s: %s.", len(changes), plural(len(changes)), strings.Join(parts, ", "))
+	return fmt.Sprintf("%d change%s: %s.", len(changes), human.Plural(len(changes)), strings.Join(parts, ", "))
 }
 
 // planNotes are the warnings the run logged so far (with the plan:

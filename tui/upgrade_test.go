@@ -1,10 +1,11 @@
 package tui_test
 
 import (
-	"github.com/kilnctl/kiln/engine/input"
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/kilnctl/kiln/engine/input"
 
 	tea "charm.land/bubbletea/v2"
 	"github.com/charmbracelet/x/ansi"

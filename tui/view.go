@@ -12,6 +12,7 @@ import (
 	"github.com/charmbracelet/x/ansi"
 
 	"github.com/kilnctl/kiln/engine"
+	"github.com/kilnctl/kiln/internal/human"
 )
 
 // page collects a screen's lines and where the terminal cursor goes. Lines
@@ -599,7 +600,7 @@ func (m *Model) viewDiscover(p *page) {
 	if ph := r.phase("discover"); ph != nil && ph.state != engine.PhaseStarted {
 		el = time.Duration(ph.elapsedMS) * time.Millisecond
 	}
-	p.line(m.spinner() + " Discovering kiln clusters in every kubeconfig context… " + m.st.faint.Render(elapsed(el)))
+	p.line(m.spinner() + " Discovering kiln clusters in every kubeconfig context… " + m.st.faint.Render(human.Elapsed(el)))
 	p.blank()
 	for _, c := range r.found {
 		name := c.Name
@@ -748,7 +749,7 @@ func (m *Model) viewPhases(p *page, compact bool) {
 			p.hang(" "+m.st.ok.Render("✓")+" "+strings.Join(done, ", "), 3)
 			done = nil
 		}
-		line := fmt.Sprintf(" %s %-15s %7s", mark, ph.name, elapsed(el))
+		line := fmt.Sprintf(" %s %-15s %7s", mark, ph.name, human.Elapsed(el))
 		switch {
 		case ph.name == "plan" && r.decision != "":
 			line += "  " + r.decision + ": " + r.reason
@@ -880,13 +881,6 @@ func trunc(s string, n int) string {
 	return ansi.Truncate(s, n, "…")
 }
 
-func elapsed(d time.Duration) string {
-	if d < time.Second {
-		return fmt.Sprintf("%dms", d.Milliseconds())
-	}
-	return d.Round(100 * time.Millisecond).String()
-}
-
 // inspectHeader is the first lines of both inspect screens: the cluster,
 // its readiness and when it was last read, or that a read is under way.
 func (m *Model) inspectHeader(p *page) *engine.ClusterStatus {
@@ -928,7 +922,7 @@ func (m *Model) viewLoading(p *page) {
 	s := m.insp
 	p.blank()
 	p.hang(fmt.Sprintf("%s reading the live objects of cluster %s in context %s (platform objects, projects, token dir)… %s",
-		m.spinner(), s.target.Name, s.target.Location, m.st.faint.Render(elapsed(m.opts.Now().Sub(s.since)))), 2)
+		m.spinner(), s.target.Name, s.target.Location, m.st.faint.Render(human.Elapsed(m.opts.Now().Sub(s.since)))), 2)
 	p.line(m.st.faint.Render("  esc goes back at any time; the screen fills in when the read lands."))
 }
 
@@ -1045,7 +1039,7 @@ func (m *Model) viewInspect(p *page, rows int) {
 		for i, pr := range shownProjects {
 			a := "-"
 			if c := pr.Created; !c.IsZero() {
-				a = age(m.opts.Now().Sub(c))
+				a = human.Age(m.opts.Now().Sub(c))
 			}
 			reasons := strings.Join(pr.Reasons, "; ")
 			if pr.Operation != "" {
@@ -1149,7 +1143,7 @@ func (m *Model) viewProject(p *page) {
 	line := m.st.header.Render("Project "+ref(*pr)) + "  " + m.projectState(pr.State).Render(pr.State) +
 		fmt.Sprintf(" (desired %s) · stack %s", pr.Desired, pr.Stack)
 	if c := pr.Created; !c.IsZero() {
-		line += " · age " + age(m.opts.Now().Sub(c))
+		line += " · age " + human.Age(m.opts.Now().Sub(c))
 	}
 	p.line(line)
 	p.add("Host %s · namespace %s · revision %d", pr.Host, pr.Namespace, pr.Revision)

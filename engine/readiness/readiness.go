@@ -23,6 +23,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/cli-utils/pkg/kstatus/status"
+
+	"github.com/kilnctl/kiln/internal/human"
 )
 
 // Statuses (the kstatus vocabulary).
@@ -293,7 +295,7 @@ func serviceResult(ctx context.Context, cs kubernetes.Interface, svc *corev1.Ser
 	if n == 0 {
 		return Result{InProgress, "no ready endpoints"}, nil
 	}
-	return Result{Current, fmt.Sprintf("%d ready endpoint%s", n, plural(n))}, nil
+	return Result{Current, fmt.Sprintf("%d ready endpoint%s", n, human.Plural(n))}, nil
 }
 
 // IngressBackends lists the Service names an Ingress routes to.
@@ -343,7 +345,7 @@ func ingressResult(ctx context.Context, cs kubernetes.Interface, ing *networking
 			return Result{InProgress, "backend svc/" + name + " has " + r.Message}, nil
 		}
 	}
-	msg := fmt.Sprintf("%d backend%s ready", len(backends), plural(len(backends)))
+	msg := fmt.Sprintf("%d backend%s ready", len(backends), human.Plural(len(backends)))
 	if ns, name, ok := Upstream(ing); ok {
 		svc, err := cs.CoreV1().Services(ns).Get(ctx, name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
@@ -373,13 +375,6 @@ func ingressResult(ctx context.Context, cs kubernetes.Interface, ing *networking
 		msg += ", address " + strings.Join(addrs, ",")
 	}
 	return Result{Current, msg}, nil
-}
-
-func plural(n int) string {
-	if n == 1 {
-		return ""
-	}
-	return "s"
 }
 
 // currentMessage replaces kstatus' generic wording ("Resource is always

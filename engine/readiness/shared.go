@@ -15,6 +15,8 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/kilnctl/kiln/internal/human"
 )
 
 // Shared feeds the waits of a batch (kiln project start --all) from one
@@ -331,7 +333,7 @@ func (c *nsCache) judge(ref Ref, up *nsCache) Result {
 		}
 		// The message (backends, address) comes from the confirming
 		// Compute; the cache only says the goal looks reached.
-		return Result{Current, fmt.Sprintf("%d backend%s ready", len(backends), plural(len(backends)))}
+		return Result{Current, fmt.Sprintf("%d backend%s ready", len(backends), human.Plural(len(backends)))}
 	}
 	return res
 }
@@ -354,7 +356,7 @@ func (c *nsCache) service(svc *corev1.Service) Result {
 	if n == 0 {
 		return Result{InProgress, "no ready endpoints"}
 	}
-	return Result{Current, fmt.Sprintf("%d ready endpoint%s", n, plural(n))}
+	return Result{Current, fmt.Sprintf("%d ready endpoint%s", n, human.Plural(n))}
 }
 
 // Absent says whether the cache, listed and watched, holds no object ref

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/kilnctl/kiln/engine"
+	"github.com/kilnctl/kiln/internal/human"
 )
 
 // jsonSink writes each event as one JSON line (DESIGN.md §8).
@@ -83,14 +84,14 @@ func formatText(e engine.Event, quiet bool) string {
 			if quiet {
 				return ""
 			}
-			return fmt.Sprintf("✓ %s (%s)", e.Phase, elapsed(e.ElapsedMS))
+			return fmt.Sprintf("✓ %s (%s)", e.Phase, human.Elapsed(time.Duration(e.ElapsedMS)*time.Millisecond))
 		case engine.PhaseSkipped:
 			if quiet {
 				return ""
 			}
 			return fmt.Sprintf("- %s skipped: %s", e.Phase, e.Message)
 		case engine.PhaseFailed:
-			return fmt.Sprintf("✗ %s (%s)", e.Phase, elapsed(e.ElapsedMS))
+			return fmt.Sprintf("✗ %s (%s)", e.Phase, human.Elapsed(time.Duration(e.ElapsedMS)*time.Millisecond))
 		}
 	case engine.TypeDiscovery:
 		if quiet {
@@ -115,7 +116,7 @@ func formatText(e engine.Event, quiet bool) string {
 			if c.Error != "" {
 				fmt.Fprintf(&b, " (%s)", c.Error)
 			}
-			fmt.Fprintf(&b, " [%s]", elapsed(c.ElapsedMS))
+			fmt.Fprintf(&b, " [%s]", human.Elapsed(time.Duration(c.ElapsedMS)*time.Millisecond))
 		}
 		if len(e.Skipped) > 0 {
 			if b.Len() > 0 {
@@ -197,14 +198,6 @@ func statusMark(s string) string {
 	default:
 		return "…"
 	}
-}
-
-func elapsed(ms int64) string {
-	d := time.Duration(ms) * time.Millisecond
-	if d < time.Second {
-		return fmt.Sprintf("%dms", ms)
-	}
-	return d.Round(100 * time.Millisecond).String()
 }
 
 // headlessConfirmer answers from the flags: --continue and --yes. It never

@@ -5,11 +5,13 @@ import (
 	"io"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/kilnctl/kiln/engine"
 	"github.com/kilnctl/kiln/internal/exit"
+	"github.com/kilnctl/kiln/internal/human"
 )
 
 func newProjectCmd(g *globals) *cobra.Command {
@@ -193,24 +195,9 @@ func printEvents(w io.Writer, events []engine.EventInfo) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "AGE\tTYPE\tREASON\tOBJECT\tCOUNT\tMESSAGE")
 	for _, ev := range events {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\n", age(ev.AgeS), ev.Type, ev.Reason, ev.Object, ev.Count, ev.Message)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\n", human.Age(time.Duration(ev.AgeS)*time.Second), ev.Type, ev.Reason, ev.Object, ev.Count, ev.Message)
 	}
 	_ = tw.Flush()
-}
-
-// age is kubectl's short age: 45s, 12m, 3h, 2d.
-func age(s int64) string {
-	switch {
-	case s < 0:
-		return "0s"
-	case s < 120:
-		return fmt.Sprintf("%ds", s)
-	case s < 2*3600:
-		return fmt.Sprintf("%dm", s/60)
-	case s < 48*3600:
-		return fmt.Sprintf("%dh", s/3600)
-	}
-	return fmt.Sprintf("%dd", s/86400)
 }
 
 func printProjects(w io.Writer, list []engine.ProjectStatus) {
