@@ -133,14 +133,16 @@ func (g *globals) awsProvider() (engine.Provider, error) {
 		// inspection is several AWS calls plus the cluster's API.
 		p.Timeout = g.discoveryTO
 	}
-	if f.create != nil && f.create.Changed("nodes") && f.nodes < 1 {
-		return nil, exit.Usage("--nodes: %d is out of range; a node group has 1 to %d nodes", f.nodes, awsprovider.MaxNodes)
+	if f.create != nil {
+		if err := awsprovider.CheckNodes(f.nodes, f.create.Changed("nodes")); err != nil {
+			return nil, err
+		}
 	}
 	if f.upgrading {
 		// Unset keeps what runs (upgrade.go of the aws provider).
 		p.Change = awsprovider.Change{Nodes: f.upNodes, InstanceType: f.upInstanceType, KubernetesVersion: f.upK8sVersion}
-		if f.upgrade.Changed("nodes") && f.upNodes < 1 {
-			return nil, exit.Usage("--nodes: %d is out of range; a node group has 1 to %d nodes", f.upNodes, awsprovider.MaxNodes)
+		if err := awsprovider.CheckNodes(f.upNodes, f.upgrade.Changed("nodes")); err != nil {
+			return nil, err
 		}
 	}
 	if f.upgrading && f.upgrade != nil {

@@ -283,17 +283,45 @@ func (p *Provider) loadConfig(ctx context.Context, region string) (aws.Config, e
 
 var instanceTypeRE = regexp.MustCompile(`^[a-z][a-z0-9-]*\.[0-9]*[a-z0-9]+$`)
 
+// CheckNodes is the one rule for a node count, for create, upgrade and
+// the CLI's flags: a node group has 1 to MaxNodes nodes. 0 means not given
+// (create's default, upgrade keeps the size) unless given says it was
+// typed. Exit 2 naming the field.
+func CheckNodes(n int, given bool) error {
+	if n < 0 || n > MaxNodes || (given && n < 1) {
+		return input.New(exit.BadInput, input.Nodes, fmt.Sprint(n), "{input}: %d is out of range; a node group has 1 to %d nodes", n, MaxNodes)
+	}
+	return nil
+}
+
+// checkInstanceType: an EC2 instance type's spelling ("" is not given).
+func checkInstanceType(t string) error {
+	if t != "" && !instanceTypeRE.MatchString(t) {
+		return input.New(exit.BadInput, input.InstanceType, t, "{input}: %q is not an EC2 instance type (like t3.medium or m6i.large)", t)
+	}
+	return nil
+}
+
+// checkKubernetesVersion: an EKS Kubernetes version's spelling ("" is not
+// given).
+func checkKubernetesVersion(v string) error {
+	if v != "" && !k8sVersionRE.MatchString(v) {
+		return input.New(exit.BadInput, input.KubernetesVersion, v, "{input}: %q is not an EKS Kubernetes version (MAJOR.MINOR, like 1.31)", v)
+	}
+	return nil
+}
+
 // ValidateFlags checks what can be checked without AWS: instance type,
 // node count and the region's spelling. Exit 2 naming the field.
 func (p *Provider) ValidateFlags() error {
-	if p.InstanceType != "" && !instanceTypeRE.MatchString(p.InstanceType) {
-		return input.New(exit.BadInput, input.InstanceType, p.InstanceType, "{input}: %q is not an EC2 instance type (like t3.medium or m6i.large)", p.InstanceType)
+	if err := checkInstanceType(p.InstanceType); err != nil {
+		return err
 	}
-	if p.Nodes < 0 || p.Nodes > MaxNodes {
-		return input.New(exit.BadInput, input.Nodes, fmt.Sprint(p.Nodes), "{input}: %d is out of range; a node group has 1 to %d nodes", p.Nodes, MaxNodes)
+	if err := CheckNodes(p.Nodes, false); err != nil {
+		return err
 	}
-	if p.KubernetesVersion != "" && !k8sVersionRE.MatchString(p.KubernetesVersion) {
-		return exit.Usage("--kubernetes-version: %q is not an EKS Kubernetes version (MAJOR.MINOR, like 1.30)", p.KubernetesVersion)
+	if err := checkKubernetesVersion(p.KubernetesVersion); err != nil {
+		return err
 	}
 	for _, r := range append([]string{p.Region}, p.SearchRegions...) {
 		if r != "" && !regionRE.MatchString(r) {

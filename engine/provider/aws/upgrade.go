@@ -60,14 +60,14 @@ type Change struct {
 // validate checks what can be checked without AWS (exit 2 naming the
 // field).
 func (c Change) validate() error {
-	if c.InstanceType != "" && !instanceTypeRE.MatchString(c.InstanceType) {
-		return input.New(exit.BadInput, input.InstanceType, c.InstanceType, "{input}: %q is not an EC2 instance type (like t3.medium or m6i.large)", c.InstanceType)
+	if err := checkInstanceType(c.InstanceType); err != nil {
+		return err
 	}
-	if c.Nodes < 0 || c.Nodes > MaxNodes {
-		return input.New(exit.BadInput, input.Nodes, fmt.Sprint(c.Nodes), "{input}: %d is out of range; a node group has 1 to %d nodes", c.Nodes, MaxNodes)
+	if err := CheckNodes(int(c.Nodes), false); err != nil {
+		return err
 	}
-	if c.KubernetesVersion != "" && !k8sVersionRE.MatchString(c.KubernetesVersion) {
-		return input.New(exit.BadInput, input.KubernetesVersion, c.KubernetesVersion, "{input}: %q is not an EKS Kubernetes version (MAJOR.MINOR, like 1.31)", c.KubernetesVersion)
+	if err := checkKubernetesVersion(c.KubernetesVersion); err != nil {
+		return err
 	}
 	return nil
 }
