@@ -138,6 +138,10 @@ type Emulator struct {
 	addons *addonStore
 	// access is the emulation of EKS access entries (access.go).
 	access *accessStore
+	// net is the emulation of network interfaces and security-group
+	// references (network.go); fargate of Fargate profiles (fargate.go).
+	net     netStore
+	fargate fargateStore
 
 	closeOnce sync.Once
 	closeErr  error

@@ -264,9 +264,14 @@ func (p *Provider) DestroyInfrastructure(ctx context.Context, name, region strin
 		kind string
 		run  func(context.Context) error
 	}{
+		// Through the cluster's API while it is served (lb.go).
+		{KindLoadBalancer, in.deleteLoadBalancers},
+		{KindFargateProfile, in.deleteFargateProfiles},
 		{KindNodegroup, in.deleteNodegroups},
 		{KindEKSCluster, in.deleteCluster},
 		{KindIAMRole, in.deleteRoles},
+		// The VPC sweep, by VPC ID (sweep.go), before the subnets.
+		{KindNetworkInterface, in.deleteNetworkInterfaces},
 		{KindSecurityGroup, in.deleteSecurityGroups},
 		{KindSubnet, in.deleteSubnets},
 		{KindRouteTable, func(ctx context.Context) error {
