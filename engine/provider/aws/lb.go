@@ -15,7 +15,6 @@ package aws
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"slices"
@@ -136,7 +135,7 @@ func (in *infra) deleteLoadBalancers(ctx context.Context) error {
 		}
 		return len(objs) == 0, nil
 	})
-	if errors.Is(err, errPollLimit) && len(left) > 0 {
+	if len(left) > 0 && timedOut(ctx, err) {
 		var names []string
 		for _, o := range left {
 			names = append(names, o.String())

@@ -9,7 +9,6 @@ package aws
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -440,7 +439,7 @@ func (in *infra) deleteEC2(ctx context.Context, kind, id string, del func(contex
 		}
 		return false, err
 	})
-	if errors.Is(err, errPollLimit) && violation != nil {
+	if violation != nil && timedOut(ctx, err) {
 		what := ""
 		if blockers != nil {
 			if b := blockers(ctx); b != "" {

@@ -144,7 +144,7 @@ func (in *infra) sweepENIs(ctx context.Context, vpc string) error {
 		}
 		return false, nil
 	})
-	if errors.Is(err, errPollLimit) && len(busy) > 0 {
+	if len(busy) > 0 && timedOut(ctx, err) {
 		var names []string
 		for _, n := range busy {
 			names = append(names, describeENI(n))
@@ -328,4 +328,10 @@ func errorMessage(err error) string {
 		return ae.ErrorMessage()
 	}
 	return err.Error()
+}
+
+// timedOut reports that poll gave up at its own limit (the limit may also
+// end a request in flight) while ctx itself goes on.
+func timedOut(ctx context.Context, err error) bool {
+	return ctx.Err() == nil && (errors.Is(err, errPollLimit) || errors.Is(err, context.DeadlineExceeded))
 }
