@@ -182,7 +182,7 @@ func (r *run) setAsideForeign(ctx context.Context, found []*creds.TokenDir) (str
 			kept = append(kept, f)
 			continue
 		}
-		aside, err := creds.MoveAside(f.Path, r.e.now())
+		aside, err := creds.MoveAsideAs(f.Path, "foreign", r.e.now())
 		if err != nil {
 			return "", nil, err
 		}
