@@ -35,7 +35,8 @@ type fargateStore struct {
 	profiles map[string]map[string]*fargateProfile // region/cluster -> name
 }
 
-// settled drops the profiles whose deletion finished (caller holds mu).
+// of is the profiles of key (region/cluster), without those whose
+// deletion finished (the caller holds mu).
 func (s *fargateStore) of(key string) map[string]*fargateProfile {
 	if s.profiles == nil {
 		s.profiles = map[string]map[string]*fargateProfile{}
@@ -67,11 +68,6 @@ func (e *Emulator) serveFargate(w http.ResponseWriter, r *http.Request, b *backe
 		if n > 0 {
 			eksError(w, r, http.StatusConflict, errResourceInUse, "Cluster has fargate profiles attached")
 			return true
-		}
-		if n == 0 {
-			e.fargate.mu.Lock()
-			delete(e.fargate.profiles, key)
-			e.fargate.mu.Unlock()
 		}
 		return false
 	}
