@@ -245,7 +245,11 @@ func (in *infra) unsupported(err error) bool {
 // order of creation, every resource tagged kiln.dev/cluster=NAME — found by
 // tag, so leftovers of a partial create or an earlier destroy are removed
 // even when the EKS cluster is already gone — confirms each deletion, and
-// finally verifies that nothing tagged remains.
+// finally verifies that nothing tagged remains. Before the node groups it
+// deletes, through the cluster's API, the LoadBalancer Services and
+// Ingresses (lb.go) and the Fargate profiles; after the cluster it sweeps
+// kiln's VPC by ID (sweep.go). What kiln will not delete fails the run
+// within about a minute, naming it (dependencyLimit).
 //
 // An endpoint that is not AWS may lack DeleteRouteTable (kumo); the route
 // table is then reported as left behind by the emulator, not as an error.
