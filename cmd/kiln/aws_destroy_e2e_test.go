@@ -292,3 +292,65 @@ func TestAWSForeignTokenDirMovedAside(t *testing.T) {
 		t.Errorf("this cluster's own dir was not kept: %v %v\n%s", got, manifest(), r)
 	}
 }
+
+// TestAWSDestroyWaitsForTheGatewayLoadBalancer: kiln's own gateway is a
+// LoadBalancer Service on aws; the platform phase of destroy waits until
+// its controller has removed the finalizer (the load balancer is gone)
+// before the infrastructure phase begins.
+func TestAWSDestroyWaitsForTheGatewayLoadBalancer(t *testing.T) {
+	e, emu := awsEnv(t)
+	const name, region = "awsgwlb", "eu-west-1"
+	expect(t, e.aws("create", "aws", name, "--region", region, "--headless"), 0)
+	ctx := context.Background()
+	svcs := clusterB.Client.CoreV1().Services("kiln-system")
+	s, err := svcs.Get(ctx, "kiln-gateway", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Spec.Type != corev1.ServiceTypeLoadBalancer {
+		t.Fatalf("gateway Service is %s, not LoadBalancer", s.Spec.Type)
+	}
+	s.Finalizers = append(s.Finalizers, lbFinalizer)
+	if _, err := svcs.Update(ctx, s, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	released := make(chan time.Time, 1)
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() {
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(200 * time.Millisecond):
+			}
+			s, err := svcs.Get(ctx, "kiln-gateway", metav1.GetOptions{})
+			if err != nil || s.DeletionTimestamp == nil || time.Since(s.DeletionTimestamp.Time) < 3*time.Second {
+				continue
+			}
+			s.Finalizers = nil
+			if _, err := svcs.Update(ctx, s, metav1.UpdateOptions{}); err == nil {
+				released <- time.Now()
+				return
+			}
+		}
+	}()
+	r := e.aws("destroy", "aws", name, "--region", region, "--yes", "--headless", "-o", "json")
+	expect(t, r, 0)
+	var at time.Time
+	select {
+	case at = <-released:
+	default:
+		t.Fatalf("destroy finished while the gateway's load balancer was held:\n%s", r)
+	}
+	for _, ev := range r.events(t) {
+		if ev["type"] == "phase" && ev["phase"] == "infrastructure" && ev["state"] == "started" {
+			ts, _ := time.Parse(time.RFC3339Nano, ev["time"].(string))
+			if ts.Before(at) {
+				t.Errorf("infrastructure began at %s, before the gateway's load balancer was released at %s", ts, at)
+			}
+		}
+	}
+	waitNamespaceGone(t, clusterB.Client, "kiln-system")
+	expectDestroyed(t, inventory(t, emu, name, region))
+}
