@@ -32,6 +32,11 @@ type Manifest struct {
 	State     State     `json:"state"`
 	CreatedAt time.Time `json:"created_at"` // RFC 3339, UTC, whole seconds
 	Tenants   []string  `json:"tenants"`
+	// Account is the cloud account the cluster's location belongs to (the
+	// AWS account id, from STS GetCallerIdentity), for providers whose
+	// locations are an account's (aws). Optional: directories written
+	// before kiln recorded it, and kube's, have none.
+	Account string `json:"account,omitempty"`
 }
 
 // manifestFields lists the JSON fields a manifest must have, in file order.
@@ -62,7 +67,23 @@ func (m *Manifest) validate() error {
 	if m.CreatedAt.IsZero() {
 		return errors.New("created_at is zero")
 	}
+	if m.Account != "" && !validAccount(m.Account) {
+		return fmt.Errorf("account %q is not a 12-digit AWS account id", m.Account)
+	}
 	return checkTenants("tenants", m.Tenants)
+}
+
+// validAccount reports a 12-digit AWS account id.
+func validAccount(s string) bool {
+	if len(s) != 12 {
+		return false
+	}
+	for _, c := range s {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
 }
 
 // marshal returns the manifest as indented JSON with a final newline: it is

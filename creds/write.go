@@ -336,6 +336,13 @@ func AddTenants(dir string, tenants []string, now time.Time) (*TokenDir, error) 
 // the key may still be trusted somewhere, and a destroyed cluster's tokens
 // are the only way to prove that.
 func MoveAside(dir string, now time.Time) (string, error) {
+	return MoveAsideAs(dir, "destroyed", now)
+}
+
+// MoveAsideAs is MoveAside to DIR.WHY-<UTC timestamp> (MoveAside's why is
+// "destroyed"; a create moves a directory made for another account or
+// location to DIR.foreign-<time>). The directory keeps its mode (0700).
+func MoveAsideAs(dir, why string, now time.Time) (string, error) {
 	dir = filepath.Clean(dir)
 	if err := recoverDir(dir); err != nil {
 		return "", fmt.Errorf("move token directory aside: %w", err)
@@ -345,7 +352,7 @@ func MoveAside(dir string, now time.Time) (string, error) {
 	} else if !ok {
 		return "", fmt.Errorf("move token directory aside: %s: %w", dir, errNotExist)
 	}
-	base := dir + ".destroyed-" + now.UTC().Format("20060102T150405Z")
+	base := dir + "." + why + "-" + now.UTC().Format("20060102T150405Z")
 	// rename(2) silently replaces an empty directory, so look before
 	// renaming; a second destroy within the same second gets a suffix.
 	for i := 0; ; i++ {

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"fmt"
 	"strings"
 
 	"github.com/kilnctl/kiln/creds"
@@ -75,6 +76,10 @@ func (r *run) credentials(ctx context.Context) error {
 			strings.Join(r.loc.State.KeyIDs(), ", "))
 	}
 	dir := r.cands()[0].Path
+	account, found, err := r.setAsideForeign(ctx, found)
+	if err != nil {
+		return err
+	}
 	if !r.trustKnown() {
 		// Nobody can say which keys the cluster trusts yet (no cluster, or
 		// not reachable, or EKS not ACTIVE): a directory at dir may hold
@@ -121,6 +126,7 @@ func (r *run) credentials(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	td.Manifest.Account = account
 	// A new platform id and a token id per tenant (creds.TenantTable).
 	if r.authTable, err = bindNewDir(td, r.cfg.Spec.Tenants, nil, e.now()); err != nil {
 		return err
@@ -138,6 +144,51 @@ func (r *run) credentials(ctx context.Context) error {
 	e.logf(LevelInfo, "generated key %s; token dir %s written (pending)", td.Manifest.KeyID, dir)
 	checkpoint(ctx, "after-token-dir-pending")
 	return r.remember()
+}
+
+// setAsideForeign moves aside, for a provider whose locations belong to an
+// account (AccountScoped: aws), a token dir at the default path that was
+// made for another location or another account: its key cannot be one
+// this cluster trusts, and reusing it would tie this cluster's tokens to
+// another's. It returns the account (""
+// when the provider has none or it cannot be told) and found without the
+// directories moved.
+func (r *run) setAsideForeign(ctx context.Context, found []*creds.TokenDir) (string, []*creds.TokenDir, error) {
+	as, ok := r.req.Provider.(AccountScoped)
+	if !ok {
+		return "", found, nil
+	}
+	account, err := as.Account(ctx, r.loc.Name)
+	if err != nil {
+		r.e.logf(LevelWarn, "could not tell the account of %s %s (%v): token dirs are not checked against it", locationNoun(r.req.Provider), r.loc.Name, err)
+		account = ""
+	}
+	c := r.cands()[0]
+	if def, err := creds.DefaultDir(r.req.Provider.Name(), r.req.Name); err != nil || c.Path != def {
+		return account, found, nil // a dir the user named is theirs to move
+	}
+	var kept []*creds.TokenDir
+	for _, f := range found {
+		m := f.Manifest
+		var why string
+		switch {
+		case f.Path != c.Path:
+		case m.Location != r.loc.Name:
+			why = fmt.Sprintf("it was made for %s %s, this create is in %s", locationNoun(r.req.Provider), m.Location, r.loc.Name)
+		case account != "" && m.Account != "" && m.Account != account:
+			why = fmt.Sprintf("it was made for account %s, this create runs in account %s", m.Account, account)
+		}
+		if why == "" {
+			kept = append(kept, f)
+			continue
+		}
+		aside, err := creds.MoveAsideAs(f.Path, "foreign", r.e.now())
+		if err != nil {
+			return "", nil, err
+		}
+		r.e.logf(LevelWarn, "token dir %s (%s, key %s) is not this cluster's: %s; moved it to %s and not used", f.Path, m.State, m.KeyID, why, aside)
+	}
+	return account, kept, nil
 }
 
 // trustKnown reports whether this run knows which keys the cluster trusts:

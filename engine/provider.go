@@ -35,6 +35,14 @@ type Location struct {
 	Skipped bool
 }
 
+// AccountScoped is a Provider whose locations belong to a cloud account
+// (aws: a region of the AWS account of the credentials in use). A fresh
+// create records the account in the token dir's manifest and never reuses
+// a directory at the default path made for another account or location.
+type AccountScoped interface {
+	Account(ctx context.Context, location string) (string, error)
+}
+
 // Provider finds and provisions the infrastructure a kiln cluster runs on.
 // The kube provider uses existing clusters; the aws provider creates EKS.
 type Provider interface {

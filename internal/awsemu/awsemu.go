@@ -142,6 +142,10 @@ type Emulator struct {
 	faults *faultStore
 	// lt is the emulation of EC2 launch templates (launchtemplates.go).
 	lt *ltStore
+	// net is the emulation of network interfaces and security-group
+	// references (network.go); fargate of Fargate profiles (fargate.go).
+	net     netStore
+	fargate fargateStore
 
 	closeOnce sync.Once
 	closeErr  error

@@ -108,10 +108,10 @@ func (e *Emulator) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 	// EKS operations kumo lacks (UpdateClusterVersion, …) are emulated
 	// here, and overlaid on kumo's Describe answers.
-	if scope.service == eksSigningName && (e.serveAddons(w, r, b, body) || e.serveAccess(w, r, b, body) || e.serveEKS(w, r, b, body)) {
+	if scope.service == eksSigningName && (e.serveFargate(w, r, b, body) || e.serveAddons(w, r, b, body) || e.serveAccess(w, r, b, body) || e.serveEKS(w, r, b, body)) {
 		return
 	}
-	if scope.service == "ec2" && (e.serveLaunchTemplates(w, r, b, body) || e.serveEC2(w, r, b, body)) {
+	if scope.service == "ec2" && (e.serveLaunchTemplates(w, r, b, body) || e.serveNetwork(w, r, b, body) || e.serveEC2(w, r, b, body)) {
 		return
 	}
 

@@ -6,6 +6,7 @@ package aws
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/eks"
@@ -143,7 +144,7 @@ func (in *infra) deleteCluster(ctx context.Context) error {
 		// while the cluster still has node groups or another operation
 		// runs. Waiting would wait for nothing: say so now.
 		if apiCode(err) == "ResourceInUseException" && out.Cluster.Status != ekstypes.ClusterStatusDeleting {
-			return in.fail(KindEKSCluster, n, fmt.Errorf("EKS refuses to delete cluster %s (%v); run `%s` again once what it names is gone", n, err, command("destroy", in.name, in.region)))
+			return in.fail(KindEKSCluster, n, fmt.Errorf("EKS refuses to delete cluster %s (%v)%s; run `%s` again once what it names is gone", n, err, in.attached(ctx), command("destroy", in.name, in.region)))
 		}
 		if apiCode(err) != "ResourceInUseException" {
 			return in.fail(KindEKSCluster, n, fmt.Errorf("delete EKS cluster %s: %w", n, err))
@@ -160,6 +161,92 @@ func (in *infra) deleteCluster(ctx context.Context) error {
 		return in.fail(KindEKSCluster, n, fmt.Errorf("confirm EKS cluster %s deleted: %w", n, err))
 	}
 	in.emit(KindEKSCluster, n, engine.StatusNotFound, "deleted")
+	return nil
+}
+
+// attached names what is still attached to the EKS cluster (node groups,
+// Fargate profiles), for a DeleteCluster EKS refuses.
+func (in *infra) attached(ctx context.Context) string {
+	var parts []string
+	if ngs, err := in.eks.ListNodegroups(ctx, &eks.ListNodegroupsInput{ClusterName: aws.String(in.name)}); err == nil && len(ngs.Nodegroups) > 0 {
+		parts = append(parts, "node groups "+strings.Join(ngs.Nodegroups, ", "))
+	}
+	if fps, err := in.eks.ListFargateProfiles(ctx, &eks.ListFargateProfilesInput{ClusterName: aws.String(in.name)}); err == nil && len(fps.FargateProfileNames) > 0 {
+		parts = append(parts, "Fargate profiles "+strings.Join(fps.FargateProfileNames, ", "))
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return ": still attached: " + strings.Join(parts, "; ")
+}
+
+// KindFargateProfile is the kind of the Fargate profiles' resource events.
+const KindFargateProfile = "FargateProfile"
+
+// deleteFargateProfiles deletes every Fargate profile of the EKS cluster.
+// kiln creates none, so each one was made by hand or another tool; EKS
+// deletes no cluster that still has one (DeleteCluster: "If you have …
+// Fargate profiles attached to the cluster, you must delete them first",
+// ResourceInUseException —
+// https://docs.aws.amazon.com/eks/latest/APIReference/API_DeleteCluster.html),
+// and it cannot outlive the cluster, so — as eksctl does, and as for a
+// node group kiln did not create — it is deleted, named in its own event.
+// One at a time: "Only one Fargate profile in a cluster can be in the
+// DELETING status at a time" (API_DeleteFargateProfile.html); the names
+// come from ListFargateProfiles (API_ListFargateProfiles.html, paginated
+// by nextToken).
+func (in *infra) deleteFargateProfiles(ctx context.Context) error {
+	n := in.name
+	out, err := in.eks.DescribeCluster(ctx, &eks.DescribeClusterInput{Name: aws.String(n)})
+	switch {
+	case apiCode(err) == "ResourceNotFoundException":
+		in.emit(KindFargateProfile, n, engine.StatusNotFound, "none: no EKS cluster %s", n)
+		return nil
+	case err != nil:
+		return in.fail(KindFargateProfile, n, fmt.Errorf("describe EKS cluster %s: %w", n, err))
+	case out.Cluster.Tags[TagCluster] != in.name:
+		return nil // deleteCluster leaves it alone, and so its profiles
+	}
+	var names []string
+	pg := eks.NewListFargateProfilesPaginator(in.eks, &eks.ListFargateProfilesInput{ClusterName: aws.String(n)})
+	for pg.HasMorePages() {
+		page, err := pg.NextPage(ctx)
+		if apiCode(err) == "ResourceNotFoundException" {
+			return nil
+		}
+		if err != nil {
+			return in.fail(KindFargateProfile, n, fmt.Errorf("list Fargate profiles of %s: %w", n, err))
+		}
+		names = append(names, page.FargateProfileNames...)
+	}
+	if len(names) == 0 {
+		in.emit(KindFargateProfile, n, engine.StatusNotFound, "none")
+	}
+	for _, fp := range names {
+		in.emit(KindFargateProfile, fp, engine.StatusTerminating, "deleting: not created by kiln (kiln creates no Fargate profile), and EKS deletes no cluster that has one")
+		err := poll(ctx, deleteLimit, func(ctx context.Context) (bool, error) {
+			_, err := in.eks.DeleteFargateProfile(ctx, &eks.DeleteFargateProfileInput{ClusterName: aws.String(n), FargateProfileName: aws.String(fp)})
+			switch apiCode(err) {
+			case "":
+			case "ResourceNotFoundException":
+				return true, nil
+			case "ResourceInUseException": // another profile is DELETING
+				in.emit(KindFargateProfile, fp, engine.StatusTerminating, "waiting: %s", errorMessage(err))
+				return false, nil
+			default:
+				return false, fmt.Errorf("delete Fargate profile %s of %s: %w", fp, n, err)
+			}
+			_, err = in.eks.DescribeFargateProfile(ctx, &eks.DescribeFargateProfileInput{ClusterName: aws.String(n), FargateProfileName: aws.String(fp)})
+			if apiCode(err) == "ResourceNotFoundException" {
+				return true, nil
+			}
+			return false, err
+		})
+		if err != nil {
+			return in.fail(KindFargateProfile, fp, err)
+		}
+		in.emit(KindFargateProfile, fp, engine.StatusNotFound, "deleted")
+	}
 	return nil
 }
 

@@ -246,7 +246,11 @@ func (in *infra) unsupported(err error) bool {
 // order of creation, every resource tagged kiln.dev/cluster=NAME — found by
 // tag, so leftovers of a partial create or an earlier destroy are removed
 // even when the EKS cluster is already gone — confirms each deletion, and
-// finally verifies that nothing tagged remains.
+// finally verifies that nothing tagged remains. Before the node groups it
+// deletes, through the cluster's API, the LoadBalancer Services and
+// Ingresses (lb.go) and the Fargate profiles; after the cluster it sweeps
+// kiln's VPC by ID (sweep.go). What kiln will not delete fails the run
+// within about a minute, naming it (dependencyLimit).
 //
 // An endpoint that is not AWS may lack DeleteRouteTable (kumo); the route
 // table is then reported as left behind by the emulator, not as an error.
@@ -265,10 +269,15 @@ func (p *Provider) DestroyInfrastructure(ctx context.Context, name, region strin
 		kind string
 		run  func(context.Context) error
 	}{
+		// Through the cluster's API while it is served (lb.go).
+		{KindLoadBalancer, in.deleteLoadBalancers},
+		{KindFargateProfile, in.deleteFargateProfiles},
 		{KindNodegroup, in.deleteNodegroups},
 		{KindLaunchTemplate, in.deleteLaunchTemplates},
 		{KindEKSCluster, in.deleteCluster},
 		{KindIAMRole, in.deleteRoles},
+		// The VPC sweep, by VPC ID (sweep.go), before the subnets.
+		{KindNetworkInterface, in.deleteNetworkInterfaces},
 		{KindSecurityGroup, in.deleteSecurityGroups},
 		{KindSubnet, in.deleteSubnets},
 		{KindRouteTable, func(ctx context.Context) error {

@@ -418,22 +418,37 @@ func (in *infra) networkInventory(ctx context.Context, inv Inventory) error {
 	return nil
 }
 
-// deleteEC2 deletes one EC2 resource, retrying while AWS reports
-// DependencyViolation (EKS releases its network interfaces late), then
-// confirms it is gone with exists.
-func (in *infra) deleteEC2(ctx context.Context, kind, id string, del func(context.Context) error, exists func(context.Context) (bool, error)) error {
+// deleteEC2 deletes one EC2 resource, then confirms it is gone with
+// exists. AWS answers DependencyViolation while something still uses the
+// resource (DeleteVpc, DeleteSubnet, DeleteSecurityGroup in the EC2 API
+// reference); the sweep (sweep.go) has removed what kiln removes, so one
+// that persists for dependencyLimit fails, naming what blocks (blockers,
+// when given, describes it) — not deleteLimit of polling.
+func (in *infra) deleteEC2(ctx context.Context, kind, id string, del func(context.Context) error, exists func(context.Context) (bool, error), blockers func(context.Context) string) error {
 	in.emit(kind, id, engine.StatusTerminating, "deleting")
-	err := poll(ctx, deleteLimit, func(ctx context.Context) (bool, error) {
+	var violation error
+	err := poll(ctx, dependencyLimit, func(ctx context.Context) (bool, error) {
 		err := del(ctx)
 		switch {
 		case err == nil || strings.HasSuffix(apiCode(err), ".NotFound"):
 			return true, nil
 		case apiCode(err) == "DependencyViolation":
+			violation = err
 			in.emit(kind, id, engine.StatusTerminating, "waiting for dependencies to go: %v", err)
 			return false, nil
 		}
 		return false, err
 	})
+	if violation != nil && timedOut(ctx, err) {
+		what := ""
+		if blockers != nil {
+			if b := blockers(ctx); b != "" {
+				what = "; blocked by " + b
+			}
+		}
+		return in.fail(kind, id, fmt.Errorf("AWS refuses to delete %s %s for %s (DependencyViolation: %s)%s; kiln does not delete what it did not find in its VPC: remove it, then run `%s` again",
+			kind, id, dependencyLimit, errorMessage(violation), what, command("destroy", in.name, in.region)))
+	}
 	if err != nil {
 		return in.fail(kind, id, fmt.Errorf("delete %s %s: %w", kind, id, err))
 	}
@@ -448,25 +463,39 @@ func (in *infra) deleteEC2(ctx context.Context, kind, id string, del func(contex
 	return nil
 }
 
+// deleteSecurityGroups deletes every security group in kiln's VPCs but
+// "default", and kiln's tagged ones, after revoking the rules by which
+// they reference each other (sweep.go). A group kiln did not create is
+// named in its event.
 func (in *infra) deleteSecurityGroups(ctx context.Context) error {
-	sgs, err := findSecurityGroups(ctx, in.ec2, in.name)
+	sgs, err := in.vpcSecurityGroups(ctx)
 	if err != nil {
 		return in.fail(KindSecurityGroup, resourceName(in.name, "sg"), err)
 	}
 	if len(sgs) == 0 {
 		in.emit(KindSecurityGroup, resourceName(in.name, "sg"), engine.StatusNotFound, "none")
 	}
+	if err := in.revokeCrossReferences(ctx, sgs); err != nil {
+		return in.fail(KindSecurityGroup, resourceName(in.name, "sg"), err)
+	}
 	for _, g := range sgs {
 		id := aws.ToString(g.GroupId)
+		if !hasTag(g.Tags, TagCluster, in.name) {
+			in.emit(KindSecurityGroup, id, engine.StatusTerminating, "deleting: not created by kiln (%s, %q) but in kiln's VPC %s", aws.ToString(g.GroupName), aws.ToString(g.Description), aws.ToString(g.VpcId))
+		}
 		err := in.deleteEC2(ctx, KindSecurityGroup, id,
 			func(ctx context.Context) error {
 				_, err := in.ec2.DeleteSecurityGroup(ctx, &ec2.DeleteSecurityGroupInput{GroupId: aws.String(id)})
 				return err
 			},
 			func(ctx context.Context) (bool, error) {
-				left, err := findSecurityGroups(ctx, in.ec2, in.name)
-				return slices.ContainsFunc(left, func(x ec2types.SecurityGroup) bool { return aws.ToString(x.GroupId) == id }), err
-			})
+				out, err := in.ec2.DescribeSecurityGroups(ctx, &ec2.DescribeSecurityGroupsInput{GroupIds: []string{id}})
+				if apiCode(err) == "InvalidGroup.NotFound" {
+					return false, nil
+				}
+				return err == nil && slices.ContainsFunc(out.SecurityGroups, func(x ec2types.SecurityGroup) bool { return aws.ToString(x.GroupId) == id }), err
+			},
+			func(ctx context.Context) string { return in.sgBlockers(ctx, id) })
 		if err != nil {
 			return err
 		}
@@ -492,7 +521,8 @@ func (in *infra) deleteSubnets(ctx context.Context) error {
 			func(ctx context.Context) (bool, error) {
 				left, err := findSubnets(ctx, in.ec2, in.name)
 				return slices.ContainsFunc(left, func(x ec2types.Subnet) bool { return aws.ToString(x.SubnetId) == id }), err
-			})
+			},
+			func(ctx context.Context) string { return in.subnetBlockers(ctx, id) })
 		if err != nil {
 			return err
 		}
@@ -528,7 +558,7 @@ func (in *infra) deleteRouteTables(ctx context.Context) (left bool, err error) {
 			func(ctx context.Context) (bool, error) {
 				left, err := findRouteTables(ctx, in.ec2, in.name)
 				return slices.ContainsFunc(left, func(x ec2types.RouteTable) bool { return aws.ToString(x.RouteTableId) == id }), err
-			})
+			}, nil)
 		if err != nil {
 			return left, err
 		}
@@ -560,7 +590,7 @@ func (in *infra) deleteIGWs(ctx context.Context) error {
 			func(ctx context.Context) (bool, error) {
 				left, err := findIGWs(ctx, in.ec2, in.name)
 				return slices.ContainsFunc(left, func(x ec2types.InternetGateway) bool { return aws.ToString(x.InternetGatewayId) == id }), err
-			})
+			}, nil)
 		if err != nil {
 			return err
 		}
@@ -586,7 +616,8 @@ func (in *infra) deleteVPCs(ctx context.Context) error {
 			func(ctx context.Context) (bool, error) {
 				left, err := findVPCs(ctx, in.ec2, in.name)
 				return slices.ContainsFunc(left, func(x ec2types.Vpc) bool { return aws.ToString(x.VpcId) == id }), err
-			})
+			},
+			func(ctx context.Context) string { return in.vpcBlockers(ctx, id) })
 		if err != nil {
 			return err
 		}
