@@ -94,7 +94,11 @@ func (e *Engine) direct(ctx context.Context, req Target, cands []candidate) (Loc
 		return Location{}, false
 	}
 	if isExplicit(req, p) {
-		return try(p.Target(), SourceNamed, "named with "+e.inputName(p.Nouns().Target))
+		how := e.Chosen
+		if how == "" {
+			how = "named with " + e.inputName(p.Nouns().Target)
+		}
+		return try(p.Target(), SourceNamed, how)
 	}
 	if where, how := e.remembered(req, cands); where != "" {
 		return try(where, SourceRemembered, how)

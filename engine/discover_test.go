@@ -65,3 +65,42 @@ func TestDiscoveryReportsSlowAndSkippedLocations(t *testing.T) {
 		t.Errorf("uniqueness note: %q", got)
 	}
 }
+
+// explicitProvider names its location (the user gave --context, or the
+// wizard's selected row) and finds the cluster there.
+type explicitProvider struct{ scopedProvider }
+
+func (p *explicitProvider) Explicit() bool { return true }
+func (p *explicitProvider) InspectLocation(_ context.Context, name, where string) Location {
+	return Location{Name: where, Cluster: name, Infra: InfraPresent}
+}
+
+// TestNamedLocationIsWordedByTheFrontend: the line saying where a named
+// cluster was found names the CLI's flag, or the frontend's own words
+// (Engine.Chosen: the wizard's "chosen in the wizard", never a form field
+// the user did not use).
+func TestNamedLocationIsWordedByTheFrontend(t *testing.T) {
+	for _, tc := range []struct {
+		chosen, want string
+	}{
+		{"", "cluster dev1 is in context a (named with --context)"},
+		{"chosen in the wizard", "cluster dev1 is in context a (chosen in the wizard)"},
+	} {
+		var logs []string
+		e := &Engine{Chosen: tc.chosen, Namer: func(in Input) string { return "FORM FIELD " + string(in) }, Sink: SinkFunc(func(ev Event) {
+			if ev.Type == TypeLog {
+				logs = append(logs, ev.Message)
+			}
+		})}
+		if tc.chosen == "" {
+			e.Namer = nil
+		}
+		if _, err := e.discoverTarget(context.Background(), Target{Provider: &explicitProvider{}, Name: "dev1", TokenDir: t.TempDir()}, false); err != nil {
+			t.Fatal(err)
+		}
+		all := strings.Join(logs, "\n")
+		if !strings.Contains(all, tc.want) || strings.Contains(all, "FORM FIELD") {
+			t.Errorf("Chosen %q: logs\n%s\nwant a line with %q and no form field", tc.chosen, all, tc.want)
+		}
+	}
+}

@@ -65,6 +65,10 @@ type Engine struct {
 	// Namer words the inputs that error messages tell the user to give
 	// (default FlagName: the CLI's flags). See InputError.
 	Namer Namer
+	// Chosen says how the frontend named a cluster's location when it
+	// names one, as log lines give it ("chosen in the wizard"); "" says
+	// "named with" the provider's location input (--context, --region).
+	Chosen string
 	// Version is this kiln's version: recorded on kiln-config by create
 	// and upgrade ("dev" when empty), and the tag of the default gateway
 	// image (kiln's own image at this version, platform.GatewayImage).

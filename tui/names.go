@@ -5,6 +5,11 @@ import (
 	"github.com/kilnctl/kiln/engine/input"
 )
 
+// Chosen is how the wizard's log lines say where a cluster's location came
+// from: the create form's field or the selected cluster's row, never a
+// flag.
+const Chosen = "chosen in the wizard"
+
 // InputName words an engine input as the wizard offers it: its own form
 // fields and keys, never a CLI flag. The wizard's engine uses it as its
 // Namer, so messages that tell the user what to give next name what the
