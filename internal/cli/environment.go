@@ -12,6 +12,7 @@ var environmentVars = []struct{ name, meaning string }{
 	{"GOMEMLIMIT", "kiln gateway: Go's soft memory limit; when set, KILN_MEMORY_LIMIT is ignored"},
 	{"KUBE_FEATURE_WatchListClient", "client-go's watch-list for informers; kiln sets it to false unless set (client-go retries a refused watch-list with no backoff)"},
 	{"KILN_AWS_KUBE_CONTEXT", "kubeconfig context that reaches an EKS cluster's endpoint, as --kube-context-override (aws)"},
+	{"KILN_AWS_LB_WAIT", "how long destroy aws waits for the cluster's LoadBalancer Services and Ingresses to be gone (their load balancers deleted), as a Go duration (default 5m)"},
 	{"KUBECONFIG", "kubeconfig file(s) when --kubeconfig is not given (default ~/.kube/config)"},
 	{"HOME", "where ~/.kube/config, ~/.aws/config and ~/.aws/credentials, and the XDG defaults below, are"},
 	{"XDG_STATE_HOME", "base of the default token dirs: $XDG_STATE_HOME/kiln/PROVIDER/NAME/tokens (default ~/.local/state)"},
