@@ -56,6 +56,7 @@ func TestCommandsSurviveAnAPIServerRestart(t *testing.T) {
 		if strings.Contains(r.stdout, "holding every write back") {
 			t.Logf("%s at %s: a Lease was not renewed for ⅔ of its duration; its writes were held back and resumed", args[0], point)
 		}
+		t.Logf("%s through an API server restart at %s: exit %d", args[0], point, r.code)
 		return r
 	}
 
@@ -72,6 +73,7 @@ func TestCommandsSurviveAnAPIServerRestart(t *testing.T) {
 		if err := <-stalled; err != nil {
 			t.Fatal(err)
 		}
+		t.Logf("%s through an etcd stall at %s: exit %d", strings.Join(args[:2], " "), point, r.code)
 		return r
 	}
 
