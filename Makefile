@@ -54,7 +54,7 @@ test: fmt-check vet goreleaser-check testbin-realnode build
 ## own, and a cluster hosts one), none for the others.
 BENCH_SMOKE_ENV := KILN_BENCH_SCALE_SIZES=2,3 KILN_BENCH_PROJECTS=3 KILN_BENCH_BULK=2 \
 	KILN_BENCH_CONCURRENCY=2 KILN_BENCH_SETTLE_S=60 KILN_BENCH_INSPECT_PROJECTS=3 KILN_BENCH_IDLE_S=1 \
-	KILN_BENCH_SLOW_S=1 KILN_BENCH_UPGRADE_PROJECTS=2 KILN_BENCH_FAULT_RATES=10 KILN_BENCH_LIST_ITER=1 \
+	KILN_BENCH_SLOW_S=1 KILN_BENCH_UPGRADE_PROJECTS=2 KILN_BENCH_FAULT_RATES=10 KILN_BENCH_FAULT_SCENARIOS=none KILN_BENCH_LIST_ITER=1 \
 	KILN_BENCH_GATEWAY_SECONDS=1
 bench-smoke: testbin
 	$(BENCH_SMOKE_ENV) $(GO) test -run '^$$' -bench . -skip '^Benchmark(Upgrade|PlatformDestroy)$$' -benchtime=1x -count=1 -timeout 15m ./bench/

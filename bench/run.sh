@@ -26,7 +26,9 @@
 #                   and 5,000 fake pods load a shared machine for minutes;
 #                   the kubectl script runs up to KILN_BENCH_PEER_MAX=1000)
 #   PROJECTS=only   bulk start of 100 projects against kubectl
-#   FAULTS=only     completion through injected API faults (3% and 10%)
+#   FAULTS=only     completion through injected API faults (3%, 10%, a 20%
+#                   mix of every kind, a relist storm, 2 s latency, an API
+#                   server restart)
 #   DISCOVERY=1     (default 0) discovery with 20 contexts, kiln before
 #                   (BEFORE_REF, default main) and after; bench/discovery.sh
 #                   runs this block alone
@@ -334,26 +336,34 @@ ftables() {
 	awk '
 	/^BenchmarkFaultCompletion/ {
 		name = $1; sub(/^BenchmarkFaultCompletion\//, "", name); sub(/-[0-9]+$/, "", name)
-		split(name, p, "/"); rate = p[1]; sub(/^rate=/, "", rate); tool = p[2]
-		n[rate, tool] = $2; rates[rate] = 1
-		for (i = 3; i < NF; i += 2) v[rate, tool, $(i + 1)] = $i
+		split(name, p, "/"); row = p[1]; tool = p[2]
+		n[row, tool] = $2; rows[row] = 1; ns[row, tool] = $3
+		for (i = 5; i < NF; i += 2) v[row, tool, $(i + 1)] = $i
 	}
 	function val(r, t, u) { return ((r, t, u) in v) ? v[r, t, u] : "" }
 	function pct(x) { return x == "" ? "–" : sprintf("%.0f%%", x) }
 	function num(x) { return x == "" ? "–" : sprintf("%.1f", x) }
+	function secs(r, t) { return ((r, t) in ns) ? sprintf("%.1f", ns[r, t] / 1e9) : "–" }
 	END {
 		print "#### Completion through injected API faults"
 		print ""
-		print "| faults | runs | `kiln create --continue` | `kiln project suspend`/`start` | `kubectl apply --server-side` + `rollout status` | faults/run (kiln, kubectl) |"
-		print "|---:|---:|---:|---:|---:|---:|"
-		split("3% 10%", order, " ")
-		for (j = 1; j <= 2; j++) {
+		print "| faults | runs | `kiln create --continue` | `kiln project suspend`/`start` | `kubectl apply --server-side` + `rollout status` | faults/run (kiln, kubectl) | s/run (kiln, kubectl) |"
+		print "|---|---:|---:|---:|---:|---:|---:|"
+		split("rate=3% rate=10% mix=20% storm latency=2s restart", order, " ")
+		label["rate=3%"] = "3%"; label["rate=10%"] = "10%"
+		label["mix=20%"] = "20%, every kind (watch-gone too)"
+		label["storm"] = "relist storm (every watch 410 Expired)"
+		label["latency=2s"] = "2 s latency on every request"
+		label["restart"] = "API server killed, back 8 s later (restarts/run)"
+		for (j = 1; j <= 6; j++) {
 			r = order[j]
-			if (!(r in rates)) continue
-			printf "| %s | %s | %s | %s | %s | %s, %s |\n", r, n[r, "kiln"],
+			if (!(r in rows)) continue
+			fk = val(r, "kiln", "faults/run"); fc = val(r, "kubectl", "faults/run")
+			if (r == "restart") { fk = val(r, "kiln", "restarts/run"); fc = val(r, "kubectl", "restarts/run") }
+			printf "| %s | %s | %s | %s | %s | %s, %s | %s, %s |\n", label[r], n[r, "kiln"],
 				pct(val(r, "kiln", "continue-%")), pct(val(r, "kiln", "project-%")),
-				pct(val(r, "kubectl", "apply-rollout-%")),
-				num(val(r, "kiln", "faults/run")), num(val(r, "kubectl", "faults/run"))
+				pct(val(r, "kubectl", "apply-rollout-%")), num(fk), num(fc),
+				secs(r, "kiln"), secs(r, "kubectl")
 		}
 	}' "$1"
 }
@@ -586,14 +596,19 @@ if [[ -n $run_proj ]]; then
 fi
 
 # The fault-completion benchmark: its own control plane, kiln and kubectl
-# through the same fault proxy at 3% and 10%.
+# through the same fault proxy at 3% and 10%, then the 20% mix, the relist
+# storm, 2 s latency and an API server restart.
 if [[ -n $run_fault ]]; then
 	if replayed fault fault.txt; then :; else
 	block fault
 	go test -run '^$' -bench 'FaultCompletion' \
 		-benchtime="${FAULT_RUNS}x" -count=1 -timeout 60m ./bench/ 2>&1 | tee "$tmp/fault.txt"
 	need "$tmp/fault.txt" 'FaultCompletion/rate=3%/kiln' 'FaultCompletion/rate=3%/kubectl' \
-		'FaultCompletion/rate=10%/kiln' 'FaultCompletion/rate=10%/kubectl'
+		'FaultCompletion/rate=10%/kiln' 'FaultCompletion/rate=10%/kubectl' \
+		'FaultCompletion/mix=20%/kiln' 'FaultCompletion/mix=20%/kubectl' \
+		'FaultCompletion/storm/kiln' 'FaultCompletion/storm/kubectl' \
+		'FaultCompletion/latency=2s/kiln' 'FaultCompletion/latency=2s/kubectl' \
+		'FaultCompletion/restart/kiln' 'FaultCompletion/restart/kubectl'
 	block_end fault
 	publish fault
 	fi

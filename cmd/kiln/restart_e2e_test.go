@@ -20,8 +20,10 @@ import (
 // completes with exit 0 and the end state of a run without the fault. A
 // Lease that could not be renewed meanwhile holds the run's writes back
 // rather than ending it, and nobody could take it while the server was
-// gone. The cluster is this test's own: the restart must not disturb the
-// other tests' control planes.
+// gone. etcd stopped for 20 s (the API server up, answering timeouts and
+// 5xx) in the middle of create, project create, bulk project start,
+// upgrade and destroy: the same outcome. The cluster is this test's own:
+// the restart must not disturb the other tests' control planes.
 func TestCommandsSurviveAnAPIServerRestart(t *testing.T) {
 	skipShort(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
@@ -54,6 +56,24 @@ func TestCommandsSurviveAnAPIServerRestart(t *testing.T) {
 		if strings.Contains(r.stdout, "holding every write back") {
 			t.Logf("%s at %s: a Lease was not renewed for ⅔ of its duration; its writes were held back and resumed", args[0], point)
 		}
+		t.Logf("%s through an API server restart at %s: exit %d", args[0], point, r.code)
+		return r
+	}
+
+	// stall runs kiln paused at point, stops etcd for 20 s (the API server
+	// up, answering timeouts and 5xx), and lets kiln go on a second into
+	// the stall.
+	stall := func(point string, args ...string) result {
+		t.Helper()
+		p := e.startPaused(point, append(args, "--timeout", "3m")...)
+		stalled := make(chan error, 1)
+		go func() { stalled <- c.StallEtcd(ctx, 20*time.Second) }()
+		time.Sleep(time.Second) // etcd stopped before the run goes on: not a wait for a result
+		r := p.resume()
+		if err := <-stalled; err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("%s through an etcd stall at %s: exit %d", strings.Join(args[:2], " "), point, r.code)
 		return r
 	}
 
@@ -125,22 +145,48 @@ func TestCommandsSurviveAnAPIServerRestart(t *testing.T) {
 		t.Errorf("after a restack through a restart: %q", st)
 	}
 
-	// etcd stalled for 20 s (the API server up, answering timeouts and
-	// 5xx) in the middle of a project create: the run completes.
-	p := e.startPaused("after-secret", "project", "create", "kube", name, "default/four", "--context", "kiln-restart", "--timeout", "3m", "-o", "json")
-	stalled := make(chan error, 1)
-	go func() { stalled <- c.StallEtcd(ctx, 20*time.Second) }()
-	time.Sleep(time.Second) // etcd stopped before the run goes on: not a wait for a result
-	r = p.resume()
-	if err := <-stalled; err != nil {
-		t.Fatal(err)
-	}
+	// etcd stalled for 20 s in the middle of a project create, a bulk
+	// start and an upgrade adding a tenant: each run completes with the
+	// state of a run without the fault.
+	r = stall("after-secret", "project", "create", "kube", name, "default/four", "--context", "kiln-restart", "-o", "json")
 	expect(t, r, 0)
 	if st := projectStates(t, e, name, "kiln-restart")["default/four"]; st != "running" {
 		t.Errorf("after a project create through an etcd stall: %q", st)
 	}
+	refs = append(refs, "default/four")
+	expect(t, e.kiln("project", "suspend", "kube", name, "--all", "--yes", "--context", "kiln-restart", "--headless"), 0)
+	r = stall("after-secret", "project", "start", "kube", name, "--all", "--yes", "--context", "kiln-restart", "-o", "json")
+	expect(t, r, 0)
+	states = projectStates(t, e, name, "kiln-restart")
+	for _, ref := range refs {
+		if states[ref] != "running" {
+			t.Errorf("after start --all through an etcd stall: %s is %q", ref, states[ref])
+		}
+	}
+	cfg = writeConfig(t, "apiVersion: kiln.dev/v1alpha1\nkind: ClusterConfig\nspec:\n  tenants: [default, staging, prod]\n")
+	r = stall("upgrade-after-tenants", "upgrade", "kube", name, "--context", "kiln-restart", "-c", cfg, "--yes", "-o", "json")
+	expect(t, r, 0)
+	if _, err := c.Client.CoreV1().Namespaces().Get(ctx, "kiln-tenant-prod", metav1.GetOptions{}); err != nil {
+		t.Errorf("after an upgrade through an etcd stall: tenant namespace: %v", err)
+	}
+	checkKeys(t, c.Client, e.tokenDir(name), name)
+	if tokens := readTokens(t, e.tokenDir(name)); len(tokens["prod"]) == 0 {
+		t.Errorf("after an upgrade through an etcd stall: no token of tenant prod in the token dir")
+	}
 
 	r = outage("after-tenants-delete", "destroy", "kube", name, "--context", "kiln-restart", "--yes", "-o", "json")
+	expect(t, r, 0)
+	waitNamespaceGone(t, c.Client, "kiln-system")
+	waitNamespaceGone(t, c.Client, "kiln-tenant-default")
+
+	// A create and a destroy, each through an etcd stall: the platform as a
+	// fault-free create leaves it (one trusted key, the committed token
+	// dir's, every tenant token verifying), then nothing left.
+	const name2 = "phoenix3"
+	r = stall("after-auth", "create", "kube", name2, "--context", "kiln-restart", "-o", "json")
+	expect(t, r, 0)
+	checkKeys(t, c.Client, e.tokenDir(name2), name2)
+	r = stall("after-tenants-delete", "destroy", "kube", name2, "--context", "kiln-restart", "--yes", "-o", "json")
 	expect(t, r, 0)
 	waitNamespaceGone(t, c.Client, "kiln-system")
 	waitNamespaceGone(t, c.Client, "kiln-tenant-default")

@@ -17,6 +17,13 @@ type Gate interface {
 	WaitWrite(ctx context.Context) error
 }
 
+// Enforcer is a Gate told when a request carrying it went through
+// kubeapi's Transport: the operation's client holds its writes back at
+// the gate, before any write was sent.
+type Enforcer interface {
+	Enforce()
+}
+
 type gatesKey struct{}
 
 // WithGate returns a copy of ctx whose requests' writes each wait for g
@@ -28,12 +35,20 @@ func WithGate(ctx context.Context, g Gate) context.Context {
 
 // waitGates waits for the gates req's context carries when req writes.
 func waitGates(req *http.Request) error {
-	switch req.Method {
-	case http.MethodGet, http.MethodHead, http.MethodOptions:
-		return nil
-	}
 	ctx := req.Context()
 	gs, _ := ctx.Value(gatesKey{}).([]Gate)
+	switch req.Method {
+	case http.MethodGet, http.MethodHead, http.MethodOptions:
+		// A read is not held back, but it shows the gate's holder that
+		// its operation's requests go through this Transport, so its
+		// writes will wait (see Enforcer).
+		for _, g := range gs {
+			if e, ok := g.(Enforcer); ok {
+				e.Enforce()
+			}
+		}
+		return nil
+	}
 	for _, g := range gs {
 		if err := g.WaitWrite(ctx); err != nil {
 			return err

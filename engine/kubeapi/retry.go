@@ -14,6 +14,7 @@
 package kubeapi
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -111,6 +112,20 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		resp, err := t.Next.RoundTrip(try)
 		if resp != nil {
 			t.answered.Store(true)
+		}
+		if err == nil && buffered(req) {
+			// The answer's body is read here, not by client-go above: a
+			// body cut in the middle (the API server gone after its
+			// headers, an HTTP/2 stream reset: "stream error when reading
+			// response body") is then a failed try like any other, not
+			// the end of the request.
+			body, rerr := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if rerr != nil {
+				resp, err = nil, rerr
+			} else {
+				resp.Body = io.NopCloser(bytes.NewReader(body))
+			}
 		}
 		if err != nil && req.Method != http.MethodGet {
 			lost = true // the write may have landed
@@ -267,6 +282,20 @@ func describe(err error) string {
 		return "the server reset the request's stream"
 	}
 	return "the connection failed"
+}
+
+// buffered says whether an answer's body is read whole inside the retries:
+// every answer but a stream (a watch, a followed log, an upgraded
+// connection), which client-go reads as it comes.
+func buffered(req *http.Request) bool {
+	q := req.URL.Query()
+	if w := q.Get("watch"); w == "true" || w == "1" {
+		return false
+	}
+	if q.Get("follow") == "true" || req.Header.Get("Upgrade") != "" {
+		return false
+	}
+	return true
 }
 
 func replayable(req *http.Request) bool {

@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -262,5 +263,45 @@ func TestContains(t *testing.T) {
 		if got := contains(stored, tc.sent, true); got != tc.want {
 			t.Errorf("%s: contains = %v, want %v", tc.name, got, tc.want)
 		}
+	}
+}
+
+// An answer whose body is cut after its headers (the API server gone in
+// the middle of it; over HTTP/2 "stream error when reading response body")
+// is a failed try like any other: the next try's answer is what the caller
+// reads.
+func TestBodyCutMidAnswerIsRetried(t *testing.T) {
+	for _, h2 := range []bool{false, true} {
+		t.Run(fmt.Sprintf("http2=%v", h2), func(t *testing.T) {
+			var tries atomic.Int32
+			up := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Content-Type", "application/json")
+				if tries.Add(1) == 1 {
+					w.Header().Set("Content-Length", "100")
+					w.WriteHeader(http.StatusOK)
+					_, _ = w.Write([]byte(`{"kind":`))
+					w.(http.Flusher).Flush()
+					panic(http.ErrAbortHandler) // cut: a reset stream or a closed connection
+				}
+				_, _ = w.Write([]byte(`{"kind":"ConfigMap"}`))
+			}))
+			up.EnableHTTP2 = h2
+			up.StartTLS()
+			defer up.Close()
+			rt := &Transport{Next: up.Client().Transport, Policy: fast}
+			req, _ := http.NewRequest(http.MethodGet, up.URL+"/api/v1/namespaces/a/configmaps/b", nil)
+			resp, err := rt.RoundTrip(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			body, err := io.ReadAll(resp.Body)
+			if err != nil || string(body) != `{"kind":"ConfigMap"}` {
+				t.Fatalf("body %q, err %v after %d tries", body, err, tries.Load())
+			}
+			if tries.Load() != 2 {
+				t.Fatalf("%d tries, want 2", tries.Load())
+			}
+		})
 	}
 }

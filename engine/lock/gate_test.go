@@ -208,3 +208,54 @@ func TestGatedHolderThatLostTheLeaseNeverSendsTheHeldWrite(t *testing.T) {
 		t.Errorf("cause = %v, want exit 4 naming destroy dev1", cause)
 	}
 }
+
+// The server gone after the lease was taken but before the operation's
+// first write: a read through kubeapi's Transport has shown the gate in
+// use, so the holder holds the coming write back instead of ending the
+// run, and lets it go after a renewal.
+func TestGatedHolderHoldsWritesBackBeforeItsFirstWrite(t *testing.T) {
+	ctx := testCtx(t)
+	ns := cluster.Namespace(t)
+	o := &renewalOutage{}
+	cs := gatedClient(t, o)
+	holder, hctx, err := Acquire(ctx, cs, Options{Namespace: ns, Name: leaseName, Operation: "project suspend", Duration: 3 * time.Second, Gated: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = holder.Release(context.Background()) })
+	if _, err := cs.CoreV1().ConfigMaps(ns).List(hctx, metav1.ListOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	o.down.Store(true)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		holder.mu.Lock()
+		paused := holder.paused != nil
+		holder.mu.Unlock()
+		if paused {
+			break
+		}
+		if hctx.Err() != nil {
+			t.Fatalf("the operation was ended before its first write: %v", context.Cause(hctx))
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the holder never held writes back")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	issued := time.Now()
+	done := make(chan error, 1)
+	go func() { done <- writeConfigMap(hctx, cs, ns, "first") }()
+	time.Sleep(500 * time.Millisecond) // the outage goes on a while: not a wait for a result
+	o.down.Store(false)
+	if err := <-done; err != nil {
+		t.Fatalf("the held write failed once the lease was renewed: %v", err)
+	}
+	renewed := o.firstOK(http.MethodPut, "/leases/", issued)
+	if wrote := o.firstOK(http.MethodPost, "/configmaps", issued); renewed.IsZero() || wrote.Before(renewed) {
+		t.Fatalf("the held write reached the server at %v, before the renewal at %v", wrote, renewed)
+	}
+	if hctx.Err() != nil {
+		t.Fatalf("the operation was ended though nobody took the lease: %v", context.Cause(hctx))
+	}
+}

@@ -117,7 +117,8 @@ type Lock struct {
 	// paused is closed when writes may go again; nil while they may.
 	paused   chan struct{}
 	pausedAt time.Time
-	// enforced: a write of the operation has waited on this gate, so its
+	// enforced: a request of the operation has passed kubeapi's Transport
+	// with this gate (a write waited on it, or a read was seen), so its
 	// client holds writes back (a client without kubeapi's Transport
 	// would not: then the operation is ended, as without Gated).
 	enforced bool
@@ -438,6 +439,16 @@ func (l *Lock) StopRenewing() {
 		l.lose(exit.Lock("lost lock %s/%s: renewal stopped while it was not confirmed for %s, so this run stopped; run again",
 			l.opts.Namespace, l.opts.Name, time.Since(l.pausedAt).Round(time.Second)))
 	}
+}
+
+// Enforce implements kubeapi.Enforcer: a request of the operation went
+// through kubeapi's Transport, so its writes wait on this gate. A lease
+// that cannot be renewed before the operation's first write then holds
+// that write back instead of ending the run.
+func (l *Lock) Enforce() {
+	l.mu.Lock()
+	l.enforced = true
+	l.mu.Unlock()
 }
 
 // WaitWrite implements kubeapi.Gate for Gated locks: it returns at once

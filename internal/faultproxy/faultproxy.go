@@ -72,6 +72,15 @@ func Uniform(rate float64) map[Kind]float64 {
 	return map[Kind]float64{InternalError: q, TooManyRequests: q, ResetBeforeRequest: q, AnswerLost: q, WatchCut: q}
 }
 
+// Mix spreads a total fault rate over every kind, watch-gone included:
+// 500, 429 and reset rate/4 each on every request, answer-lost rate/4 on
+// every request but a watch, watch-cut and watch-gone rate/8 each on
+// watches. Either way a request meets a fault with probability rate.
+func Mix(rate float64) map[Kind]float64 {
+	q := rate / 4
+	return map[Kind]float64{InternalError: q, TooManyRequests: q, ResetBeforeRequest: q, AnswerLost: q, WatchCut: q / 2, WatchGone: q / 2}
+}
+
 // Options configure a proxy.
 type Options struct {
 	// Upstream is the API server and how to reach it (its CA). Its

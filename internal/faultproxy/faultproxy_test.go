@@ -276,3 +276,32 @@ func TestNoUpstream(t *testing.T) {
 		t.Fatal("Start without an upstream succeeded")
 	}
 }
+
+// Mix gives every request, watch or not, the same total rate, and every
+// kind its share.
+func TestMixRateOnEveryRequest(t *testing.T) {
+	for _, watch := range []bool{false, true} {
+		p := &Proxy{opts: Options{WatchCutMin: 1, WatchCutMax: 2}, counts: map[Kind]int{}, rates: Mix(0.2)}
+		p.rng = newRand(7)
+		target := "/api/v1/pods"
+		if watch {
+			target += "?watch=true"
+		}
+		faults := 0
+		for i := 0; i < 20000; i++ {
+			if k, _ := p.decide(httptest.NewRequest(http.MethodGet, target, nil)); k != "" {
+				faults++
+			}
+		}
+		// 20% of 20,000: 4,000 expected; the binomial's sd is about 57.
+		if faults < 3700 || faults > 4300 {
+			t.Errorf("watch=%v: %d faults in 20000 requests at 20%%", watch, faults)
+		}
+		for _, k := range Kinds {
+			applies := (k != AnswerLost || !watch) && ((k != WatchCut && k != WatchGone) || watch)
+			if applies != (p.counts[k] > 0) {
+				t.Errorf("watch=%v: %s drawn %d times", watch, k, p.counts[k])
+			}
+		}
+	}
+}
