@@ -244,13 +244,8 @@ func (e *Emulator) serveAccess(w http.ResponseWriter, r *http.Request, b *backen
 	e.access.requests = append(e.access.requests, AccessRequest{Op: op, Cluster: cluster, Principal: principal, Body: doc})
 	e.access.mu.Unlock()
 
-	cl, found, err := e.current(r, b, b.region+"/"+cluster, "/clusters/"+cluster, "cluster")
-	switch {
-	case err != nil:
-		writeAWSError(w, r, "eks", http.StatusServiceUnavailable, ErrCodeServiceUnavailable, err.Error())
-		return true
-	case !found:
-		eksError(w, r, http.StatusNotFound, errResourceNotFound, "No cluster found for name: %s.", cluster)
+	cl, ok := e.currentCluster(w, r, b, b.region+"/"+cluster, cluster)
+	if !ok {
 		return true
 	}
 	e.eks.mu.Lock()

@@ -74,13 +74,8 @@ func (e *Emulator) serveFargate(w http.ResponseWriter, r *http.Request, b *backe
 	if len(p) < 3 || p[2] != "fargate-profiles" {
 		return false
 	}
-	cl, found, err := e.current(r, b, key, "/clusters/"+cluster, "cluster")
-	switch {
-	case err != nil:
-		writeAWSError(w, r, "eks", http.StatusServiceUnavailable, ErrCodeServiceUnavailable, err.Error())
-		return true
-	case !found:
-		eksError(w, r, http.StatusNotFound, errResourceNotFound, "No cluster found for name: %s.", cluster)
+	cl, ok := e.currentCluster(w, r, b, key, cluster)
+	if !ok {
 		return true
 	}
 	e.fargate.mu.Lock()
