@@ -24,7 +24,7 @@ func backend() *tuitest.Backend {
 		List: []tui.Cluster{
 			{Provider: "kube", Name: "dev1", Location: "kiln-local", Platform: engine.PlatformInstalled,
 				KeyIDs:   []string{"sha256:3f1c0a9be2d47d6b1e0f5a8c9d2e7b4a6c1f0e9d8b7a6c5d4e3f2a1b0c9d8e7f"},
-				TokenDir: "/home/dev/.local/state/kiln/kube/dev1/tokens"},
+				TokenDir: "/home/dev/.local/state/kiln/kube/dev1/tokens", Projects: 3},
 			{Provider: "kube", Name: "ci7", Location: "prod-eu", Platform: engine.PlatformAbsent},
 			{Provider: "kube", Location: "staging", Platform: "?", Err: "connection refused by https://10.0.0.9:6443"},
 		},

@@ -400,7 +400,7 @@ func (m *Model) viewHome(p *page, rows int) {
 	case len(m.clusters) == 0:
 		p.line("No kiln cluster found. Press n to create one.")
 	default:
-		cols := []table.Column{{Title: "PROV", Width: 7}, {Title: "NAME", Width: 15}, {Title: "CONTEXT", Width: 18}, {Title: "PLATFORM", Width: 15}, {Title: "TOKEN DIR"}}
+		cols := []table.Column{{Title: "PROV", Width: 7}, {Title: "NAME", Width: 15}, {Title: "CONTEXT", Width: 18}, {Title: "PLATFORM", Width: 15}, {Title: "PROJ", Width: 5}, {Title: "TOKEN DIR"}}
 		trows := make([]table.Row, len(m.clusters))
 		for i, c := range m.clusters {
 			td := "not found"
@@ -414,7 +414,13 @@ func (m *Model) viewHome(p *page, rows int) {
 			if name == "" {
 				name = "-"
 			}
-			trows[i] = table.Row{c.Provider, name, c.Location, c.Platform, td}
+			// Projects as kiln list counts them: "-" without a platform or
+			// when they could not be read.
+			projects := fmt.Sprintf("%4s", "-")
+			if c.Platform == engine.PlatformInstalled && c.Projects >= 0 {
+				projects = fmt.Sprintf("%4d", c.Projects)
+			}
+			trows[i] = table.Row{c.Provider, name, c.Location, c.Platform, projects, td}
 		}
 		p.addTable(m.renderTable(&m.homeTable, cols, trows, m.homeSel, p.width, max(rows-len(p.lines)-9, 4)))
 		if m.homeLoading {
