@@ -304,9 +304,9 @@ func TestKilledRealNodeIsCleanedUpByTheNext(t *testing.T) {
 		_ = cmd.Process.Kill()
 		t.Fatalf("child never reported its real node: %v", err)
 	}
-	if len(pidsOf(t, "/web")) == 0 || len(pidsOf(t, sock)) == 0 {
+	if len(webPids(t)) == 0 || len(pidsOf(t, sock)) == 0 {
 		_ = cmd.Process.Kill()
-		t.Fatalf("child's pod not running: web %v, shims %v", pidsOf(t, "/web"), pidsOf(t, sock))
+		t.Fatalf("child's pod not running: web %v, shims %v", webPids(t), pidsOf(t, sock))
 	}
 	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
@@ -315,7 +315,7 @@ func TestKilledRealNodeIsCleanedUpByTheNext(t *testing.T) {
 	time.Sleep(time.Second) // Pdeathsig reaches containerd, kubelet and kube-proxy
 	// What the killed test left (unless another package's real node,
 	// started in between, already cleaned it up: its start does the same).
-	if len(pidsOf(t, "/web")) == 0 {
+	if len(webPids(t)) == 0 {
 		t.Log("the killed node's container is already gone")
 	}
 	if err := exec.Command("ip", "link", "show", realBridge).Run(); err != nil {
@@ -326,7 +326,7 @@ func TestKilledRealNodeIsCleanedUpByTheNext(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p := pidsOf(t, "/web"); len(p) > 0 {
+	if p := webPids(t); len(p) > 0 {
 		t.Errorf("the killed node's container still runs after the next start: pids %v", p)
 	}
 	if p := pidsOf(t, sock); len(p) > 0 {
@@ -349,7 +349,22 @@ func TestKilledRealNodeIsCleanedUpByTheNext(t *testing.T) {
 }
 
 // pidsOf returns the processes whose command line contains s.
+// webPids are the processes of the test web image's container: its
+// executable is /web. (Matching "/web" anywhere in a command line would
+// also match a go test of the package .../testcluster/images/web.)
+func webPids(t *testing.T) []int {
+	t.Helper()
+	return pidsWhere(t, func(args []string) bool { return args[0] == "/web" })
+}
+
 func pidsOf(t *testing.T, s string) []int {
+	t.Helper()
+	return pidsWhere(t, func(args []string) bool {
+		return args[0] == s || strings.Contains(strings.Join(args[1:], " "), s)
+	})
+}
+
+func pidsWhere(t *testing.T, match func(args []string) bool) []int {
 	t.Helper()
 	ents, err := os.ReadDir("/proc")
 	if err != nil {
@@ -366,7 +381,7 @@ func pidsOf(t *testing.T, s string) []int {
 			continue
 		}
 		args := strings.Split(strings.TrimRight(string(cl), "\x00"), "\x00")
-		if args[0] == s || strings.Contains(strings.Join(args[1:], " "), s) {
+		if match(args) {
 			pids = append(pids, pid)
 		}
 	}
