@@ -41,12 +41,11 @@ vet:
 ## test: format, vet, `goreleaser check`, then unit and integration tests
 ## (hack/test.sh: every package, cmd/kiln's e2e in two processes at once)
 ## against a real control plane, the AWS emulator and a real Secret Service,
-## then every benchmark once at tiny sizes (bench-smoke). policycheck asks an
-## independent NetworkPolicy engine what kiln's NetworkPolicies admit.
+## and, once the packages are done and beside the e2e processes, policycheck
+## (an independent NetworkPolicy engine's verdict on kiln's NetworkPolicies)
+## and every benchmark once at tiny sizes (bench-smoke).
 test: fmt-check vet goreleaser-check testbin-realnode build
-	hack/with-secret-service.sh env KILN_TEST_SECRET_SERVICE=1 GO=$(GO) TEST_TIMEOUT=$(TEST_TIMEOUT) hack/test.sh
-	$(MAKE) --no-print-directory policycheck
-	$(MAKE) --no-print-directory bench-smoke
+	hack/with-secret-service.sh env KILN_TEST_SECRET_SERVICE=1 KILN_AFTER_PKGS=1 GO=$(GO) TEST_TIMEOUT=$(TEST_TIMEOUT) hack/test.sh
 
 ## bench-smoke: compile and run every benchmark once (-benchtime=1x) at tiny
 ## sizes so none rots; no figures are kept. Three control planes for ./bench

@@ -9,7 +9,8 @@
 # control planes; the tests (found in the sources) are dealt longest first
 # to the least loaded shard, so every test runs in exactly one shard
 # (checked below). The other
-# packages run beside the shards as one `go test`, as before, and so does
+# packages run beside the shards as one `go test` (then, with
+# KILN_AFTER_PKGS=1, policycheck and bench-smoke), and so does
 # `go test -race -short` of engine, tui, creds and internal/cli.
 #
 # KILN_TEST_FLAGS adds go test flags to every process (e.g. -short).
@@ -80,8 +81,23 @@ prefixed() { # NAME COMMAND...: run COMMAND, its output prefixed [NAME]
 	return "$rc"
 }
 
+# After the packages (which end long before the e2e shards), the same
+# process slot runs `make policycheck` and `make bench-smoke` when
+# KILN_AFTER_PKGS=1 (make test sets it): the wall time of the whole suite is
+# then the longest e2e shard's, not the shard's plus theirs. A failure of the
+# packages does not stop them; the first failure's status is kept.
+pkgs_then() {
+	local rc=0
+	prefixed pkgs $GO test -timeout "$TIMEOUT" -count=1 ${flags[@]+"${flags[@]}"} "${pkgs[@]}" || rc=$?
+	if [ "${KILN_AFTER_PKGS:-}" = 1 ]; then
+		prefixed policy make --no-print-directory policycheck GO="$GO" || { [ "$rc" -ne 0 ] || rc=1; }
+		prefixed bench make --no-print-directory bench-smoke GO="$GO" || { [ "$rc" -ne 0 ] || rc=1; }
+	fi
+	return "$rc"
+}
+
 pids=()
-prefixed pkgs $GO test -timeout "$TIMEOUT" -count=1 ${flags[@]+"${flags[@]}"} "${pkgs[@]}" &
+pkgs_then &
 pids+=($!)
 for s in "${!regex[@]}"; do
 	prefixed "e2e-$((s + 1))" $GO test -timeout "$TIMEOUT" -count=1 ${flags[@]+"${flags[@]}"} -run "^(${regex[$s]})\$" ./cmd/kiln/ &
@@ -91,7 +107,12 @@ done
 # engine, tui, creds, cli), -short so it fits beside the e2e tests;
 # KILN_RACE=0 leaves it out.
 if [ "${KILN_RACE:-1}" != 0 ]; then
-	prefixed race $GO test -race -short -timeout "$TIMEOUT" -count=1 ./engine/... ./tui/... ./creds/... ./internal/cli/... &
+	# creds' Secret Service tests list every kiln item in the login
+	# collection: beside [pkgs] (which runs them too) they need a Secret
+	# Service of their own, or each sees the other's items.
+	ss=()
+	[ "${KILN_TEST_SECRET_SERVICE:-}" = 1 ] && ss=(hack/with-secret-service.sh)
+	prefixed race ${ss[@]+"${ss[@]}"} $GO test -race -short -timeout "$TIMEOUT" -count=1 ./engine/... ./tui/... ./creds/... ./internal/cli/... &
 	pids+=($!)
 fi
 rc=0
