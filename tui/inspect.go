@@ -61,6 +61,10 @@ type inspectState struct {
 	// ref is the project the detail screen shows.
 	ref string
 	ask *projectAsk
+	// create is the new project form (n), del a project's delete
+	// confirmation (x); nil when not shown.
+	create *newProjectState
+	del    *deleteProjectState
 	// note says why the last action key did nothing (a no-op action).
 	note string
 	// since is when the current read started (the progress line).

@@ -105,6 +105,10 @@ func (m *Model) keys(short bool) []key.Binding {
 		ks = []keyHelp{{"enter/esc", "back to clusters"}, {"l", "review the run"}, {"ctrl+c", "quit"}}
 	case screenUpgrade, screenUpgradePlan, screenRotate, screenRotateConfirm:
 		ks = m.dayTwoKeys()
+	case screenProjectNew:
+		ks = helpOf(newProjectKeys.bindings())
+	case screenProjectDelete:
+		ks = helpOf(deleteProjectKeys.bindings())
 	case screenInspect, screenProject:
 		switch {
 		case m.insp != nil && m.insp.ask != nil && m.insp.ask.op == "restack":
@@ -116,11 +120,13 @@ func (m *Model) keys(short bool) []key.Binding {
 		case m.screen == screenInspect && m.opts.ReadOnly:
 			ks = []keyHelp{{"esc", "back"}, {"↑/↓", "select"}, {"/", "filter"}, {"enter", "project"}, {"read-only", "no actions"}}
 		case m.screen == screenInspect:
-			ks = append([]keyHelp{{"esc", "back"}, {"↑/↓", "select"}, {"/", "filter"}, {"enter", "project"}, {"s", "start"}, {"p", "suspend"}, {"r", "restack"}}, dayTwoActions()...)
+			ks = append([]keyHelp{{"esc", "back"}, {"↑/↓", "select"}, {"/", "filter"}, {"enter", "project"}, {"s", "start"}, {"p", "suspend"}, {"r", "restack"}}, projectActions(true)...)
+			ks = append(ks, dayTwoActions()...)
 		case m.opts.ReadOnly:
 			ks = []keyHelp{{"esc", "back"}, {"↑/↓", "scroll"}, {"read-only", "no actions"}}
 		default:
-			ks = append([]keyHelp{{"esc", "back"}, {"s", "start"}, {"p", "suspend"}, {"r", "restack"}}, dayTwoActions()...)
+			ks = append([]keyHelp{{"esc", "back"}, {"s", "start"}, {"p", "suspend"}, {"r", "restack"}}, projectActions(false)...)
+			ks = append(ks, dayTwoActions()...)
 			ks = append(ks, keyHelp{"↑/↓", "scroll"})
 		}
 		if fd := m.feed(); fd != nil && m.screen == screenProject && (m.insp.ask == nil) {

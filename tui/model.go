@@ -88,6 +88,10 @@ const (
 	screenUpgradePlan
 	screenRotate
 	screenRotateConfirm
+	// The new project form and a project's delete confirmation
+	// (projectops.go).
+	screenProjectNew
+	screenProjectDelete
 )
 
 type opKind int
@@ -505,6 +509,10 @@ func (m *Model) updateFocusedInput(msg tea.Msg) tea.Cmd {
 		m.destIn, cmd = m.destIn.Update(msg)
 	case dayTwoScreen(m.screen):
 		cmd = m.dayTwoInput(msg)
+	case m.screen == screenProjectNew:
+		cmd = m.newProjectInput(msg)
+	case m.screen == screenProjectDelete:
+		cmd = m.deleteProjectInput(msg)
 	}
 	return cmd
 }
@@ -648,7 +656,21 @@ func (m *Model) key(k tea.KeyPressMsg) tea.Cmd {
 	case screenDiscover, screenRun:
 		return m.runKey(s)
 	case screenInspect, screenProject:
+		if st := m.insp; st.ask == nil && !st.filtering {
+			p := st.selected()
+			if m.screen == screenProject {
+				p = st.project()
+			}
+			st.note = ""
+			if cmd, ok := m.projectLifecycleKey(k, p); ok {
+				return cmd
+			}
+		}
 		return m.inspectKey(s)
+	case screenProjectNew:
+		return m.newProjectKey(k)
+	case screenProjectDelete:
+		return m.deleteProjectKey(k)
 	case screenUpgrade, screenUpgradePlan, screenRotate, screenRotateConfirm:
 		return m.dayTwoKey(k)
 	case screenFinal:

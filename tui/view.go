@@ -322,6 +322,12 @@ func (m *Model) renderScreen(body *page, rows int) string {
 		return "project " + m.insp.ref
 	case screenUpgrade, screenUpgradePlan, screenRotate, screenRotateConfirm:
 		return m.viewDayTwo(body, rows)
+	case screenProjectNew:
+		m.viewNewProject(body)
+		return "new project"
+	case screenProjectDelete:
+		m.viewDeleteProject(body)
+		return "delete project " + ref(m.insp.del.project)
 	}
 	m.viewHome(body, rows)
 	return "clusters"
@@ -1036,7 +1042,11 @@ func (m *Model) viewInspect(p *page, rows int) {
 	}
 	switch {
 	case len(st.Projects) == 0:
-		p.hang(m.st.faint.Render("  none; "+CreateProjectHint(s.target, st.Tenants)+" adds one"), 4)
+		if m.opts.ReadOnly {
+			p.line(m.st.faint.Render("  none yet"))
+		} else {
+			p.line(m.st.faint.Render("  none yet; n makes one"))
+		}
 	case len(shownProjects) == 0:
 		p.line(m.st.faint.Render("  no project matches /" + s.filter))
 	default:
@@ -1086,13 +1096,15 @@ func (m *Model) inspectActions(p *page, projects []engine.ProjectStatus) {
 			pr = s.project()
 		}
 		var parts []string
-		acts := []keyHelp{{"s", "start"}, {"p", "suspend"}, {"r", "restack"}}
+		acts := []keyHelp{{"s", "start"}, {"p", "suspend"}, {"r", "restack"}, {"t", "rotate token"}, {"x", "delete"}}
 		if m.opts.ReadOnly {
 			acts = nil
-			parts = append(parts, m.st.faint.Render("read-only: no start, suspend or restack"))
+			parts = append(parts, m.st.faint.Render("read-only: no start, suspend, restack, rotate token or delete"))
+		} else if m.screen == screenInspect {
+			parts = append(parts, m.actions([]keyHelp{{"n", "new project"}}))
 		}
 		for _, k := range acts {
-			op := map[string]string{"s": engine.ProjectStart, "p": engine.ProjectSuspend, "r": engine.ProjectRestack}[k.key]
+			op := map[string]string{"s": engine.ProjectStart, "p": engine.ProjectSuspend, "r": engine.ProjectRestack, "t": engine.ProjectRotateToken, "x": engine.ProjectDelete}[k.key]
 			if pr == nil || m.disabled(op, pr) != "" {
 				// Disabled: no key brackets, and said in words, so it
 				// reads as unavailable without colour too.
@@ -1125,6 +1137,9 @@ func (m *Model) inspectActions(p *page, projects []engine.ProjectStatus) {
 	case a.op == engine.ProjectRestack:
 		p.pin(m.st.warn.Render(fmt.Sprintf("Restack %s from %s onto ‹ %s ›?", a.ref, a.from, a.stacks[a.stackSel])) +
 			m.st.faint.Render(fmt.Sprintf("  ←/→ stack (%d of %d) · enter/y: restack · esc/n: cancel", a.stackSel+1, len(a.stacks))))
+	case a.op == engine.ProjectRotateToken:
+		p.pin(m.st.warn.Render(fmt.Sprintf("Rotate the token of project %s?", a.ref)) +
+			m.st.faint.Render("  a new token is made and the Deployment rolls to it; the old one stops working once it runs (a failed roll keeps it) · enter/y: rotate · esc/n: cancel"))
 	default:
 		verb := map[string]string{engine.ProjectStart: "Start", engine.ProjectSuspend: "Suspend"}[a.op]
 		p.pin(m.st.warn.Render(fmt.Sprintf("%s project %s?", verb, a.ref)) + m.st.faint.Render("  enter/y: "+a.op+" · esc/n: cancel"))
@@ -1235,14 +1250,4 @@ func locationFlag(t Target) string {
 		return " --region " + t.Location
 	}
 	return " --context " + t.Location
-}
-
-// CreateProjectHint is the command that creates a project on cluster t, as
-// it would be typed: runnable once PROJECT is replaced by a name.
-func CreateProjectHint(t Target, tenants []string) string {
-	tenant := "default"
-	if len(tenants) > 0 {
-		tenant = tenants[0]
-	}
-	return fmt.Sprintf("kiln project create %s %s %s/PROJECT", t.Provider, t.Name, tenant) + locationFlag(t)
 }

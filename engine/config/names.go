@@ -61,6 +61,11 @@ func labelProblem(s string, max int) string {
 	return ""
 }
 
+// ProjectProblem says why s is not a valid project name (the PROJECT of
+// TENANT/PROJECT), or returns "": the rule ValidateProjectRef applies, for
+// a form that checks a name as it is typed.
+func ProjectProblem(s string) string { return projectProblem(s) }
+
 // projectProblem says why s is not a valid project name, or returns "".
 func projectProblem(s string) string {
 	if r := labelProblem(s, MaxNameLength); r != "" {
