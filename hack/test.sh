@@ -42,6 +42,7 @@ declare -A weight=(
 	[TestCommandsCompleteThroughAPIFaults]=123
 	[TestAWSUpgradeInfrastructure]=88
 	[TestKilnOnARealNode]=73
+	[TestWizardProjectLifecycleInTmux]=60
 )
 declare -a regex load
 for ((s = 0; s < SHARDS; s++)); do load[$s]=0; done

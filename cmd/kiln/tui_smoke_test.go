@@ -22,6 +22,9 @@ type tmux struct {
 	t       *testing.T
 	socket  string
 	session string
+	// seen are the distinct screens captured so far, in order (a test
+	// checks every screen the user was shown).
+	seen []string
 }
 
 func (x *tmux) run(args ...string) (string, error) {
@@ -46,6 +49,9 @@ func (x *tmux) text(s string) { x.must("send-keys", "-t", x.session, "-l", s) }
 
 func (x *tmux) screen() string {
 	out, _ := x.run("capture-pane", "-p", "-t", x.session)
+	if n := len(x.seen); n == 0 || x.seen[n-1] != out {
+		x.seen = append(x.seen, out)
+	}
 	return out
 }
 
