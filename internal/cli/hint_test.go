@@ -100,7 +100,16 @@ func parseCommandLine(root *cobra.Command, args []string, bare bool) (*cobra.Com
 		return nil, nil, err
 	}
 	if cmd == root && !(bare && len(args) == 0) {
-		if err := cmd.ParseFlags(rest); err != nil || !bare || len(cmd.Flags().Args()) > 0 {
+		if err := cmd.ParseFlags(rest); err != nil {
+			return nil, nil, fmt.Errorf("flags: %w", err)
+		}
+		if len(cmd.Flags().Args()) > 0 {
+			// an unknown command: kiln's own message, with the closest one
+			if err := cmd.ValidateArgs(cmd.Flags().Args()); err != nil {
+				return nil, nil, fmt.Errorf("names no command: %w", err)
+			}
+		}
+		if !bare || len(cmd.Flags().Args()) > 0 {
 			return nil, nil, fmt.Errorf("names no command")
 		}
 		return cmd, nil, nil
