@@ -11,7 +11,7 @@ GORELEASER := github.com/goreleaser/goreleaser/v2@v2.15.1
 KUBECONFIG_LOCAL := $(CURDIR)/.cache/cluster/kubeconfig
 TEST_TIMEOUT ?= 60m
 
-.PHONY: all build test unit policycheck fmt-check vet testbin testbin-realnode cluster-up cluster-down demo bench bench-smoke goreleaser-check clean
+.PHONY: all build docs test unit policycheck fmt-check vet testbin testbin-realnode cluster-up cluster-down demo bench bench-smoke goreleaser-check clean
 
 all: build
 
@@ -19,6 +19,12 @@ all: build
 # demo's gateway image on a real node.
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/kiln ./cmd/kiln
+
+## docs: regenerate the command reference, docs/reference/ (one page per
+## command), from kiln's cobra command tree; internal/refdoc's test fails
+## when the committed pages are stale.
+docs:
+	$(GO) run ./hack/gendocs
 
 ## testbin: build the pinned control-plane binaries into .cache/testbin (cached)
 testbin:

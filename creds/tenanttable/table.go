@@ -24,7 +24,7 @@ import (
 // mounted ConfigMap.
 //
 // The table is what makes tenant tokens revocable one by one and binds
-// them to one platform (DESIGN.md §17, README "Security"):
+// them to one platform (DESIGN.md §17, docs/security.md):
 //
 //	{"aud":"<platform id>","tenants":{"TENANT":["<tid>",...]},"legacy":false}
 //

@@ -14,7 +14,8 @@ import (
 // hdr is the two required lines; what follows starts on line 3.
 const hdr = "apiVersion: kiln.dev/v1alpha1\nkind: ClusterConfig\n"
 
-// exampleFile is the README example; it must pass Load.
+// exampleFile is the config example of docs/clusters.md (once the
+// README's); it must pass Load.
 const exampleFile = `apiVersion: kiln.dev/v1alpha1
 kind: ClusterConfig
 metadata:

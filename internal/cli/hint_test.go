@@ -2,6 +2,7 @@ package cli
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -27,23 +28,55 @@ func parseHint(t *testing.T, hint string) (*cobra.Command, []string) {
 	if len(fields) < 2 || fields[0] != "kiln" {
 		t.Fatalf("hint %q is not a kiln command", hint)
 	}
-	root := NewRoot(BuildInfo{})
-	cmd, rest, err := root.Find(fields[1:])
+	cmd, args, err := parseCommandLine(NewRoot(BuildInfo{}), fields[1:], false)
 	if err != nil {
 		t.Fatalf("%q: %v", hint, err)
 	}
-	if cmd == root {
-		t.Fatalf("%q names no command", hint)
+	return cmd, args
+}
+
+// parseCommandLine parses args (a command line after "kiln") with root,
+// kiln's real command tree, without running anything: the command it
+// names must exist and take its flags and its number of arguments. With
+// bare, "kiln" alone (the wizard, or help) is a command line too. It
+// returns the command and its arguments (none for --help).
+func parseCommandLine(root *cobra.Command, args []string, bare bool) (*cobra.Command, []string, error) {
+	root.InitDefaultHelpCmd()
+	cmd, rest, err := root.Find(args)
+	if err != nil {
+		return nil, nil, err
+	}
+	if cmd == root && !(bare && len(args) == 0) {
+		if err := cmd.ParseFlags(rest); err != nil {
+			return nil, nil, fmt.Errorf("flags: %w", err)
+		}
+		if len(cmd.Flags().Args()) > 0 {
+			// an unknown command: kiln's own message, with the closest one
+			if err := cmd.ValidateArgs(cmd.Flags().Args()); err != nil {
+				return nil, nil, fmt.Errorf("names no command: %w", err)
+			}
+		}
+		if !bare || len(cmd.Flags().Args()) > 0 {
+			return nil, nil, fmt.Errorf("names no command")
+		}
+		return cmd, nil, nil
 	}
 	if err := cmd.ParseFlags(rest); errors.Is(err, pflag.ErrHelp) {
-		return cmd, nil // --help: nothing to validate
+		return cmd, nil, nil // --help: nothing to validate
 	} else if err != nil {
-		t.Fatalf("%q: flags: %v", hint, err)
+		return nil, nil, fmt.Errorf("flags: %w", err)
+	}
+	if cmd.Name() == "help" && cmd.Parent() == root {
+		// kiln help TOPIC|COMMAND: the topic must exist.
+		if topic, _, err := root.Find(cmd.Flags().Args()); err != nil || topic == root {
+			return nil, nil, fmt.Errorf("help: no command or topic %q", strings.Join(cmd.Flags().Args(), " "))
+		}
+		return cmd, cmd.Flags().Args(), nil
 	}
 	if err := cmd.ValidateArgs(cmd.Flags().Args()); err != nil {
-		t.Fatalf("%q: args: %v", hint, err)
+		return nil, nil, fmt.Errorf("args: %w", err)
 	}
-	return cmd, cmd.Flags().Args()
+	return cmd, cmd.Flags().Args(), nil
 }
 
 // Every command engine.Command builds for the hints kiln prints parses

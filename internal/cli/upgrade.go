@@ -38,7 +38,7 @@ Ingresses follow a new domain; projects on a changed stack are restacked
 only with --restack. kiln-config is written last, so an interrupted
 upgrade shows as one and the same command run again finishes it.
 
-Tenant tokens are revocable one by one (README "Security"): kiln-auth's
+Tenant tokens are revocable one by one (docs/security.md): kiln-auth's
 tenant table (tenants.json) lists the current token id of each tenant and
 the platform id every token carries. New token ids are published first,
 then the token dir is swapped as one unit, then the table keeps only its
