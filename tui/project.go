@@ -310,8 +310,16 @@ func (m *Model) viewFeed(p *page, pr *engine.ProjectStatus) {
 	case len(fd.events) == 0:
 		p.line(m.st.faint.Render("  none (Kubernetes keeps Events for about an hour)"))
 	}
+	// REASON and OBJECT as wide as their longest values, MESSAGE the rest
+	// (the longest give up cells first on a narrow screen).
+	var reasons, objects, msgs []string
+	for _, ev := range fd.events {
+		reasons, objects, msgs = append(reasons, ev.Reason), append(objects, ev.Object), append(msgs, ev.Message)
+	}
+	w := fitWidths([]int{widest(len("REASON"), reasons...), widest(len("OBJECT"), objects...), widest(len("MESSAGE"), msgs...)},
+		[]int{10, 12, 12}, p.width-2-4-1-5-3)
 	if len(fd.events) > 0 {
-		p.row(m.st.faint.Render("  " + fmt.Sprintf("%4s", "AGE") + " " + cell("REASON", 18) + " " + cell("COUNT", 5) + " " + cell("OBJECT", 22) + " MESSAGE"))
+		p.row(m.st.faint.Render("  " + fmt.Sprintf("%4s", "AGE") + " " + cell("REASON", w[0]) + " " + cell("COUNT", 5) + " " + cell("OBJECT", w[1]) + " MESSAGE"))
 	}
 	now := m.opts.Now()
 	var rows []string
@@ -320,11 +328,11 @@ func (m *Model) viewFeed(p *page, pr *engine.ProjectStatus) {
 		if !ev.Last.IsZero() {
 			a = now.Sub(ev.Last)
 		}
-		reason := cell(ev.Reason, 18)
+		reason := cell(ev.Reason, w[0])
 		if ev.Type == "Warning" {
 			reason = m.st.warn.Render(reason)
 		}
-		rows = append(rows, fmt.Sprintf("  %4s %s %5d %s %s", human.Age(a), reason, ev.Count, cell(ev.Object, 22), ev.Message))
+		rows = append(rows, fmt.Sprintf("  %4s %s %5d %s %s", human.Age(a), reason, ev.Count, cell(ev.Object, w[1]), ev.Message))
 	}
 	if len(rows) > 0 {
 		m.viewPane(p, &fd.ev, rows, eventRows, false)

@@ -1,12 +1,15 @@
 package tui
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 
 	"charm.land/bubbles/v2/table"
 	"charm.land/lipgloss/v2"
 	"github.com/charmbracelet/x/ansi"
+
+	"github.com/kilnctl/kiln/engine"
 )
 
 // markCol is the table column that marks the selected row with ">", so
@@ -99,4 +102,83 @@ func (p *page) addTable(lines []string) {
 			p.markFocus()
 		}
 	}
+}
+
+// fitWidths sizes columns to a line of total cells: each column gets its
+// natural width want[i] when they all fit; otherwise the widest columns
+// give up cells first, one at a time, none below its least[i]. A column
+// whose want is below its least keeps its want. The result may still sum
+// to more than total when even the least widths do not fit: the line is
+// then cut at the screen's edge. Nothing is cut while space is unused.
+func fitWidths(want, least []int, total int) []int {
+	w := slices.Clone(want)
+	sum := 0
+	for _, v := range w {
+		sum += v
+	}
+	for sum > total {
+		best := -1
+		for i := range w {
+			if w[i] > least[i] && (best < 0 || w[i] > w[best]) {
+				best = i
+			}
+		}
+		if best < 0 {
+			break
+		}
+		w[best]--
+		sum--
+	}
+	return w
+}
+
+// widest is the display width of the widest of ss (at least of min).
+func widest(min int, ss ...string) int {
+	w := min
+	for _, s := range ss {
+		w = max(w, ansi.StringWidth(s))
+	}
+	return w
+}
+
+// objectLine is one live object's row: status mark, kind, reference
+// (namespace/name), status and message.
+type objectLine struct{ kind, ref, status, msg string }
+
+// objectRows renders live objects as a table fitted to the page: kind and
+// reference as wide as their longest values, the message the rest; when
+// the page is too narrow the longest of them give up cells first.
+func (m *Model) objectRows(p *page, objs []objectLine) {
+	if len(objs) == 0 {
+		return
+	}
+	var kinds, refs, msgs []string
+	for _, o := range objs {
+		kinds, refs, msgs = append(kinds, o.kind), append(refs, o.ref), append(msgs, o.msg)
+	}
+	const prefix, statusW = 3, 11 // " ✓ ", "InProgress "
+	want := []int{widest(0, kinds...), widest(0, refs...), widest(0, msgs...)}
+	w := fitWidths(want, []int{7, 16, 12}, p.width-prefix-statusW-3)
+	for _, o := range objs {
+		st, mark := m.st.status(o.status)
+		p.row(fmt.Sprintf(" %s %s %s %s %s", st.Render(mark), cell(o.kind, w[0]), cell(o.ref, w[1]), st.Render(fmt.Sprintf("%-11s", o.status)), o.msg))
+	}
+}
+
+// projectColumns are the project table's columns fitted to width: each as
+// wide as its longest value (or title) plus its gap, REASONS the rest;
+// when they do not fit the longest give up cells first.
+func (m *Model) projectColumns(ps []engine.ProjectStatus, width int) []table.Column {
+	var refs, states, stacks, reasons []string
+	for _, p := range ps {
+		refs, states, stacks = append(refs, ref(p)), append(states, p.State), append(stacks, p.Stack)
+		r := strings.Join(p.Reasons, "; ")
+		if p.Operation != "" {
+			r = "(" + p.Operation + ") " + r
+		}
+		reasons = append(reasons, r)
+	}
+	want := []int{widest(len("TENANT/PROJECT"), refs...) + 1, widest(len("STATE"), states...) + 1, widest(len("STACK"), stacks...) + 1, 6, widest(len("REASONS"), reasons...) + 1}
+	w := fitWidths(want, []int{16, 10, 8, 6, 12}, width-markCol.Width)
+	return []table.Column{{Title: "TENANT/PROJECT", Width: w[0]}, {Title: "STATE", Width: w[1]}, {Title: "STACK", Width: w[2]}, {Title: " AGE", Width: w[3]}, {Title: "REASONS"}}
 }

@@ -972,9 +972,15 @@ func (m *Model) viewInspect(p *page, rows int) {
 		}
 		shown = append(bad, good...)[:platRows-1]
 	}
+	plat := make([]objectLine, 0, len(shown))
 	for _, o := range shown {
-		m.objectRow(p, o.Kind, o.Namespace, o.Name, o.Status, o.Message, 28)
+		r := o.Name
+		if o.Namespace != "" {
+			r = o.Namespace + "/" + o.Name
+		}
+		plat = append(plat, objectLine{o.Kind, r, o.Status, o.Message})
 	}
+	m.objectRows(p, plat)
 	if n := len(st.Objects) - len(shown); n > 0 {
 		p.line(m.st.faint.Render(fmt.Sprintf("   … %d more, current", n)))
 	}
@@ -1050,7 +1056,7 @@ func (m *Model) viewInspect(p *page, rows int) {
 	case len(shownProjects) == 0:
 		p.line(m.st.faint.Render("  no project matches /" + s.filter))
 	default:
-		cols := []table.Column{{Title: "TENANT/PROJECT", Width: 25}, {Title: "STATE", Width: 11}, {Title: "STACK", Width: 11}, {Title: " AGE", Width: 6}, {Title: "REASONS"}}
+		cols := m.projectColumns(shownProjects, p.width)
 		trows := make([]table.Row, len(shownProjects))
 		for i, pr := range shownProjects {
 			a := "-"
@@ -1173,9 +1179,11 @@ func (m *Model) viewProject(p *page) {
 	}
 	p.blank()
 	p.line(m.st.header.Render("Objects"))
+	objs := make([]objectLine, 0, len(pr.Objects))
 	for _, o := range pr.Objects {
-		m.objectRow(p, o.Kind, "", o.Name, o.Status, o.Message, 22)
+		objs = append(objs, objectLine{o.Kind, o.Name, o.Status, o.Message})
 	}
+	m.objectRows(p, objs)
 	p.blank()
 	if ok, text := tokenSync(pr); ok {
 		p.hang("Token sync  "+m.st.ok.Render("✓")+" "+text, 14)
@@ -1194,17 +1202,6 @@ func (m *Model) viewProject(p *page) {
 	}
 	m.viewFeed(p, pr)
 	m.inspectActions(p, nil)
-}
-
-// objectRow renders one live object; the project screen leaves out the
-// namespace (every object is in the project's).
-func (m *Model) objectRow(p *page, kind, ns, name, status, msg string, width int) {
-	st, mark := m.st.status(status)
-	ref := name
-	if ns != "" {
-		ref = ns + "/" + name
-	}
-	p.row(fmt.Sprintf(" %s %-10s %-*s %s %s", st.Render(mark), trunc(kind, 10), width, trunc(ref, width), st.Render(fmt.Sprintf("%-11s", status)), msg))
 }
 
 func (m *Model) projectState(state string) lipgloss.Style {

@@ -1,0 +1,94 @@
+package tui_test
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	tea "charm.land/bubbletea/v2"
+	"github.com/charmbracelet/x/ansi"
+	"github.com/charmbracelet/x/exp/golden"
+
+	"github.com/kilnctl/kiln/engine"
+	"github.com/kilnctl/kiln/tui"
+	"github.com/kilnctl/kiln/tui/tuitest"
+)
+
+// longBackend is the feed backend with the long names the issue was
+// filed with: a NetworkPolicy among the platform objects, a long project
+// name, long reasons and Events.
+func longBackend() *tuitest.FeedBackend {
+	f := feedBackend()
+	st := f.Inspections[0].Status
+	st.Objects = append(st.Objects, engine.ObjectStatus{Kind: "NetworkPolicy", Namespace: "kiln-tenant-default", Name: "kiln-tenant-isolation", Status: engine.StatusCurrent, Message: "ingress only from kiln-system/kiln-gateway"})
+	p := &st.Projects[0]
+	p.Project = "a-rather-long-project-name"
+	p.State, p.Reasons = "degraded", []string{"deployment a-rather-long-project-name: 0/2 replicas available (ImagePullBackOff)", "no ready endpoints"}
+	f.Events = append(f.Events, engine.EventInfo{Object: "ReplicaSet/api-7d9f5", Type: "Warning", Reason: "FailedCreate", Count: 3,
+		Last: tuitest.T0.Add(-2 * time.Minute), Message: "Error creating: pods \"api-7d9f5-zz\" is forbidden: exceeded quota: kiln-tenant-team-a, requested: cpu=100m"})
+	return f
+}
+
+// TestScreensAtSizes: the home, inspect, project and new project screens
+// at 80x24, 120x40 and 200x50 (goldens), the columns grown with the
+// width. At 200 columns nothing on the inspect and project screens is cut
+// (no …): the widths are the values' own.
+func TestScreensAtSizes(t *testing.T) {
+	for _, size := range [][2]int{{80, 24}, {120, 40}, {200, 50}} {
+		w, hgt := size[0], size[1]
+		t.Run(fmt.Sprintf("%dx%d", w, hgt), func(t *testing.T) {
+			f := longBackend()
+			h := tuitest.Start(t, f, tui.Options{})
+			// After the first frame, so the harness's own initial size
+			// cannot land after this one.
+			h.WaitFor(t, "dev1")
+			h.Send(tea.WindowSizeMsg{Width: w, Height: hgt})
+			shot := func(name, want string) string {
+				t.Helper()
+				got := h.WaitFor(t, want)
+				// The resize has landed when the screen has its height.
+				deadline := time.Now().Add(5 * time.Second)
+				for strings.Count(got, "\n")+1 != hgt {
+					if time.Now().After(deadline) {
+						t.Fatalf("%s: the screen never took the size %dx%d:\n%s", name, w, hgt, got)
+					}
+					time.Sleep(5 * time.Millisecond)
+					got = h.WaitFor(t, want)
+				}
+				for i, l := range strings.Split(ansi.Strip(got), "\n") {
+					if n := ansi.StringWidth(l); n > w {
+						t.Errorf("%s line %d is %d wide, more than %d: %q", name, i+1, n, w, l)
+					}
+				}
+				t.Run(name, func(t *testing.T) { golden.RequireEqual(t, got) })
+				return ansi.Strip(got)
+			}
+			shot("home", "dev1")
+			h.Key("i")
+			insp := shot("inspect", "Projects (3)")
+			h.Key("enter") // the first project, the long one
+			// The Events are read after the screen opens; at 24 rows they
+			// are below the fold.
+			projWant := "FailedCreate"
+			if hgt < 40 {
+				projWant = "Reasons"
+			}
+			proj := shot("project", projWant)
+			h.Key("esc")
+			h.WaitFor(t, "Projects (3)")
+			h.Key("n")
+			shot("new-project", "New project on kiln cluster dev1")
+			if w >= 200 {
+				for name, s := range map[string]string{"inspect": insp, "project": proj} {
+					if strings.Contains(s, "…") {
+						t.Errorf("the %s screen cuts a value at %d columns:\n%s", name, w, s)
+					}
+				}
+			}
+			if w <= 80 && !strings.Contains(insp, "…") {
+				t.Errorf("the long reasons fit at 80 columns? the fixture no longer tests cutting:\n%s", insp)
+			}
+		})
+	}
+}
