@@ -102,7 +102,8 @@ func (m *Model) keys(short bool) []key.Binding {
 			ks = []keyHelp{{"↑/↓", "select/scroll"}, {"tab", "resources/log"}, {"enter", "in full"}, {"end", "follow"}, {"ctrl+c", "cancel"}}
 		}
 	case screenFinal:
-		ks = []keyHelp{{"enter/esc", "back to clusters"}, {"l", "review the run"}, {"ctrl+c", "quit"}}
+		ks = append(helpOf([]key.Binding{finalKeys.Inspect}), dayTwoActions()...)
+		ks = append(ks, keyHelp{"l", "review the run"}, keyHelp{"enter/esc", "back to clusters"}, keyHelp{"ctrl+c", "quit"})
 	case screenUpgrade, screenUpgradePlan, screenRotate, screenRotateConfirm:
 		ks = m.dayTwoKeys()
 	case screenProjectNew:

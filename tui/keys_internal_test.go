@@ -28,3 +28,39 @@ func TestHelpBindingsMatchTheirKeys(t *testing.T) {
 		t.Errorf("↑/↓ matches left")
 	}
 }
+
+// TestHelpExplainsEveryKey: ? explains every key the main screens offer
+// (the help is built from the same bindings as the footer; a binding
+// without an explanation would show its two-word hint alone).
+func TestHelpExplainsEveryKey(t *testing.T) {
+	m := New(Options{})
+	ins := &inspectState{target: Target{Provider: "kube", Name: "dev1"}}
+	states := map[string]func(){
+		"home":           func() { m.screen = screenHome },
+		"home, last run": func() { m.screen, m.lastRun = screenHome, &runState{} },
+		"inspect":        func() { m.screen, m.insp = screenInspect, ins },
+		"inspect, filter": func() {
+			m.screen, m.insp = screenInspect, &inspectState{filtering: true}
+		},
+		"inspect, asking":   func() { m.screen, m.insp = screenInspect, &inspectState{ask: &projectAsk{op: "start"}} },
+		"inspect, restack":  func() { m.screen, m.insp = screenInspect, &inspectState{ask: &projectAsk{op: "restack"}} },
+		"inspect read-only": func() { m.screen, m.insp, m.opts.ReadOnly = screenInspect, ins, true },
+		"project":           func() { m.screen, m.insp, m.opts.ReadOnly = screenProject, ins, false },
+		"new project":       func() { m.screen = screenProjectNew },
+		"delete project":    func() { m.screen = screenProjectDelete },
+		"run, running":      func() { m.screen, m.run = screenRun, &runState{running: true} },
+		"run, ended":        func() { m.screen, m.run = screenRun, &runState{} },
+		"final":             func() { m.screen = screenFinal },
+		"create form":       func() { m.screen = screenCreate },
+		"continue":          func() { m.screen = screenContinue },
+		"destroy":           func() { m.screen = screenDestroy },
+	}
+	for name, set := range states {
+		set()
+		for _, b := range m.keys(false) {
+			if keys, desc, long := explained(b); long == "" {
+				t.Errorf("%s: ? does not explain %q %q", name, keys, desc)
+			}
+		}
+	}
+}

@@ -17,6 +17,7 @@ import (
 	"sync"
 	"time"
 
+	"charm.land/bubbles/v2/key"
 	"charm.land/bubbles/v2/spinner"
 	"charm.land/bubbles/v2/table"
 	"charm.land/bubbles/v2/textinput"
@@ -674,6 +675,14 @@ func (m *Model) key(k tea.KeyPressMsg) tea.Cmd {
 	case screenUpgrade, screenUpgradePlan, screenRotate, screenRotateConfirm:
 		return m.dayTwoKey(k)
 	case screenFinal:
+		if t, ok := m.finalTarget(); ok {
+			switch {
+			case key.Matches(k, finalKeys.Inspect):
+				return m.openInspect(t)
+			case key.Matches(k, clusterKeys.Upgrade), key.Matches(k, clusterKeys.Rotate):
+				return m.dayTwoKeyPress(s, t, nil)
+			}
+		}
 		switch s {
 		case "esc", "q", "enter":
 			return m.goHome()

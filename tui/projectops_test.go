@@ -29,6 +29,7 @@ func TestNewProjectForm(t *testing.T) {
 	h := tuitest.Start(t, b, tui.Options{})
 	h.WaitFor(t, "dev1")
 	h.Key("i")
+	h.WaitFor(t, "Projects (3)")
 	h.WaitFor(t, "[n] new project")
 	h.Key("down") // team-a/api: the form starts on its tenant
 	h.WaitFor(t, "> team-a/api")

@@ -96,6 +96,10 @@ func TestCreateFreshRunAndFinal(t *testing.T) {
 	if got := b.Requests; len(got) != 1 || got[0] != (tui.CreateRequest{Provider: "kube", Name: "dev2", Location: "lab"}) {
 		t.Errorf("create requests = %+v", got)
 	}
+	// The wizard's next step first: i inspects the new cluster (where n
+	// makes a project).
+	h.Key("i")
+	h.WaitFor(t, "inspect dev2")
 }
 
 func TestAlreadyInstalledContinue(t *testing.T) {

@@ -195,6 +195,9 @@ func TestDayTwoKeysInHelp(t *testing.T) {
 	h.WaitFor(t, "Projects (3)")
 	h.Key("?")
 	help := ansi.Strip(h.WaitFor(t, "Keys on this screen"))
+	// The help is longer than a screen at 80x24: its last page too.
+	h.Send(tea.KeyPressMsg{Code: tea.KeyEnd})
+	help += ansi.Strip(h.WaitFor(t, "Everywhere:"))
 	for _, want := range []string{"upgrade", "rotate key"} {
 		if !strings.Contains(help, want) {
 			t.Errorf("inspect help lacks %q:\n%s", want, help)

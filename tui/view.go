@@ -389,7 +389,12 @@ func (m *Model) viewHelp(p *page) {
 	p.line(m.st.header.Render("Keys on this screen"))
 	p.blank()
 	for _, k := range m.keys(false) {
-		p.hang(fmt.Sprintf("  %-12s %s", k.Help().Key, k.Help().Desc), 15)
+		keys, desc, long := explained(k)
+		line := fmt.Sprintf("  %-12s %s", keys, desc)
+		if long != "" {
+			line += m.st.faint.Render(" — " + long)
+		}
+		p.hang(line, 15)
 	}
 	p.blank()
 	p.line(m.st.faint.Render("Everywhere: ? shows this help (also in a text field: it never types), esc goes back, q quits from the home screen. ctrl+c at a question answers no; during a run it asks, then cancels safely; elsewhere it asks before quitting."))
@@ -876,6 +881,10 @@ func (m *Model) viewFinal(p *page) {
 	}
 	p.blank()
 	p.line(m.st.header.Render("Next"))
+	p.hang("  "+m.actions([]keyHelp{{"i", "inspect " + r.name}})+m.st.faint.Render("   its platform objects and projects; n there makes a project"), 4)
+	p.hang("  "+m.actions([]keyHelp{{"u", "upgrade"}, {"K", "rotate key"}, {"l", "review the run"}}), 4)
+	p.blank()
+	p.line(m.st.faint.Render("From a shell"))
 	for _, c := range next {
 		line := "  " + c[0]
 		if c[1] != "" {
