@@ -105,10 +105,6 @@ const (
 	opRotate
 )
 
-// mutating reports whether cancelling the operation needs a confirmation.
-// Every operation the wizard runs changes the cluster.
-func (k opKind) mutating() bool { return true }
-
 func (k opKind) String() string {
 	switch k {
 	case opCreate:
@@ -758,7 +754,9 @@ func (m *Model) interrupt() tea.Cmd {
 		m.answerDayTwo(false)
 		return nil
 	case r != nil && r.running:
-		if r.kind.mutating() && !m.askCancel {
+		// Every operation the wizard runs changes the cluster: a cancel
+		// asks first.
+		if !m.askCancel {
 			m.askCancel = true
 			return nil
 		}

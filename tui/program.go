@@ -7,14 +7,10 @@ import (
 	tea "charm.land/bubbletea/v2"
 )
 
-// Run opens the wizard on in/out and returns when the user quits. environ
-// is the process environment (colour detection: NO_COLOR, TERM=dumb).
-func Run(ctx context.Context, backend Backend, in io.Reader, out io.Writer, environ []string) error {
-	return RunWith(ctx, Options{Backend: backend}, in, out, environ)
-}
-
-// RunWith is Run with options (kiln inspect: Inspect, InspectOnly,
-// ReadOnly); opts.Bridge is set here.
+// RunWith opens the wizard on in/out with opts (kiln inspect: Inspect,
+// InspectOnly, ReadOnly) and returns when the user quits; opts.Bridge is
+// set here. environ is the process environment (colour detection:
+// NO_COLOR, TERM=dumb).
 func RunWith(ctx context.Context, opts Options, in io.Reader, out io.Writer, environ []string) error {
 	bridge := NewBridge()
 	opts.Bridge = bridge
