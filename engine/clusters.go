@@ -87,6 +87,7 @@ func (e *Engine) DiscoverClusters(ctx context.Context, p Provider, tokenDir stri
 // with its projects' token sync and creation times and the stacks of
 // kiln-config. Unlike Status it emits no result event.
 func (e *Engine) Inspect(ctx context.Context, t Target) (*ClusterStatus, error) {
+	t = e.hinted(t)
 	return e.status(ctx, StatusRequest{Target: t})
 }
 

@@ -29,6 +29,9 @@ type Target struct {
 	// TokenDir is the token dir the user named ("" to look it up: the
 	// keyring, then the default path).
 	TokenDir string
+	// actions words the hints of this request (Engine.Actions; nil: the
+	// kiln command).
+	actions Actions
 }
 
 // CreateRequest is what Create needs.
@@ -81,6 +84,7 @@ func (r *run) step(ctx context.Context, name string, fn func(context.Context) er
 
 // Create discovers, decides, and creates or continues a kiln cluster.
 func (e *Engine) Create(ctx context.Context, req CreateRequest) error {
+	req.Target = e.hinted(req.Target)
 	r := &run{e: e, req: req}
 	err := r.create(ctx)
 	r.unlockDirs()

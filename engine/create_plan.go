@@ -40,7 +40,7 @@ func (r *run) facts(st *platform.State) Facts {
 // lock) asks again only if the facts the user answered on have changed.
 func (r *run) decide(ctx context.Context, st *platform.State) (Outcome, error) {
 	f := r.facts(st)
-	r.asked.Name, r.asked.Continue = r.req.Name, r.req.Continue
+	r.asked.Name, r.asked.Continue, r.asked.actions = r.req.Name, r.req.Continue, r.req.actions
 	r.asked.Config, r.asked.ConfigPath = r.userCfg, r.req.ConfigPath
 	out := Decide(f, r.asked)
 	if out.Question != nil {

@@ -57,6 +57,8 @@ type Asked struct {
 	// to. It stands while the facts give the same question; when they
 	// changed, the question is asked again.
 	Confirmed *ContinueQuestion
+	// actions words the hints of the outcome (Engine.Actions).
+	actions Actions
 }
 
 // Outcome is the decision table's answer: a decision, a question, or an
@@ -198,5 +200,8 @@ func loadTokenDirs(cands []candidate, provider, name string) []TokenDirFact {
 // command is the kiln command verb about the cluster the facts are of,
 // with args (see Command).
 func (f Facts) command(a Asked, verb string, args ...string) string {
+	if a.actions != nil {
+		return a.actions([]string{verb}, args)
+	}
 	return joinCommand(f.Provider, f.Nouns.Target, a.Name, f.Location, "", []string{verb}, args)
 }

@@ -36,6 +36,7 @@ type DestroyRequest struct {
 // gone, then the infrastructure, then forgets the keyring entry and moves
 // the token dir aside (never deletes it).
 func (e *Engine) Destroy(ctx context.Context, req DestroyRequest) error {
+	req.Target = e.hinted(req.Target)
 	d := &destroyRun{current: PhaseDiscover}
 	aside, err := e.destroy(ctx, req, d)
 	if err != nil && ctx.Err() != nil {

@@ -65,6 +65,10 @@ type Engine struct {
 	// Namer words the inputs that error messages tell the user to give
 	// (default FlagName: the CLI's flags). See InputError.
 	Namer Namer
+	// Actions, when set, words every hint (a command to run next) as the
+	// frontend's own action instead of a kiln command line: the wizard
+	// names its keys. nil: the kiln command (Command).
+	Actions Actions
 	// Chosen says how the frontend named a cluster's location when it
 	// names one, as log lines give it ("chosen in the wizard"); "" says
 	// "named with" the provider's location input (--context, --region).

@@ -11,13 +11,31 @@ import "strings"
 // keyring backend) and the environment are theirs to repeat, and a hint
 // never confirms in advance (no --yes): the command asks, or says what to
 // pass. Hints put the command in backquotes.
+//
+// For a frontend that is not a shell (the wizard), Engine.Actions words
+// the hint as that frontend's own action instead (its keys), so no message
+// it shows names a CLI command or flag.
 func Command(t Target, location string, verb []string, args ...string) string {
+	if t.actions != nil {
+		return t.actions(verb, args)
+	}
 	provider := ""
 	var at Input
 	if t.Provider != nil {
 		provider, at = t.Provider.Name(), t.Provider.Nouns().Target
 	}
 	return joinCommand(provider, at, t.Name, location, t.TokenDir, verb, args)
+}
+
+// Actions words the kiln command a hint would give (verb: "destroy",
+// "project rotate-token"; args: the rest, flags as the CLI spells them)
+// as a frontend's own action. See Engine.Actions.
+type Actions func(verb, args []string) string
+
+// hinted is t with the engine's Actions, for the hints of a request.
+func (e *Engine) hinted(t Target) Target {
+	t.actions = e.Actions
+	return t
 }
 
 // command is Command for one verb ("destroy"; "project rotate-token").

@@ -34,6 +34,7 @@ type ProjectLogsRequest struct {
 // prints them as it likes (the wizard's project screen keeps the last
 // lines, the CLI prefixes each with its pod).
 func (e *Engine) ProjectLogs(ctx context.Context, req ProjectLogsRequest, out func(PodLogLine)) error {
+	req.Target = e.hinted(req.Target)
 	n := 0
 	err := e.projectLogs(ctx, req, func(l PodLogLine) { n++; out(l) })
 	msg := fmt.Sprintf("%d log line%s of project %s", n, human.Plural(n), req.Ref)

@@ -121,7 +121,7 @@ func batchClient(ops *project.Ops) error {
 func (e *Engine) opsFor(loc Location, req Target, timeout time.Duration) *project.Ops {
 	return &project.Ops{
 		Client: loc.Client, Cluster: req.Name, Config: loc.State.Config, Timeout: timeout, Provider: req.Provider.Name(),
-		Location: loc.Name, At: req.Provider.Nouns().Target,
+		Location: loc.Name, At: req.Provider.Nouns().Target, Actions: req.actions,
 		R: &reporter{e: e, w: e.watcher(loc.Client), rest: loc.REST}, Now: e.Now,
 	}
 }
@@ -129,6 +129,7 @@ func (e *Engine) opsFor(loc Location, req Target, timeout time.Duration) *projec
 // Project runs one project operation and emits its result. inspect and
 // list return the observed states (also emitted as project events).
 func (e *Engine) Project(ctx context.Context, req ProjectRequest) ([]ProjectStatus, error) {
+	req.Target = e.hinted(req.Target)
 	var ops *project.Ops
 	out, msg, err := e.project(ctx, req, &ops)
 	if err != nil && ctx.Err() != nil && ops != nil && !req.All && projectWrites(req.Op) {

@@ -187,6 +187,7 @@ type StatusRequest struct {
 // Status reports the health of a cluster's platform, derived from the
 // live objects.
 func (e *Engine) Status(ctx context.Context, req StatusRequest) (*ClusterStatus, error) {
+	req.Target = e.hinted(req.Target)
 	st, err := e.status(ctx, req)
 	if err != nil {
 		return st, e.finish(err, "", "")

@@ -53,3 +53,78 @@ func InputName(in engine.Input) string {
 	}
 	return string(in)
 }
+
+// Actions words the command a hint would give as the wizard's own action:
+// the key that does it and where ("d destroy", "u upgrade with the config
+// file kiln.yaml", "K rotate key, then Finish rotation", "t rotate token on
+// default/blog"). The wizard's engine uses it as its Actions, so no hint
+// it shows is a command line to type.
+func Actions(verb, args []string) string {
+	has := func(in engine.Input) bool {
+		for _, a := range args {
+			if a == engine.FlagName(in) {
+				return true
+			}
+		}
+		return false
+	}
+	config := ""
+	for i, a := range args {
+		if (a == "-c" || a == engine.FlagName(engine.InputConfig)) && i+1 < len(args) {
+			config = args[i+1]
+		}
+	}
+	withConfig := func(s string) string {
+		switch config {
+		case "":
+			return s
+		case "FILE":
+			return s + " with a config file"
+		}
+		return s + " with the config file " + config
+	}
+	v := ""
+	if len(verb) > 0 {
+		v = verb[0]
+	}
+	switch v {
+	case "destroy":
+		return "d destroy"
+	case "create":
+		if has(engine.InputContinue) {
+			return "c continue"
+		}
+		return withConfig("n new cluster")
+	case "upgrade":
+		s := withConfig("u upgrade")
+		if has(engine.InputRestack) {
+			s += ", Restack on"
+		}
+		if has(engine.InputDeleteProjects) {
+			s += ", Delete projects on"
+		}
+		return s
+	case "rotate-key":
+		if has(engine.InputFinish) {
+			return "K rotate key, then Finish rotation"
+		}
+		return "K rotate key"
+	case "status", "inspect", "wait":
+		return "i inspect"
+	case "project":
+		op, on := "", ""
+		if len(verb) > 1 {
+			op = verb[1]
+		}
+		if len(args) > 0 {
+			on = " on " + args[0]
+		}
+		key := map[string]string{engine.ProjectStart: "s start", engine.ProjectSuspend: "p suspend", engine.ProjectRestack: "r restack",
+			engine.ProjectRotateToken: "t rotate token", engine.ProjectDelete: "x delete", engine.ProjectCreate: "n new project"}[op]
+		if key == "" {
+			key = "enter (the project's screen)"
+		}
+		return key + on
+	}
+	return "the wizard's " + v
+}

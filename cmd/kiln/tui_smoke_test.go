@@ -186,17 +186,19 @@ func TestWizardSmokeInTmux(t *testing.T) {
 	t.Cleanup(func() { _, _ = ro.run("kill-server") })
 	ro.must("new-session", "-d", "-s", ro.session, "-x", "100", "-y", "30",
 		cmd+fmt.Sprintf(" inspect kube %s --context kiln-b --read-only", name))
-	scr := ro.waitFor(60*time.Second, "Cluster "+name, "Projects (2)", "read-only: no start, suspend or restack")
-	if strings.Contains(scr, "[s] start") {
-		t.Errorf("read-only inspector offers start:\n%s", scr)
+	scr := ro.waitFor(60*time.Second, "Cluster "+name, "Projects (2)", "read-only: no start, suspend, restack, rotate token or delete")
+	for _, bad := range []string{"[s] start", "[n] new project", "[x] delete", "[t] rotate token"} {
+		if strings.Contains(scr, bad) {
+			t.Errorf("read-only inspector offers %q:\n%s", bad, scr)
+		}
 	}
 	ro.keys("s")
 	ro.waitFor(10*time.Second, "read-only: this inspector changes nothing")
 	// The project screen, read-only too: its events and log, no action.
 	ro.resize(120, 70)
 	ro.keys("Enter")
-	scr = ro.waitFor(60*time.Second, "Project default/", "Events (", "read-only: no start, suspend or restack")
-	for _, bad := range []string{"[s] start", "[p] suspend", "[r] restack"} {
+	scr = ro.waitFor(60*time.Second, "Project default/", "Events (", "read-only: no start, suspend, restack, rotate token or delete")
+	for _, bad := range []string{"[s] start", "[p] suspend", "[r] restack", "[x] delete", "[t] rotate token"} {
 		if strings.Contains(scr, bad) {
 			t.Errorf("read-only project screen offers %q:\n%s", bad, scr)
 		}

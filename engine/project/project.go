@@ -100,6 +100,10 @@ type Ops struct {
 	// names it (--context, --region), for those commands too.
 	Location string
 	At       input.Input
+	// Actions, when set, words those commands as the frontend's own
+	// actions (the wizard's keys): verb ("project", "start") and args
+	// (TENANT/PROJECT). See engine.Actions.
+	Actions func(verb, args []string) string
 	// PlatformHeld says the caller holds the cluster's exclusive lease
 	// (kiln upgrade restacking projects): the project leases it takes do
 	// not count that lease as another operation.
@@ -185,6 +189,9 @@ func refs(r Ref) (secret, dep, svc, route, spec readiness.Ref) {
 // command is the kiln command for operation op on project r of this
 // cluster, as a user would type it.
 func (o *Ops) command(op string, r Ref) string {
+	if o.Actions != nil {
+		return o.Actions([]string{"project", op}, []string{r.String()})
+	}
 	p := o.Provider
 	if p == "" {
 		p = "PROVIDER"

@@ -64,7 +64,7 @@ func (b *wizardBackend) engine(sink engine.Sink, confirm engine.Confirmer) *engi
 	}
 	// Messages name the wizard's own fields and keys, not CLI flags; every
 	// event also goes to --log-file when given.
-	return &engine.Engine{Sink: b.g.rec.tee(sink), Confirm: confirm, Keyring: b.keyring, Namer: tui.InputName, Chosen: tui.Chosen, Version: b.g.version}
+	return &engine.Engine{Sink: b.g.rec.tee(sink), Confirm: confirm, Keyring: b.keyring, Namer: tui.InputName, Actions: tui.Actions, Chosen: tui.Chosen, Version: b.g.version}
 }
 
 // opContext is the context of one wizard operation: the test hooks kiln
