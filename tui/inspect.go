@@ -8,8 +8,10 @@ import (
 
 	"charm.land/bubbles/v2/table"
 	tea "charm.land/bubbletea/v2"
+	"charm.land/lipgloss/v2"
 
 	"github.com/kilnctl/kiln/engine"
+	"github.com/kilnctl/kiln/internal/human"
 )
 
 // DefaultInspectEvery is how often the inspect screens re-read the cluster.
@@ -465,4 +467,374 @@ func tokenSync(p *engine.ProjectStatus) (ok bool, text string) {
 		return false, "unknown: no deployment runs a token (suspended)"
 	}
 	return false, "unknown: no deployment runs a token"
+}
+
+// inspectKey handles the inspect table and the project detail screen,
+// and the confirmation of a project operation on either.
+func (m *Model) inspectKey(s string) tea.Cmd {
+	st := m.insp
+	if a := st.ask; a != nil {
+		switch s {
+		case "left", "h":
+			a.stackSel = clamp(a.stackSel-1, 0, len(a.stacks)-1)
+		case "right", "l", "tab":
+			a.stackSel = clamp(a.stackSel+1, 0, len(a.stacks)-1)
+		case "y", "Y", "enter":
+			return m.runProject()
+		case "n", "N", "esc", "q":
+			st.ask = nil
+		}
+		return nil
+	}
+	st.note = ""
+	if st.filtering {
+		return m.filterKey(s)
+	}
+	p := st.selected()
+	if m.screen == screenProject {
+		p = st.project()
+		if m.paneKey(s) {
+			return nil
+		}
+	}
+	if m.opts.ReadOnly && (s == "s" || s == "p" || s == "r" || isDayTwoKey(s)) {
+		st.note = "read-only: this inspector changes nothing (kiln inspect --read-only)"
+		return nil
+	}
+	if isDayTwoKey(s) {
+		var keyIDs []string
+		if st.data != nil && st.data.Status != nil {
+			keyIDs = st.data.Status.KeyIDs
+		}
+		return m.dayTwoKeyPress(s, st.target, keyIDs)
+	}
+	switch s {
+	case "/":
+		if m.screen == screenInspect {
+			st.filtering = true
+		}
+		return nil
+	case "esc", "q":
+		if m.screen == screenProject {
+			m.screen, st.ref = screenInspect, ""
+			return nil
+		}
+		if s == "esc" && st.filter != "" {
+			st.filter = "" // esc clears the filter first
+			st.follow()
+			return nil
+		}
+		return m.goHome()
+	case "up", "k":
+		if m.screen == screenProject {
+			m.scrollKey(s)
+			return nil
+		}
+		st.moveSel(-1)
+	case "down", "j":
+		if m.screen == screenProject {
+			m.scrollKey(s)
+			return nil
+		}
+		st.moveSel(1)
+	case "pgup", "pgdown":
+		m.scrollKey(s)
+	case "enter":
+		if m.screen == screenInspect && p != nil {
+			m.screen, st.ref = screenProject, ref(*p)
+		}
+	case "s":
+		m.askProject(engine.ProjectStart, p)
+	case "p":
+		m.askProject(engine.ProjectSuspend, p)
+	case "r":
+		m.askProject(engine.ProjectRestack, p)
+	}
+	return nil
+}
+
+// filterKey types the project table's filter (/): enter keeps it, esc
+// clears it, backspace deletes.
+func (m *Model) filterKey(s string) tea.Cmd {
+	st := m.insp
+	switch s {
+	case "enter":
+		st.filtering = false
+	case "esc":
+		st.filtering, st.filter = false, ""
+	case "backspace":
+		if r := []rune(st.filter); len(r) > 0 {
+			st.filter = string(r[:len(r)-1])
+		}
+	case "space":
+		st.filter += " "
+	default:
+		if r := []rune(s); len(r) == 1 {
+			st.filter += s
+		}
+	}
+	st.follow()
+	return nil
+}
+
+// inspectHeader is the first lines of both inspect screens: the cluster,
+// its readiness and when it was last read, or that a read is under way.
+func (m *Model) inspectHeader(p *page) *engine.ClusterStatus {
+	s := m.insp
+	t := s.target
+	var st *engine.ClusterStatus
+	if s.data != nil {
+		st = s.data.Status
+	}
+	state := ""
+	switch {
+	case st == nil:
+	case st.PartlyRemoved != "":
+		state = " · " + m.st.warn.Render("! partly removed")
+	case st.Ready:
+		state = " · " + m.st.ok.Render("✓ platform ready")
+	case !st.Installed:
+		state = " · " + m.st.fail.Render("✗ platform not installed")
+	default:
+		state = " · " + m.st.warn.Render("… platform not ready")
+	}
+	line := m.st.header.Render("Cluster "+t.Name) + " · " + t.Provider + " " + t.Location + state
+	switch {
+	case s.loading && st != nil:
+		line += "  " + m.spinner() + m.st.faint.Render(" refreshing…")
+	case !s.updated.IsZero():
+		line += m.st.faint.Render("  updated " + s.updated.Format("15:04:05"))
+	}
+	p.line(line)
+	if s.err != "" {
+		p.hang(m.st.errorText.Render("✗ "+s.err), 2)
+	}
+	return st
+}
+
+// viewLoading is the inspect screens before the first read lands: what is
+// read, and for how long so far.
+func (m *Model) viewLoading(p *page) {
+	s := m.insp
+	p.blank()
+	p.hang(fmt.Sprintf("%s reading the live objects of cluster %s in context %s (platform objects, projects, token dir)… %s",
+		m.spinner(), s.target.Name, s.target.Location, m.st.faint.Render(human.Elapsed(m.opts.Now().Sub(s.since)))), 2)
+	p.line(m.st.faint.Render("  esc goes back at any time; the screen fills in when the read lands."))
+}
+
+func (m *Model) viewInspect(p *page, rows int) {
+	s := m.insp
+	st := m.inspectHeader(p)
+	if st == nil {
+		if s.err == "" {
+			m.viewLoading(p)
+		}
+		m.inspectActions(p, nil)
+		return
+	}
+	// Rows left for the platform objects once everything else is placed.
+	projects := max(len(st.Projects), 1)
+	fixed := len(p.lines) + 1 + 1 + 1 + 2 + 3 + 2 // headers, tenants, tokens, entry and isolation, projects head, actions
+	platRows := clamp(rows-fixed-min(projects, 6), 2, len(st.Objects))
+	ready := 0
+	for _, o := range st.Objects {
+		if o.Status == engine.StatusCurrent {
+			ready++
+		}
+	}
+	p.line(m.st.header.Render(fmt.Sprintf("Platform objects (%d of %d current)", ready, len(st.Objects))))
+	shown := st.Objects
+	if len(shown) > platRows {
+		// Show what is not ready first; the current rest is summed up.
+		var bad, good []engine.ObjectStatus
+		for _, o := range st.Objects {
+			if o.Status == engine.StatusCurrent {
+				good = append(good, o)
+			} else {
+				bad = append(bad, o)
+			}
+		}
+		shown = append(bad, good...)[:platRows-1]
+	}
+	plat := make([]objectLine, 0, len(shown))
+	for _, o := range shown {
+		r := o.Name
+		if o.Namespace != "" {
+			r = o.Namespace + "/" + o.Name
+		}
+		plat = append(plat, objectLine{o.Kind, r, o.Status, o.Message})
+	}
+	m.objectRows(p, plat)
+	if n := len(st.Objects) - len(shown); n > 0 {
+		p.line(m.st.faint.Render(fmt.Sprintf("   … %d more, current", n)))
+	}
+	if st.PartlyRemoved != "" {
+		p.hang(m.st.warn.Render("! Partly removed: "+st.PartlyRemoved), 2)
+	}
+	p.hang(fmt.Sprintf("Tenants  %s", strings.Join(st.Tenants, ", ")), 9)
+	switch {
+	case st.TokenProblem != "":
+		p.hang("Tokens   "+m.st.warn.Render("! "+st.TokenProblem), 11)
+	case st.TokenDir != "":
+		p.hang("Tokens   "+m.st.ok.Render("✓")+" "+st.TokenDir, 11)
+	}
+	if fd := st.FrontDoor; fd != nil {
+		mode := fd.Mode
+		if mode == "" {
+			mode = "unset"
+		}
+		switch {
+		case fd.Ready && fd.DNS != "":
+			p.hang(fmt.Sprintf("Entry    %s %s %s; DNS: %s", m.st.ok.Render("✓"), mode, fd.Address, fd.DNS), 9)
+		case fd.Ready:
+			p.hang(fmt.Sprintf("Entry    %s %s %s", m.st.ok.Render("✓"), mode, fd.Address), 9)
+		default:
+			p.hang("Entry    "+mode+": "+m.st.warn.Render(fd.Message), 9)
+		}
+	}
+	if iso := st.Isolation; iso != nil {
+		text := "network isolation " + iso.String()
+		if iso.State == engine.IsolationEnforced {
+			p.hang("Isolation "+m.st.ok.Render("✓")+" "+text, 10)
+		} else {
+			p.hang("Isolation "+m.st.warn.Render("! "+text), 10)
+		}
+	}
+	if a := st.Access; a != nil {
+		if a.Problem != "" {
+			p.hang("Access   "+m.st.warn.Render("! "+a.Mode+": "+a.Problem), 9)
+		} else {
+			counts := map[string]int{}
+			kiln := 0
+			for _, en := range a.Entries {
+				counts[en.Kind]++
+				if en.Kiln {
+					kiln++
+				}
+			}
+			p.hang(fmt.Sprintf("Access   %s: %d admin, %d viewer, %d node, %d other (%d made by kiln)", a.Mode,
+				counts[engine.AccessAdmin], counts[engine.AccessViewer], counts[engine.AccessNode], counts[engine.AccessOther], kiln), 9)
+		}
+	}
+	p.blank()
+	shownProjects := s.projects()
+	title := fmt.Sprintf("Projects (%d)", len(st.Projects))
+	if s.filter != "" || s.filtering {
+		title = fmt.Sprintf("Projects (%d of %d match)", len(shownProjects), len(st.Projects))
+	}
+	p.line(m.st.header.Render(title))
+	if s.filtering || s.filter != "" {
+		cur := ""
+		if s.filtering {
+			cur = "▏"
+		}
+		p.line("  /" + s.filter + cur + m.st.faint.Render("  (enter keeps the filter, esc clears it)"))
+	}
+	switch {
+	case len(st.Projects) == 0:
+		if m.opts.ReadOnly {
+			p.line(m.st.faint.Render("  none yet"))
+		} else {
+			p.line(m.st.faint.Render("  none yet; n makes one"))
+		}
+	case len(shownProjects) == 0:
+		p.line(m.st.faint.Render("  no project matches /" + s.filter))
+	default:
+		cols := m.projectColumns(shownProjects, p.width)
+		trows := make([]table.Row, len(shownProjects))
+		for i, pr := range shownProjects {
+			a := "-"
+			if c := pr.Created; !c.IsZero() {
+				a = human.Age(m.opts.Now().Sub(c))
+			}
+			reasons := strings.Join(pr.Reasons, "; ")
+			if pr.Operation != "" {
+				reasons = "(" + pr.Operation + ") " + reasons
+			}
+			state := pr.State
+			if i-s.sel < 2*rows && s.sel-i < 2*rows {
+				state = m.projectState(pr.State).Render(state) // styled only where the table can show it
+			}
+			trows[i] = table.Row{ref(pr), state, pr.Stack, fmt.Sprintf("%4s", a), reasons}
+		}
+		p.addTable(m.renderTable(&s.table, cols, trows, s.sel, p.width, max(rows-len(p.lines)-4, 4)))
+		if why := s.hiddenSel(); why != "" {
+			p.hang(m.st.faint.Render("  "+why), 4)
+		}
+	}
+	m.inspectActions(p, shownProjects)
+}
+
+// inspectActions ends both inspect screens (pinned): the actions, each
+// that would change nothing on the project marked with why; the reason
+// the last key did nothing; or the question a pending action asks.
+func (m *Model) inspectActions(p *page, projects []engine.ProjectStatus) {
+	s := m.insp
+	a := s.ask
+	if a == nil {
+		pr := s.selected()
+		if m.screen == screenProject {
+			pr = s.project()
+		}
+		var parts []string
+		acts := []keyHelp{{"s", "start"}, {"p", "suspend"}, {"r", "restack"}, {"t", "rotate token"}, {"x", "delete"}}
+		if m.opts.ReadOnly {
+			acts = nil
+			parts = append(parts, m.st.faint.Render("read-only: no start, suspend, restack, rotate token or delete"))
+		} else if m.screen == screenInspect {
+			parts = append(parts, m.actions([]keyHelp{{"n", "new project"}}))
+		}
+		for _, k := range acts {
+			op := map[string]string{"s": engine.ProjectStart, "p": engine.ProjectSuspend, "r": engine.ProjectRestack, "t": engine.ProjectRotateToken, "x": engine.ProjectDelete}[k.key]
+			if pr == nil || m.disabled(op, pr) != "" {
+				// Disabled: no key brackets, and said in words, so it
+				// reads as unavailable without colour too.
+				parts = append(parts, m.st.faint.Render("("+k.desc+": n/a)"))
+				continue
+			}
+			parts = append(parts, m.actions([]keyHelp{k}))
+		}
+		if m.screen == screenInspect && len(projects) > 0 {
+			parts = append(parts, m.actions([]keyHelp{{"enter", "details"}}))
+		}
+		parts = append(parts, m.actions([]keyHelp{{"esc", "back"}}))
+		if s.note != "" {
+			p.pin(m.st.warn.Render("! " + s.note))
+		} else if pr != nil && !m.opts.ReadOnly {
+			var why []string
+			for _, op := range []string{engine.ProjectStart, engine.ProjectSuspend, engine.ProjectRestack} {
+				if w := m.disabled(op, pr); w != "" {
+					why = append(why, w)
+				}
+			}
+			if len(why) > 0 {
+				p.pin(m.st.faint.Render(strings.Join(why, " · ")))
+			}
+		}
+		p.pinParts(parts)
+		return
+	}
+	switch {
+	case a.op == engine.ProjectRestack:
+		p.pin(m.st.warn.Render(fmt.Sprintf("Restack %s from %s onto ‹ %s ›?", a.ref, a.from, a.stacks[a.stackSel])) +
+			m.st.faint.Render(fmt.Sprintf("  ←/→ stack (%d of %d) · enter/y: restack · esc/n: cancel", a.stackSel+1, len(a.stacks))))
+	case a.op == engine.ProjectRotateToken:
+		p.pin(m.st.warn.Render(fmt.Sprintf("Rotate the token of project %s?", a.ref)) +
+			m.st.faint.Render("  a new token is made and the Deployment rolls to it; the old one stops working once it runs (a failed roll keeps it) · enter/y: rotate · esc/n: cancel"))
+	default:
+		verb := map[string]string{engine.ProjectStart: "Start", engine.ProjectSuspend: "Suspend"}[a.op]
+		p.pin(m.st.warn.Render(fmt.Sprintf("%s project %s?", verb, a.ref)) + m.st.faint.Render("  enter/y: "+a.op+" · esc/n: cancel"))
+	}
+}
+
+func (m *Model) projectState(state string) lipgloss.Style {
+	switch state {
+	case "running":
+		return m.st.ok
+	case "failed", "degraded":
+		return m.st.fail
+	case "suspended":
+		return m.st.faint
+	}
+	return m.st.progress
 }

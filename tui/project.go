@@ -421,3 +421,55 @@ func (m *Model) paneKey(s string) bool {
 	}
 	return true
 }
+
+func (m *Model) viewProject(p *page) {
+	s := m.insp
+	m.inspectHeader(p)
+	pr := s.project()
+	if pr == nil {
+		p.blank()
+		if s.data == nil {
+			m.viewLoading(p)
+		} else {
+			p.add("Project %s is not in the last read (deleted?).", s.ref)
+		}
+		p.pin(m.actions([]keyHelp{{"esc", "back"}}))
+		return
+	}
+	p.blank()
+	line := m.st.header.Render("Project "+ref(*pr)) + "  " + m.projectState(pr.State).Render(pr.State) +
+		fmt.Sprintf(" (desired %s) · stack %s", pr.Desired, pr.Stack)
+	if c := pr.Created; !c.IsZero() {
+		line += " · age " + human.Age(m.opts.Now().Sub(c))
+	}
+	p.line(line)
+	p.add("Host %s · namespace %s · revision %d", pr.Host, pr.Namespace, pr.Revision)
+	if pr.Operation != "" {
+		p.line(m.st.warn.Render("Operation under way: " + pr.Operation))
+	}
+	p.blank()
+	p.line(m.st.header.Render("Objects"))
+	objs := make([]objectLine, 0, len(pr.Objects))
+	for _, o := range pr.Objects {
+		objs = append(objs, objectLine{o.Kind, o.Name, o.Status, o.Message})
+	}
+	m.objectRows(p, objs)
+	p.blank()
+	if ok, text := tokenSync(pr); ok {
+		p.hang("Token sync  "+m.st.ok.Render("✓")+" "+text, 14)
+	} else if strings.HasPrefix(text, "unknown") {
+		p.hang("Token sync  "+m.st.faint.Render("?")+" "+text, 14)
+	} else {
+		p.hang("Token sync  "+m.st.fail.Render("✗")+" "+text, 14)
+	}
+	p.blank()
+	p.line(m.st.header.Render("Reasons"))
+	if len(pr.Reasons) == 0 {
+		p.line(m.st.faint.Render("  none: the live objects match the desired state"))
+	}
+	for _, r := range pr.Reasons {
+		p.hang("  • "+r, 4)
+	}
+	m.viewFeed(p, pr)
+	m.inspectActions(p, nil)
+}

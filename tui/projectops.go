@@ -378,22 +378,3 @@ func projectActions(table bool) []keyHelp {
 	}
 	return helpOf(bs)
 }
-
-// finalKeys are the final screen's wizard actions on the cluster just
-// made (beside u upgrade and K rotate key).
-var finalKeys = struct{ Inspect key.Binding }{
-	Inspect: key.NewBinding(key.WithKeys("i"), key.WithHelp("i", "inspect")),
-}
-
-// finalTarget is the cluster the final screen is about.
-func (m *Model) finalTarget() (Target, bool) {
-	r := m.run
-	if r == nil || r.result == nil || !r.result.OK {
-		return Target{}, false
-	}
-	prov := r.provider
-	if prov == "" {
-		prov = "kube"
-	}
-	return Target{Provider: prov, Name: r.name, Location: r.location}, true
-}

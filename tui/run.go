@@ -2,11 +2,15 @@ package tui
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"time"
 
+	tea "charm.land/bubbletea/v2"
+
 	"github.com/kilnctl/kiln/engine"
 	"github.com/kilnctl/kiln/internal/exit"
+	"github.com/kilnctl/kiln/internal/human"
 )
 
 // maxLogLines bounds the log the run view keeps; the oldest lines go first.
@@ -169,4 +173,327 @@ func (r *runState) phase(name string) *phaseRow {
 		}
 	}
 	return nil
+}
+
+// start begins an operation: the engine runs in a command, reporting
+// through the bridge, which queues the operation's end behind its events.
+func (m *Model) start(kind opKind, name, location string, op func(context.Context, Backend, *Bridge) error) tea.Cmd {
+	ctx, cancel := context.WithCancel(context.Background())
+	m.run = newRunState(kind, name, location, cancel, m.opts.Now())
+	m.askCancel, m.cancelling, m.help, m.runReopened = false, false, false, false
+	m.screen = screenRun
+	if kind == opCreate {
+		m.screen = screenDiscover
+	}
+	b, br := m.opts.Backend, m.opts.Bridge
+	if b == nil || br == nil {
+		return nil
+	}
+	m.ops.Add(1)
+	return func() tea.Msg {
+		defer m.ops.Done()
+		err := op(ctx, b, br)
+		br.Done(err)
+		return nil
+	}
+}
+
+// startOn is start of an operation on a cluster of provider (the run
+// view names it).
+func (m *Model) startOn(provider string, kind opKind, name, location string, op func(context.Context, Backend, *Bridge) error) tea.Cmd {
+	cmd := m.start(kind, name, location, op)
+	m.run.provider = provider
+	return cmd
+}
+
+func (m *Model) finishRun(err error) tea.Cmd {
+	r := m.run
+	if r == nil {
+		return nil
+	}
+	r.running = false
+	r.cancel()
+	m.askCancel, m.cancelling = false, false
+	m.lastRun = r
+	if r.result == nil && err != nil {
+		r.result = &engine.Event{Type: engine.TypeResult, Message: err.Error(), ExitCode: 1}
+	}
+	if m.screen == screenContinue || m.screen == screenDestroy || m.screen == screenDiscover || m.screen == screenUpgradePlan || m.screen == screenRotateConfirm {
+		m.screen = screenRun
+	}
+	if r.kind == opCreate && r.result != nil && r.result.OK {
+		m.screen = screenFinal
+	}
+	if r.kind == opProject && m.insp != nil {
+		// Re-read now, so the project screen is fresh when the user goes
+		// back (it shows "refreshing…" until the read lands).
+		return m.restartInspect()
+	}
+	return nil
+}
+
+func (m *Model) runKey(s string) tea.Cmd {
+	r := m.run
+	if r == nil {
+		return nil
+	}
+	switch s {
+	case "esc", "q":
+		if r.running {
+			return nil
+		}
+		if m.runReopened {
+			// Opened again with l: back where it was opened.
+			m.runReopened = false
+			if m.runBack == screenFinal {
+				m.screen = screenFinal
+				return nil
+			}
+			return m.goHome()
+		}
+		switch {
+		case r.kind == opProject && m.insp != nil:
+			// Back to the project the operation ran on, re-read (the read
+			// started when the run ended; it may still be under way).
+			return m.returnToInspect()
+		case r.kind == opCreate && r.fromForm && !r.userCancel:
+			// A failed create keeps the form as it was typed; bad input
+			// (exit 2) is said again where it is fixed.
+			m.run = nil
+			cmd := m.openCreate(false)
+			if r.result != nil && r.result.ExitCode == exit.BadInput {
+				m.formErr = "Create failed: " + r.result.Message
+			}
+			return cmd
+		case r.kind == opUpgrade || r.kind == opRotate:
+			return m.backFromDayTwo(r)
+		}
+		return m.goHome()
+	case "d":
+		if r.destroyAgain() {
+			// Every step of destroy is idempotent: running it again
+			// finishes what the ended run began.
+			m.runReopened = false
+			return m.startDestroy(r.target)
+		}
+	case "enter":
+		m.openRunDetail()
+	case "tab":
+		r.focusLog = !r.focusLog
+	case "up", "k":
+		r.scroll(-1)
+	case "down", "j":
+		r.scroll(1)
+	case "pgup", "pgdown":
+		// The log pages; otherwise the view itself scrolls when it does
+		// not fit, else the resources page.
+		d := map[string]int{"pgup": -10, "pgdown": 10}[s]
+		if !r.focusLog && m.maxScroll > 0 {
+			m.scrollKey(s)
+			return nil
+		}
+		r.scroll(d)
+	case "end", "G":
+		r.logOffset = 0
+		r.resSel = max(len(r.resources)-1, 0)
+	case "home", "g":
+		r.logOffset, r.resSel = len(r.logs), 0
+	}
+	return nil
+}
+
+// openRunDetail opens the selected resource, or the whole log, in full.
+func (m *Model) openRunDetail() {
+	r := m.run
+	if !r.focusLog && len(r.resources) > 0 {
+		res := r.resources[clamp(r.resSel, 0, len(r.resources)-1)]
+		ref := res.name
+		if res.namespace != "" {
+			ref = res.namespace + "/" + res.name
+		}
+		lines := []string{"Kind     " + res.kind, "Name     " + ref, "Status   " + res.status}
+		if res.message != "" {
+			lines = append(lines, "Message  "+res.message)
+		}
+		m.detail = &detailView{title: res.kind + " " + ref, lines: lines}
+		return
+	}
+	lines := append([]string(nil), r.logs...)
+	if r.result != nil {
+		lines = append(lines, "", "Result (exit "+fmt.Sprint(r.result.ExitCode)+"): "+r.result.Message)
+	}
+	m.detail = &detailView{title: "log of " + r.kind.String() + " " + r.name, lines: lines}
+}
+
+// cancelled reports whether the run ended by the user's own choice.
+func (r *runState) cancelled() bool {
+	return r.userCancel && r.result != nil && !r.result.OK
+}
+
+func (m *Model) viewRun(p *page, rows int) {
+	r := m.run
+	prov := r.provider
+	if prov == "" {
+		prov = "kube"
+	}
+	p.add("%s %s · %s %s", m.st.header.Render(r.kind.String()), r.name, prov, r.location)
+	m.viewPhases(p, false)
+	m.viewResult(p)
+	if len(p.lines) > rows-6 {
+		// Too little room: succeeded phases go on one summary line, so the
+		// result, resources and log keep rows.
+		p.lines = p.lines[:1]
+		m.viewPhases(p, true)
+		m.viewResult(p)
+	}
+	left := rows - len(p.lines) - 2 // two section headers
+	resWant := max(len(r.resources), 1)
+	logWant := max(min(m.logRowsNeeded(p.width), 8), 1)
+	var resRows, logRows int
+	switch {
+	case left < 2:
+		resRows, logRows = 1, 1 // the view scrolls
+	case resWant+logWant <= left:
+		resRows, logRows = resWant, left-resWant
+	default:
+		logRows = clamp(logWant, 1, max(left/2, 1))
+		resRows = left - logRows
+	}
+	m.viewResources(p, resRows)
+	m.viewLog(p, max(logRows, 1))
+}
+
+// viewPhases renders the run's phases, one a line; compact sums up the
+// succeeded and skipped ones on one line.
+func (m *Model) viewPhases(p *page, compact bool) {
+	r := m.run
+	now := m.opts.Now()
+	failedResult := r.result != nil && !r.result.OK
+	indent := 27
+	if p.width < 70 {
+		indent = 4 // narrow: messages wrap under the phase, not in a column
+	}
+	var done []string
+	for _, ph := range r.phases {
+		var mark string
+		el := time.Duration(ph.elapsedMS) * time.Millisecond
+		msg := ph.message
+		switch ph.state {
+		case engine.PhaseStarted:
+			mark, el = m.spinner(), now.Sub(ph.started)
+			if !r.running {
+				mark = m.st.faint.Render("-")
+			}
+		case engine.PhaseSucceeded:
+			mark = m.st.ok.Render("✓")
+		case engine.PhaseFailed:
+			mark = m.st.fail.Render("✗")
+			if r.cancelled() {
+				mark, msg = m.st.faint.Render("○"), "cancelled"
+			} else if failedResult {
+				msg = "failed (below)" // the result says why, once
+			}
+		default:
+			mark = m.st.faint.Render("-")
+		}
+		if compact && (ph.state == engine.PhaseSucceeded || ph.state == engine.PhaseSkipped) {
+			done = append(done, ph.name)
+			continue
+		}
+		if len(done) > 0 {
+			p.hang(" "+m.st.ok.Render("✓")+" "+strings.Join(done, ", "), 3)
+			done = nil
+		}
+		line := fmt.Sprintf(" %s %-15s %7s", mark, ph.name, human.Elapsed(el))
+		switch {
+		case ph.name == "plan" && r.decision != "":
+			line += "  " + r.decision + ": " + r.reason
+		case msg != "":
+			line += "  " + msg
+		}
+		p.hang(line, indent)
+	}
+	if len(done) > 0 {
+		p.hang(" "+m.st.ok.Render("✓")+" "+strings.Join(done, ", "), 3)
+	}
+}
+
+// viewResult renders the run's result, whole and wrapped: ✓, ✗ with its
+// exit code, or a neutral line for the user's own cancel.
+func (m *Model) viewResult(p *page) {
+	r := m.run
+	switch {
+	case r.result == nil:
+	case r.result.OK:
+		p.hang(m.st.ok.Render("✓ "+r.result.Message), 2)
+	case r.cancelled():
+		msg := r.result.Message
+		if strings.Contains(msg, "nothing was changed") || strings.Contains(msg, "nothing is changed") {
+			msg = "nothing was changed"
+		}
+		p.hang(m.st.header.Render("○ cancelled — "+msg), 2)
+	default:
+		p.hang(m.st.fail.Render(fmt.Sprintf("✗ %s (exit %d)", r.result.Message, r.result.ExitCode)), 2)
+	}
+	if r.destroyAgain() {
+		p.hang(m.st.warn.Render("Press d to run destroy again: it asks once more, then finishes what this run began (nothing removed comes back)."), 2)
+	}
+}
+
+// logRowsNeeded is how many rows the whole log takes, wrapped (up to 9).
+func (m *Model) logRowsNeeded(width int) int {
+	n := 0
+	for i := len(m.run.logs) - 1; i >= 0 && n < 9; i-- {
+		n += len(wrap("  "+m.run.logs[i], width, 4))
+	}
+	return n
+}
+
+func (m *Model) viewResources(p *page, rows int) {
+	r := m.run
+	head := fmt.Sprintf("Resources (%d)", len(r.resources))
+	if !r.focusLog {
+		head = m.st.header.Render(head) + m.st.faint.Render("  ↑/↓ select · enter: in full · tab: log")
+	}
+	p.row(head)
+	if len(r.resources) == 0 {
+		p.line(m.st.faint.Render("  none yet"))
+		return
+	}
+	sel := clamp(r.resSel, 0, len(r.resources)-1)
+	first := clamp(sel-rows+1, 0, max(len(r.resources)-rows, 0))
+	for i := first; i < len(r.resources) && i < first+rows; i++ {
+		res := r.resources[i]
+		st, mark := m.st.status(res.status)
+		ref := res.name
+		if res.namespace != "" {
+			ref = res.namespace + "/" + res.name
+		}
+		cur := " "
+		if i == sel && !r.focusLog {
+			cur = ">"
+		}
+		p.row(fmt.Sprintf("%s%s %-10s %-28s %s %s", cur, st.Render(mark), trunc(res.kind, 10), trunc(ref, 28), st.Render(fmt.Sprintf("%-11s", res.status)), res.message))
+	}
+}
+
+// viewLog renders the end of the log (or where it is scrolled to), each
+// line wrapped whole.
+func (m *Model) viewLog(p *page, rows int) {
+	r := m.run
+	head := "Log"
+	if r.focusLog {
+		head = m.st.header.Render(head) + m.st.faint.Render("  ↑/↓ pgup/pgdn scroll · end: follow · enter: in full · tab: resources")
+	}
+	p.row(head)
+	end := len(r.logs) - clamp(r.logOffset, 0, len(r.logs))
+	var shown []string
+	for i := end - 1; i >= 0 && len(shown) < rows; i-- {
+		w := wrap("  "+r.logs[i], p.width, 4)
+		shown = append(w, shown...)
+	}
+	if len(shown) > rows {
+		shown = shown[len(shown)-rows:]
+	}
+	p.lines = append(p.lines, shown...)
 }
