@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"charm.land/bubbles/v2/key"
 	"charm.land/bubbles/v2/table"
 	tea "charm.land/bubbletea/v2"
 
@@ -22,30 +23,60 @@ func (m *Model) goHome() tea.Cmd {
 	return m.refresh()
 }
 
-func (m *Model) homeKey(s string) tea.Cmd {
-	switch s {
-	case "q":
+// homeKeys are the home screen's keys: they dispatch (homeKey) and the
+// footer and ? help list them (homeBindings).
+var homeKeys = struct {
+	New, Continue, Inspect, Destroy, Refresh, LastRun, Up, Down, Select, Quit, Back, Scroll key.Binding
+}{
+	New:      key.NewBinding(key.WithKeys("n"), key.WithHelp("n", "new")),
+	Continue: key.NewBinding(key.WithKeys("c"), key.WithHelp("c", "continue")),
+	Inspect:  key.NewBinding(key.WithKeys("i", "enter"), key.WithHelp("i", "inspect")),
+	Destroy:  key.NewBinding(key.WithKeys("d"), key.WithHelp("d", "destroy")),
+	Refresh:  key.NewBinding(key.WithKeys("r"), key.WithHelp("r", "refresh")),
+	LastRun:  key.NewBinding(key.WithKeys("l"), key.WithHelp("l", "last run")),
+	Up:       key.NewBinding(key.WithKeys("up", "k")),
+	Down:     key.NewBinding(key.WithKeys("down", "j")),
+	Select:   key.NewBinding(key.WithKeys("up", "k", "down", "j"), key.WithHelp("↑/↓", "select")),
+	Quit:     key.NewBinding(key.WithKeys("q"), key.WithHelp("q", "quit")),
+	Back:     key.NewBinding(key.WithKeys("esc")),
+	Scroll:   key.NewBinding(key.WithKeys("pgup", "pgdown", "home", "end")),
+}
+
+// homeBindings are the home screen's keys as the footer shows them.
+func (m *Model) homeBindings() []key.Binding {
+	k := homeKeys
+	bs := []key.Binding{k.New, k.Continue, k.Inspect, k.Destroy, clusterKeys.Upgrade, clusterKeys.Rotate, k.Refresh}
+	if m.lastRun != nil {
+		bs = append(bs, k.LastRun)
+	}
+	return append(bs, k.Select, k.Quit)
+}
+
+func (m *Model) homeKey(msg tea.KeyPressMsg) tea.Cmd {
+	k, s := homeKeys, msg.String()
+	switch {
+	case key.Matches(msg, k.Quit):
 		return tea.Quit
-	case "esc":
+	case key.Matches(msg, k.Back):
 		return nil // Esc goes back; home is the first screen, so it stays
-	case "up", "k":
+	case key.Matches(msg, k.Up):
 		m.homeSel = clamp(m.homeSel-1, 0, len(m.clusters)-1)
-	case "down", "j":
+	case key.Matches(msg, k.Down):
 		m.homeSel = clamp(m.homeSel+1, 0, len(m.clusters)-1)
-	case "n":
+	case key.Matches(msg, k.New):
 		return m.openCreate(true)
-	case "r":
+	case key.Matches(msg, k.Refresh):
 		return m.refresh()
-	case "l":
+	case key.Matches(msg, k.LastRun):
 		if m.lastRun == nil {
 			m.homeNote = "no run yet in this session: the last run's log opens here after one"
 			return nil
 		}
 		m.run, m.screen, m.runBack, m.runReopened = m.lastRun, screenRun, screenHome, true
 		return nil
-	case "pgup", "pgdown", "home", "end":
+	case key.Matches(msg, k.Scroll):
 		m.scrollKey(s)
-	case "c", "enter", "i", "d", "u", "K":
+	case key.Matches(msg, k.Continue, k.Inspect, k.Destroy, clusterKeys.Upgrade, clusterKeys.Rotate):
 		if len(m.clusters) == 0 {
 			if s == "enter" {
 				return m.openCreate(true)
@@ -68,14 +99,14 @@ func (m *Model) homeKey(s string) tea.Cmd {
 		if isDayTwoKey(s) {
 			return m.dayTwoKeyPress(s, t, c.KeyIDs)
 		}
-		switch s {
-		case "c":
+		switch {
+		case key.Matches(msg, k.Continue):
 			// Continue goes through create: the engine finds the platform
 			// installed and asks, so the user sees what continuing means.
 			return m.startOn(c.Provider, opCreate, c.Name, c.Location, func(ctx context.Context, b Backend, br *Bridge) error {
 				return b.Create(ctx, CreateRequest{Provider: c.Provider, Name: c.Name, Location: c.Location}, br, br)
 			})
-		case "d":
+		case key.Matches(msg, k.Destroy):
 			return m.startDestroy(t)
 		default:
 			return m.openInspect(t)

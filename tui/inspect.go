@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"charm.land/bubbles/v2/key"
 	"charm.land/bubbles/v2/table"
 	tea "charm.land/bubbletea/v2"
 	"charm.land/lipgloss/v2"
@@ -469,26 +470,90 @@ func tokenSync(p *engine.ProjectStatus) (ok bool, text string) {
 	return false, "unknown: no deployment runs a token"
 }
 
+// inspectKeys are the inspect and project screens' keys: they dispatch
+// (inspectKey, filterKey) and the footer and ? help list them
+// (inspectBindings). The lifecycle keys are projectKeys, the day-2 keys
+// clusterKeys.
+var inspectKeys = struct {
+	Back, Up, Down, Select, Scroll, Page, Filter, Open, Start, Suspend, Restack key.Binding
+	// A question (s, p, r, t): the stack to restack onto, yes, no.
+	AskPrev, AskNext, AskChoose, AskYes, AskNo key.Binding
+	// Typing the filter (/).
+	FilterType, FilterKeep, FilterClear, FilterDelete, FilterSpace key.Binding
+	ReadOnly                                                       key.Binding
+}{
+	Back:    key.NewBinding(key.WithKeys("esc", "q"), key.WithHelp("esc", "back")),
+	Up:      key.NewBinding(key.WithKeys("up", "k")),
+	Down:    key.NewBinding(key.WithKeys("down", "j")),
+	Select:  key.NewBinding(key.WithKeys("up", "k", "down", "j"), key.WithHelp("↑/↓", "select")),
+	Scroll:  key.NewBinding(key.WithKeys("up", "k", "down", "j"), key.WithHelp("↑/↓", "scroll")),
+	Page:    key.NewBinding(key.WithKeys("pgup", "pgdown")),
+	Filter:  key.NewBinding(key.WithKeys("/"), key.WithHelp("/", "filter")),
+	Open:    key.NewBinding(key.WithKeys("enter"), key.WithHelp("enter", "project")),
+	Start:   key.NewBinding(key.WithKeys("s"), key.WithHelp("s", "start")),
+	Suspend: key.NewBinding(key.WithKeys("p"), key.WithHelp("p", "suspend")),
+	Restack: key.NewBinding(key.WithKeys("r"), key.WithHelp("r", "restack")),
+
+	AskPrev:   key.NewBinding(key.WithKeys("left", "h")),
+	AskNext:   key.NewBinding(key.WithKeys("right", "l", "tab")),
+	AskChoose: key.NewBinding(key.WithKeys("left", "right"), key.WithHelp("←/→", "stack")),
+	AskYes:    key.NewBinding(key.WithKeys("y", "Y", "enter"), key.WithHelp("enter/y", "confirm")),
+	AskNo:     key.NewBinding(key.WithKeys("n", "N", "esc", "q"), key.WithHelp("esc/n", "cancel")),
+
+	FilterType:   key.NewBinding(key.WithKeys("type"), key.WithHelp("type", "filter projects")),
+	FilterKeep:   key.NewBinding(key.WithKeys("enter"), key.WithHelp("enter", "keep filter")),
+	FilterClear:  key.NewBinding(key.WithKeys("esc"), key.WithHelp("esc", "clear filter")),
+	FilterDelete: key.NewBinding(key.WithKeys("backspace")),
+	FilterSpace:  key.NewBinding(key.WithKeys("space")),
+	ReadOnly:     key.NewBinding(key.WithKeys("read-only"), key.WithHelp("read-only", "no actions")),
+}
+
+// inspectBindings are the inspect screens' keys as the footer shows them.
+func (m *Model) inspectBindings() []key.Binding {
+	k, st := inspectKeys, m.insp
+	var bs []key.Binding
+	switch {
+	case st != nil && st.ask != nil && st.ask.op == engine.ProjectRestack:
+		yes := key.NewBinding(key.WithKeys(k.AskYes.Keys()...), key.WithHelp("enter/y", "restack"))
+		bs = []key.Binding{k.AskChoose, yes, k.AskNo}
+	case st != nil && st.ask != nil:
+		bs = []key.Binding{k.AskYes, k.AskNo}
+	case st != nil && st.filtering:
+		bs = []key.Binding{k.FilterType, k.FilterKeep, k.FilterClear}
+	case m.screen == screenInspect && m.opts.ReadOnly:
+		bs = []key.Binding{k.Back, k.Select, k.Filter, k.Open, k.ReadOnly}
+	case m.screen == screenInspect:
+		bs = []key.Binding{k.Back, k.Select, k.Filter, k.Open, k.Start, k.Suspend, k.Restack,
+			projectKeys.New, projectKeys.Rotate, projectKeys.Delete, clusterKeys.Upgrade, clusterKeys.Rotate}
+	case m.opts.ReadOnly:
+		bs = []key.Binding{k.Back, k.Scroll, k.ReadOnly}
+	default:
+		bs = []key.Binding{k.Back, k.Start, k.Suspend, k.Restack, projectKeys.Rotate, projectKeys.Delete,
+			clusterKeys.Upgrade, clusterKeys.Rotate, k.Scroll}
+	}
+	return bs
+}
+
 // inspectKey handles the inspect table and the project detail screen,
 // and the confirmation of a project operation on either.
-func (m *Model) inspectKey(s string) tea.Cmd {
-	st := m.insp
+func (m *Model) inspectKey(msg tea.KeyPressMsg) tea.Cmd {
+	k, st, s := inspectKeys, m.insp, msg.String()
 	if a := st.ask; a != nil {
-		switch s {
-		case "left", "h":
+		switch {
+		case key.Matches(msg, k.AskPrev):
 			a.stackSel = clamp(a.stackSel-1, 0, len(a.stacks)-1)
-		case "right", "l", "tab":
+		case key.Matches(msg, k.AskNext):
 			a.stackSel = clamp(a.stackSel+1, 0, len(a.stacks)-1)
-		case "y", "Y", "enter":
+		case key.Matches(msg, k.AskYes):
 			return m.runProject()
-		case "n", "N", "esc", "q":
+		case key.Matches(msg, k.AskNo):
 			st.ask = nil
 		}
 		return nil
 	}
 	st.note = ""
 	if st.filtering {
-		return m.filterKey(s)
+		return m.filterKey(msg)
 	}
 	p := st.selected()
 	if m.screen == screenProject {
@@ -497,24 +562,27 @@ func (m *Model) inspectKey(s string) tea.Cmd {
 			return nil
 		}
 	}
-	if m.opts.ReadOnly && (s == "s" || s == "p" || s == "r" || isDayTwoKey(s)) {
+	if cmd, ok := m.projectLifecycleKey(msg, p); ok {
+		return cmd
+	}
+	if m.opts.ReadOnly && key.Matches(msg, k.Start, k.Suspend, k.Restack, clusterKeys.Upgrade, clusterKeys.Rotate) {
 		st.note = "read-only: this inspector changes nothing (kiln inspect --read-only)"
 		return nil
 	}
-	if isDayTwoKey(s) {
+	if key.Matches(msg, clusterKeys.Upgrade, clusterKeys.Rotate) {
 		var keyIDs []string
 		if st.data != nil && st.data.Status != nil {
 			keyIDs = st.data.Status.KeyIDs
 		}
 		return m.dayTwoKeyPress(s, st.target, keyIDs)
 	}
-	switch s {
-	case "/":
+	switch {
+	case key.Matches(msg, k.Filter):
 		if m.screen == screenInspect {
 			st.filtering = true
 		}
 		return nil
-	case "esc", "q":
+	case key.Matches(msg, k.Back):
 		if m.screen == screenProject {
 			m.screen, st.ref = screenInspect, ""
 			return nil
@@ -525,29 +593,29 @@ func (m *Model) inspectKey(s string) tea.Cmd {
 			return nil
 		}
 		return m.goHome()
-	case "up", "k":
+	case key.Matches(msg, k.Up):
 		if m.screen == screenProject {
 			m.scrollKey(s)
 			return nil
 		}
 		st.moveSel(-1)
-	case "down", "j":
+	case key.Matches(msg, k.Down):
 		if m.screen == screenProject {
 			m.scrollKey(s)
 			return nil
 		}
 		st.moveSel(1)
-	case "pgup", "pgdown":
+	case key.Matches(msg, k.Page):
 		m.scrollKey(s)
-	case "enter":
+	case key.Matches(msg, k.Open):
 		if m.screen == screenInspect && p != nil {
 			m.screen, st.ref = screenProject, ref(*p)
 		}
-	case "s":
+	case key.Matches(msg, k.Start):
 		m.askProject(engine.ProjectStart, p)
-	case "p":
+	case key.Matches(msg, k.Suspend):
 		m.askProject(engine.ProjectSuspend, p)
-	case "r":
+	case key.Matches(msg, k.Restack):
 		m.askProject(engine.ProjectRestack, p)
 	}
 	return nil
@@ -555,18 +623,18 @@ func (m *Model) inspectKey(s string) tea.Cmd {
 
 // filterKey types the project table's filter (/): enter keeps it, esc
 // clears it, backspace deletes.
-func (m *Model) filterKey(s string) tea.Cmd {
-	st := m.insp
-	switch s {
-	case "enter":
+func (m *Model) filterKey(msg tea.KeyPressMsg) tea.Cmd {
+	k, st, s := inspectKeys, m.insp, msg.String()
+	switch {
+	case key.Matches(msg, k.FilterKeep):
 		st.filtering = false
-	case "esc":
+	case key.Matches(msg, k.FilterClear):
 		st.filtering, st.filter = false, ""
-	case "backspace":
+	case key.Matches(msg, k.FilterDelete):
 		if r := []rune(st.filter); len(r) > 0 {
 			st.filter = string(r[:len(r)-1])
 		}
-	case "space":
+	case key.Matches(msg, k.FilterSpace):
 		st.filter += " "
 	default:
 		if r := []rune(s); len(r) == 1 {

@@ -80,12 +80,7 @@ func (m *Model) keys(short bool) []key.Binding {
 	var ks []keyHelp
 	switch m.screen {
 	case screenHome:
-		ks = append([]keyHelp{{"n", "new"}, {"c", "continue"}, {"i", "inspect"}, {"d", "destroy"}}, dayTwoActions()...)
-		ks = append(ks, keyHelp{"r", "refresh"})
-		if m.lastRun != nil {
-			ks = append(ks, keyHelp{"l", "last run"})
-		}
-		ks = append(ks, keyHelp{"↑/↓", "select"}, keyHelp{"q", "quit"})
+		ks = helpOf(m.homeBindings())
 	case screenCreate:
 		ks = []keyHelp{{"tab/↓", "next"}, {"↑", "previous"}, {"←/→", "context"}, {"enter", "next/create"}, {"esc", "back"}}
 	case screenContinue:
@@ -111,25 +106,7 @@ func (m *Model) keys(short bool) []key.Binding {
 	case screenProjectDelete:
 		ks = helpOf(deleteProjectKeys.bindings())
 	case screenInspect, screenProject:
-		switch {
-		case m.insp != nil && m.insp.ask != nil && m.insp.ask.op == "restack":
-			ks = []keyHelp{{"←/→", "stack"}, {"enter/y", "restack"}, {"esc/n", "cancel"}}
-		case m.insp != nil && m.insp.ask != nil:
-			ks = []keyHelp{{"enter/y", "confirm"}, {"esc/n", "cancel"}}
-		case m.insp != nil && m.insp.filtering:
-			ks = []keyHelp{{"type", "filter projects"}, {"enter", "keep filter"}, {"esc", "clear filter"}}
-		case m.screen == screenInspect && m.opts.ReadOnly:
-			ks = []keyHelp{{"esc", "back"}, {"↑/↓", "select"}, {"/", "filter"}, {"enter", "project"}, {"read-only", "no actions"}}
-		case m.screen == screenInspect:
-			ks = append([]keyHelp{{"esc", "back"}, {"↑/↓", "select"}, {"/", "filter"}, {"enter", "project"}, {"s", "start"}, {"p", "suspend"}, {"r", "restack"}}, projectActions(true)...)
-			ks = append(ks, dayTwoActions()...)
-		case m.opts.ReadOnly:
-			ks = []keyHelp{{"esc", "back"}, {"↑/↓", "scroll"}, {"read-only", "no actions"}}
-		default:
-			ks = append([]keyHelp{{"esc", "back"}, {"s", "start"}, {"p", "suspend"}, {"r", "restack"}}, projectActions(false)...)
-			ks = append(ks, dayTwoActions()...)
-			ks = append(ks, keyHelp{"↑/↓", "scroll"})
-		}
+		ks = helpOf(m.inspectBindings())
 		if fd := m.feed(); fd != nil && m.screen == screenProject && (m.insp.ask == nil) {
 			switch fd.pane {
 			case paneLog:

@@ -542,7 +542,7 @@ func (m *Model) key(k tea.KeyPressMsg) tea.Cmd {
 	}
 	switch m.screen {
 	case screenHome:
-		return m.homeKey(s)
+		return m.homeKey(k)
 	case screenCreate:
 		return m.createKey(k, s)
 	case screenContinue:
@@ -552,17 +552,7 @@ func (m *Model) key(k tea.KeyPressMsg) tea.Cmd {
 	case screenDiscover, screenRun:
 		return m.runKey(s)
 	case screenInspect, screenProject:
-		if st := m.insp; st.ask == nil && !st.filtering {
-			p := st.selected()
-			if m.screen == screenProject {
-				p = st.project()
-			}
-			st.note = ""
-			if cmd, ok := m.projectLifecycleKey(k, p); ok {
-				return cmd
-			}
-		}
-		return m.inspectKey(s)
+		return m.inspectKey(k)
 	case screenProjectNew:
 		return m.newProjectKey(k)
 	case screenProjectDelete:

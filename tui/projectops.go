@@ -368,13 +368,3 @@ func (m *Model) viewDeleteProject(p *page) {
 	p.blank()
 	p.line(m.st.faint.Render("Esc cancels; nothing is changed."))
 }
-
-// projectActions are the lifecycle keys' hints: n (on the project table
-// only), t and x.
-func projectActions(table bool) []keyHelp {
-	bs := []key.Binding{projectKeys.Rotate, projectKeys.Delete}
-	if table {
-		bs = append([]key.Binding{projectKeys.New}, bs...)
-	}
-	return helpOf(bs)
-}
