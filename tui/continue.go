@@ -4,22 +4,31 @@ import (
 	"fmt"
 	"time"
 
+	"charm.land/bubbles/v2/key"
 	tea "charm.land/bubbletea/v2"
 
 	"github.com/kilnctl/kiln/engine"
 	"github.com/kilnctl/kiln/internal/human"
 )
 
-func (m *Model) continueKey(s string) tea.Cmd {
-	switch s {
-	case "left", "right", "tab", "shift+tab", "h", "l":
+// continueKeys are the continue question's keys (dispatch, footer, help).
+var continueKeys = struct{ Choose, Confirm, Cancel key.Binding }{
+	Choose:  key.NewBinding(key.WithKeys("left", "right", "tab", "shift+tab", "h", "l"), key.WithHelp("←/→/tab", "choose")),
+	Confirm: key.NewBinding(key.WithKeys("enter", "space"), key.WithHelp("enter", "confirm")),
+	Cancel:  key.NewBinding(key.WithKeys("esc", "q"), key.WithHelp("esc", "cancel (nothing changes)")),
+}
+
+func (m *Model) continueKey(msg tea.KeyPressMsg) tea.Cmd {
+	k := continueKeys
+	switch {
+	case key.Matches(msg, k.Choose):
 		m.contFocus = 1 - m.contFocus
-	case "enter", "space":
+	case key.Matches(msg, k.Confirm):
 		m.answerContinue(m.contFocus == 0)
-	case "esc", "q":
+	case key.Matches(msg, k.Cancel):
 		m.answerContinue(false)
 	default:
-		m.scrollKey(s)
+		m.scrollKey(msg.String())
 	}
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 
+	"charm.land/bubbles/v2/key"
 	tea "charm.land/bubbletea/v2"
 )
 
@@ -17,20 +18,27 @@ func (m *Model) startDestroy(t Target) tea.Cmd {
 	return cmd
 }
 
-func (m *Model) destroyKey(k tea.KeyPressMsg, s string) tea.Cmd {
-	switch s {
-	case "esc":
+// destroyKeys are the destroy question's keys (dispatch, footer, help).
+var destroyKeys = struct{ Confirm, Cancel, Scroll key.Binding }{
+	Confirm: key.NewBinding(key.WithKeys("enter"), key.WithHelp("enter", "confirm typed name")),
+	Cancel:  key.NewBinding(key.WithKeys("esc"), key.WithHelp("esc", "cancel (nothing changes)")),
+	Scroll:  key.NewBinding(key.WithKeys("pgup", "pgdown", "up", "down")),
+}
+
+func (m *Model) destroyKey(k tea.KeyPressMsg) tea.Cmd {
+	switch {
+	case key.Matches(k, destroyKeys.Cancel):
 		m.answerDestroy(false)
 		return nil
-	case "enter":
+	case key.Matches(k, destroyKeys.Confirm):
 		if m.destAsk != nil && m.destIn.Value() != m.destAsk.q.Name {
 			m.destErr = "type the cluster name exactly to confirm, or Esc to cancel"
 			return nil
 		}
 		m.answerDestroy(true)
 		return nil
-	case "pgup", "pgdown", "up", "down":
-		m.scrollKey(s)
+	case key.Matches(k, destroyKeys.Scroll):
+		m.scrollKey(k.String())
 		return nil
 	}
 	return m.updateFocusedInput(k)

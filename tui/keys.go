@@ -84,18 +84,11 @@ func (m *Model) keys(short bool) []key.Binding {
 	case screenCreate:
 		ks = []keyHelp{{"tab/↓", "next"}, {"↑", "previous"}, {"←/→", "context"}, {"enter", "next/create"}, {"esc", "back"}}
 	case screenContinue:
-		ks = []keyHelp{{"←/→/tab", "choose"}, {"enter", "confirm"}, {"esc", "cancel (nothing changes)"}}
+		ks = helpOf([]key.Binding{continueKeys.Choose, continueKeys.Confirm, continueKeys.Cancel})
 	case screenDestroy:
-		ks = []keyHelp{{"enter", "confirm typed name"}, {"esc", "cancel (nothing changes)"}}
+		ks = helpOf([]key.Binding{destroyKeys.Confirm, destroyKeys.Cancel})
 	case screenDiscover, screenRun:
-		if m.run != nil && !m.run.running {
-			ks = []keyHelp{{"esc", "back"}, {"↑/↓", "select/scroll"}, {"tab", "resources/log"}, {"enter", "in full"}, {"pgup/pgdn", "page"}}
-			if m.run.destroyAgain() {
-				ks = append([]keyHelp{{"d", "destroy again"}}, ks...)
-			}
-		} else {
-			ks = []keyHelp{{"↑/↓", "select/scroll"}, {"tab", "resources/log"}, {"enter", "in full"}, {"end", "follow"}, {"ctrl+c", "cancel"}}
-		}
+		ks = helpOf(m.runBindings())
 	case screenFinal:
 		ks = append(helpOf([]key.Binding{finalKeys.Inspect}), dayTwoActions()...)
 		ks = append(ks, keyHelp{"l", "review the run"}, keyHelp{"enter/esc", "back to clusters"}, keyHelp{"ctrl+c", "quit"})

@@ -546,11 +546,11 @@ func (m *Model) key(k tea.KeyPressMsg) tea.Cmd {
 	case screenCreate:
 		return m.createKey(k, s)
 	case screenContinue:
-		return m.continueKey(s)
+		return m.continueKey(k)
 	case screenDestroy:
-		return m.destroyKey(k, s)
+		return m.destroyKey(k)
 	case screenDiscover, screenRun:
-		return m.runKey(s)
+		return m.runKey(k)
 	case screenInspect, screenProject:
 		return m.inspectKey(k)
 	case screenProjectNew:
@@ -675,7 +675,7 @@ func (m *Model) wheel(msg tea.MouseWheelMsg) tea.Cmd {
 		d := map[string]int{"up": -1, "down": 1}[key]
 		m.insp.moveSel(d)
 	case m.screen == screenRun && m.run != nil:
-		return m.runKey(key)
+		return m.runKey(tea.KeyPressMsg{Code: map[string]rune{"up": tea.KeyUp, "down": tea.KeyDown}[key]})
 	default:
 		m.scrollKey(map[string]string{"up": "pgup", "down": "pgdown"}[key])
 	}

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"charm.land/bubbles/v2/key"
 	tea "charm.land/bubbletea/v2"
 
 	"github.com/kilnctl/kiln/engine"
@@ -232,13 +233,46 @@ func (m *Model) finishRun(err error) tea.Cmd {
 	return nil
 }
 
-func (m *Model) runKey(s string) tea.Cmd {
-	r := m.run
+// runKeys are the run view's keys: they dispatch (runKey) and the footer
+// and ? help list them (runBindings). ctrl+c (Cancel) is the model's, for
+// every screen.
+var runKeys = struct {
+	Back, Again, Open, Focus, Up, Down, Select, Page, End, Home, Cancel key.Binding
+}{
+	Back:   key.NewBinding(key.WithKeys("esc", "q"), key.WithHelp("esc", "back")),
+	Again:  key.NewBinding(key.WithKeys("d"), key.WithHelp("d", "destroy again")),
+	Open:   key.NewBinding(key.WithKeys("enter"), key.WithHelp("enter", "in full")),
+	Focus:  key.NewBinding(key.WithKeys("tab"), key.WithHelp("tab", "resources/log")),
+	Up:     key.NewBinding(key.WithKeys("up", "k")),
+	Down:   key.NewBinding(key.WithKeys("down", "j")),
+	Select: key.NewBinding(key.WithKeys("up", "k", "down", "j"), key.WithHelp("↑/↓", "select/scroll")),
+	Page:   key.NewBinding(key.WithKeys("pgup", "pgdown"), key.WithHelp("pgup/pgdn", "page")),
+	End:    key.NewBinding(key.WithKeys("end", "G"), key.WithHelp("end", "follow")),
+	Home:   key.NewBinding(key.WithKeys("home", "g")),
+	Cancel: key.NewBinding(key.WithKeys("ctrl+c"), key.WithHelp("ctrl+c", "cancel")),
+}
+
+// runBindings are the run view's keys as the footer shows them: while it
+// runs, and once it has ended (d when destroy can run again).
+func (m *Model) runBindings() []key.Binding {
+	k := runKeys
+	if m.run != nil && !m.run.running {
+		bs := []key.Binding{k.Back, k.Select, k.Focus, k.Open, k.Page}
+		if m.run.destroyAgain() {
+			bs = append([]key.Binding{k.Again}, bs...)
+		}
+		return bs
+	}
+	return []key.Binding{k.Select, k.Focus, k.Open, k.End, k.Cancel}
+}
+
+func (m *Model) runKey(msg tea.KeyPressMsg) tea.Cmd {
+	r, k, s := m.run, runKeys, msg.String()
 	if r == nil {
 		return nil
 	}
-	switch s {
-	case "esc", "q":
+	switch {
+	case key.Matches(msg, k.Back):
 		if r.running {
 			return nil
 		}
@@ -269,22 +303,22 @@ func (m *Model) runKey(s string) tea.Cmd {
 			return m.backFromDayTwo(r)
 		}
 		return m.goHome()
-	case "d":
+	case key.Matches(msg, k.Again):
 		if r.destroyAgain() {
 			// Every step of destroy is idempotent: running it again
 			// finishes what the ended run began.
 			m.runReopened = false
 			return m.startDestroy(r.target)
 		}
-	case "enter":
+	case key.Matches(msg, k.Open):
 		m.openRunDetail()
-	case "tab":
+	case key.Matches(msg, k.Focus):
 		r.focusLog = !r.focusLog
-	case "up", "k":
+	case key.Matches(msg, k.Up):
 		r.scroll(-1)
-	case "down", "j":
+	case key.Matches(msg, k.Down):
 		r.scroll(1)
-	case "pgup", "pgdown":
+	case key.Matches(msg, k.Page):
 		// The log pages; otherwise the view itself scrolls when it does
 		// not fit, else the resources page.
 		d := map[string]int{"pgup": -10, "pgdown": 10}[s]
@@ -293,10 +327,10 @@ func (m *Model) runKey(s string) tea.Cmd {
 			return nil
 		}
 		r.scroll(d)
-	case "end", "G":
+	case key.Matches(msg, k.End):
 		r.logOffset = 0
 		r.resSel = max(len(r.resources)-1, 0)
-	case "home", "g":
+	case key.Matches(msg, k.Home):
 		r.logOffset, r.resSel = len(r.logs), 0
 	}
 	return nil
