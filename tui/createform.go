@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 
+	"charm.land/bubbles/v2/key"
 	"charm.land/bubbles/v2/textinput"
 	tea "charm.land/bubbletea/v2"
 	"charm.land/lipgloss/v2"
@@ -137,21 +138,46 @@ func (m *Model) openCreate(fresh bool) tea.Cmd {
 	return m.focusForm(m.formFocus)
 }
 
-func (m *Model) createKey(k tea.KeyPressMsg, s string) tea.Cmd {
+// createKeys are the create form's keys: they dispatch (createKey) and
+// the footer and ? help list them. Prev/Next of a choice (provider,
+// context) act only on those fields; q leaves only off a text field.
+var createKeys = struct {
+	Back, Next, Prev, Page, Enter, Choose, ChoosePrev, ChooseNext, Toggle, Quit key.Binding
+}{
+	Back:       key.NewBinding(key.WithKeys("esc"), key.WithHelp("esc", "back")),
+	Next:       key.NewBinding(key.WithKeys("tab", "down"), key.WithHelp("tab/↓", "next")),
+	Prev:       key.NewBinding(key.WithKeys("shift+tab", "up"), key.WithHelp("↑", "previous")),
+	Page:       key.NewBinding(key.WithKeys("pgup", "pgdown")),
+	Enter:      key.NewBinding(key.WithKeys("enter"), key.WithHelp("enter", "next/create")),
+	Choose:     key.NewBinding(key.WithKeys("left", "right"), key.WithHelp("←/→", "context")),
+	ChoosePrev: key.NewBinding(key.WithKeys("left", "h")),
+	ChooseNext: key.NewBinding(key.WithKeys("right", "l", "space")),
+	Toggle:     key.NewBinding(key.WithKeys("left", "right", "h", "l", "space")),
+	Quit:       key.NewBinding(key.WithKeys("q")),
+}
+
+// createBindings are the create form's keys as the footer shows them.
+func createBindings() []key.Binding {
+	k := createKeys
+	return []key.Binding{k.Next, k.Prev, k.Choose, k.Enter, k.Back}
+}
+
+func (m *Model) createKey(msg tea.KeyPressMsg) tea.Cmd {
+	k := createKeys
 	m.formErr = "" // said for the last Create; the fields say the rest
-	switch s {
-	case "esc":
+	switch {
+	case key.Matches(msg, k.Back):
 		m.screen = screenHome
 		m.blurForm()
 		return nil
-	case "tab", "down":
+	case key.Matches(msg, k.Next):
 		return m.focusForm(m.nextField(1))
-	case "shift+tab", "up":
+	case key.Matches(msg, k.Prev):
 		return m.focusForm(m.nextField(-1))
-	case "pgup", "pgdown":
-		m.scrollKey(s)
+	case key.Matches(msg, k.Page):
+		m.scrollKey(msg.String())
 		return nil
-	case "enter":
+	case key.Matches(msg, k.Enter):
 		if m.formFocus < fieldButton {
 			return m.focusForm(m.nextField(1))
 		}
@@ -159,8 +185,8 @@ func (m *Model) createKey(k tea.KeyPressMsg, s string) tea.Cmd {
 	}
 	switch m.formFocus {
 	case fieldProvider:
-		switch s {
-		case "left", "right", "h", "l", "space":
+		switch {
+		case key.Matches(msg, k.Toggle):
 			m.formAWS = !m.formAWS
 			if m.formAWS && m.regionIn.Value() == "" {
 				if r := m.awsRegions(); len(r) > 0 {
@@ -168,27 +194,27 @@ func (m *Model) createKey(k tea.KeyPressMsg, s string) tea.Cmd {
 				}
 			}
 			m.checkAWS()
-		case "q":
+		case key.Matches(msg, k.Quit):
 			m.screen = screenHome
 		}
 		return nil
 	case fieldContext:
-		switch s {
-		case "left", "h":
+		switch {
+		case key.Matches(msg, k.ChoosePrev):
 			m.ctxSel = clamp(m.ctxSel-1, 0, len(m.contexts)-1)
-		case "right", "l", "space":
+		case key.Matches(msg, k.ChooseNext):
 			m.ctxSel = clamp(m.ctxSel+1, 0, len(m.contexts)-1)
-		case "q":
+		case key.Matches(msg, k.Quit):
 			m.screen = screenHome
 		}
 		return nil
 	case fieldButton:
-		if s == "q" {
+		if key.Matches(msg, k.Quit) {
 			m.screen = screenHome
 		}
 		return nil
 	}
-	return m.updateFocusedInput(k)
+	return m.updateFocusedInput(msg)
 }
 
 func (m *Model) blurForm() {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"charm.land/bubbles/v2/key"
+	tea "charm.land/bubbletea/v2"
 )
 
 func (m *Model) viewFinal(p *page) {
@@ -74,10 +75,41 @@ func locationFlag(t Target) string {
 	return " --context " + t.Location
 }
 
-// finalKeys are the final screen's wizard actions on the cluster just
-// made (beside u upgrade and K rotate key).
-var finalKeys = struct{ Inspect key.Binding }{
+// finalKeys are the final screen's keys: the wizard's next steps on the
+// cluster just made (with u upgrade and K rotate key), the run, home.
+var finalKeys = struct{ Inspect, Review, Home, Quit key.Binding }{
 	Inspect: key.NewBinding(key.WithKeys("i"), key.WithHelp("i", "inspect")),
+	Review:  key.NewBinding(key.WithKeys("l"), key.WithHelp("l", "review the run")),
+	Home:    key.NewBinding(key.WithKeys("esc", "q", "enter"), key.WithHelp("enter/esc", "back to clusters")),
+	Quit:    key.NewBinding(key.WithKeys("ctrl+c"), key.WithHelp("ctrl+c", "quit")),
+}
+
+// finalBindings are the final screen's keys as the footer shows them.
+func finalBindings() []key.Binding {
+	k := finalKeys
+	return []key.Binding{k.Inspect, clusterKeys.Upgrade, clusterKeys.Rotate, k.Review, k.Home, k.Quit}
+}
+
+func (m *Model) finalKey(msg tea.KeyPressMsg) tea.Cmd {
+	k := finalKeys
+	if t, ok := m.finalTarget(); ok {
+		switch {
+		case key.Matches(msg, k.Inspect):
+			return m.openInspect(t)
+		case key.Matches(msg, clusterKeys.Upgrade, clusterKeys.Rotate):
+			return m.dayTwoKeyPress(msg.String(), t, nil)
+		}
+	}
+	switch {
+	case key.Matches(msg, k.Home):
+		return m.goHome()
+	case key.Matches(msg, k.Review):
+		// The run's log and resources; Esc comes back here.
+		m.screen, m.runBack, m.runReopened = screenRun, screenFinal, true
+	default:
+		m.scrollKey(msg.String())
+	}
+	return nil
 }
 
 // finalTarget is the cluster the final screen is about.

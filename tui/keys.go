@@ -82,7 +82,7 @@ func (m *Model) keys(short bool) []key.Binding {
 	case screenHome:
 		ks = helpOf(m.homeBindings())
 	case screenCreate:
-		ks = []keyHelp{{"tab/↓", "next"}, {"↑", "previous"}, {"←/→", "context"}, {"enter", "next/create"}, {"esc", "back"}}
+		ks = helpOf(createBindings())
 	case screenContinue:
 		ks = helpOf([]key.Binding{continueKeys.Choose, continueKeys.Confirm, continueKeys.Cancel})
 	case screenDestroy:
@@ -90,8 +90,7 @@ func (m *Model) keys(short bool) []key.Binding {
 	case screenDiscover, screenRun:
 		ks = helpOf(m.runBindings())
 	case screenFinal:
-		ks = append(helpOf([]key.Binding{finalKeys.Inspect}), dayTwoActions()...)
-		ks = append(ks, keyHelp{"l", "review the run"}, keyHelp{"enter/esc", "back to clusters"}, keyHelp{"ctrl+c", "quit"})
+		ks = helpOf(finalBindings())
 	case screenUpgrade, screenUpgradePlan, screenRotate, screenRotateConfirm:
 		ks = m.dayTwoKeys()
 	case screenProjectNew:

@@ -490,38 +490,52 @@ func (m *Model) updateFocusedInput(msg tea.Msg) tea.Cmd {
 }
 
 // key dispatches a key press: global keys first, then the screen's.
+// globalKeys work on every screen: ? help, ctrl+c, the answers to the
+// quit and cancel questions, and the keys of the help and in-full views.
+var globalKeys = struct {
+	Help, Interrupt, Yes, No, Close, CloseDetail, PageDown key.Binding
+}{
+	Help:        key.NewBinding(key.WithKeys("?"), key.WithHelp("?", "help")),
+	Interrupt:   key.NewBinding(key.WithKeys("ctrl+c")),
+	Yes:         key.NewBinding(key.WithKeys("y", "Y")),
+	No:          key.NewBinding(key.WithKeys("n", "N", "esc", "q")),
+	Close:       key.NewBinding(key.WithKeys("esc", "q")),
+	CloseDetail: key.NewBinding(key.WithKeys("esc", "q", "enter")),
+	PageDown:    key.NewBinding(key.WithKeys("space")),
+}
+
 func (m *Model) key(k tea.KeyPressMsg) tea.Cmd {
-	s := k.String()
+	g, s := globalKeys, k.String()
 	m.homeNote = ""
 	if m.askQuit {
 		m.askQuit = false
-		if s == "y" || s == "Y" || s == "ctrl+c" {
+		if key.Matches(k, g.Yes, g.Interrupt) {
 			return tea.Quit
 		}
 		return nil
 	}
-	if s == "ctrl+c" {
+	if key.Matches(k, g.Interrupt) {
 		return m.interrupt()
 	}
 	if m.askCancel {
-		switch s {
-		case "y", "Y":
+		switch {
+		case key.Matches(k, g.Yes):
 			m.askCancel, m.cancelling = false, true
 			m.run.userCancel = true
 			m.run.cancel()
-		case "n", "N", "esc", "q":
+		case key.Matches(k, g.No):
 			m.askCancel = false
 		}
 		return nil
 	}
 	// ? is help on every screen, also in a text field: it never types
 	// (paste puts a ? into a field).
-	if s == "?" {
+	if key.Matches(k, g.Help) {
 		m.help, m.scroll = !m.help, 0
 		return nil
 	}
 	if m.help {
-		if s == "esc" || s == "q" {
+		if key.Matches(k, g.Close) {
 			m.help = false
 		} else {
 			m.scrollKey(s)
@@ -530,10 +544,10 @@ func (m *Model) key(k tea.KeyPressMsg) tea.Cmd {
 	}
 	if m.detail != nil {
 		v := &m.detail.vp
-		switch s {
-		case "esc", "q", "enter":
+		switch {
+		case key.Matches(k, g.CloseDetail):
 			m.detail = nil
-		case "space":
+		case key.Matches(k, g.PageDown):
 			v.PageDown()
 		default:
 			scrollViewport(v, s)
@@ -544,7 +558,7 @@ func (m *Model) key(k tea.KeyPressMsg) tea.Cmd {
 	case screenHome:
 		return m.homeKey(k)
 	case screenCreate:
-		return m.createKey(k, s)
+		return m.createKey(k)
 	case screenContinue:
 		return m.continueKey(k)
 	case screenDestroy:
@@ -560,23 +574,7 @@ func (m *Model) key(k tea.KeyPressMsg) tea.Cmd {
 	case screenUpgrade, screenUpgradePlan, screenRotate, screenRotateConfirm:
 		return m.dayTwoKey(k)
 	case screenFinal:
-		if t, ok := m.finalTarget(); ok {
-			switch {
-			case key.Matches(k, finalKeys.Inspect):
-				return m.openInspect(t)
-			case key.Matches(k, clusterKeys.Upgrade), key.Matches(k, clusterKeys.Rotate):
-				return m.dayTwoKeyPress(s, t, nil)
-			}
-		}
-		switch s {
-		case "esc", "q", "enter":
-			return m.goHome()
-		case "l":
-			// The run's log and resources; Esc comes back here.
-			m.screen, m.runBack, m.runReopened = screenRun, screenFinal, true
-		default:
-			m.scrollKey(s)
-		}
+		return m.finalKey(k)
 	}
 	return nil
 }
