@@ -30,15 +30,18 @@ func longBackend() *tuitest.FeedBackend {
 	return f
 }
 
-// TestScreensAtSizes: the home, inspect, project and new project screens
-// at 80x24, 120x40 and 200x50 (goldens), the columns grown with the
-// width. At 200 columns nothing on the inspect and project screens is cut
+// TestScreensAtSizes: every screen — home, the create form, upgrade,
+// rotate key, help, inspect, project, delete project, new project, a
+// create's run view and its final screen — at 80x24, 120x40 and 200x50
+// (goldens), the columns grown with the width. At 200 columns nothing on the inspect and project screens is cut
 // (no …): the widths are the values' own.
 func TestScreensAtSizes(t *testing.T) {
 	for _, size := range [][2]int{{80, 24}, {120, 40}, {200, 50}} {
 		w, hgt := size[0], size[1]
 		t.Run(fmt.Sprintf("%dx%d", w, hgt), func(t *testing.T) {
 			f := longBackend()
+			gate := make(chan struct{})
+			f.OnCreate = tuitest.CreateScript("dev2", "lab", false, gate)
 			h := tuitest.Start(t, f, tui.Options{})
 			// After the first frame, so the harness's own initial size
 			// cannot land after this one.
@@ -65,6 +68,22 @@ func TestScreensAtSizes(t *testing.T) {
 				return ansi.Strip(got)
 			}
 			shot("home", "dev1")
+			h.Key("n")
+			shot("create-form", "New kiln cluster")
+			h.Key("esc")
+			h.WaitFor(t, "Kiln clusters")
+			h.Key("u")
+			shot("upgrade", "Upgrade kiln platform dev1")
+			h.Key("esc")
+			h.WaitFor(t, "Kiln clusters")
+			h.Key("K")
+			shot("rotate-key", "Rotate the signing key of kiln cluster dev1")
+			h.Key("esc")
+			h.WaitFor(t, "Kiln clusters")
+			h.Key("?")
+			shot("help", "Keys on this screen")
+			h.Key("esc")
+			h.WaitFor(t, "Kiln clusters")
 			h.Key("i")
 			insp := shot("inspect", "Projects (3)")
 			h.Key("enter") // the first project, the long one
@@ -77,8 +96,29 @@ func TestScreensAtSizes(t *testing.T) {
 			proj := shot("project", projWant)
 			h.Key("esc")
 			h.WaitFor(t, "Projects (3)")
+			h.Key("x")
+			shot("delete-project", "Type the project name")
+			h.Key("esc")
+			h.WaitFor(t, "Projects (3)")
 			h.Key("n")
 			shot("new-project", "New project on kiln cluster dev1")
+			h.Key("esc")
+			h.WaitFor(t, "Projects (3)")
+			h.Key("esc")
+			h.WaitFor(t, "Kiln clusters")
+			// A create: its run view mid-way and its final screen.
+			h.Key("n")
+			h.WaitFor(t, "New kiln cluster")
+			h.TM.Type("dev2")
+			h.Key("tab")
+			h.Key("right") // lab
+			h.WaitFor(t, "‹ lab ›")
+			for range 4 {
+				h.Key("enter")
+			}
+			shot("run", "no ready endpoints")
+			close(gate)
+			shot("final", "Next")
 			if w >= 200 {
 				for name, s := range map[string]string{"inspect": insp, "project": proj} {
 					if strings.Contains(s, "…") {
