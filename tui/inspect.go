@@ -475,7 +475,7 @@ func tokenSync(p *engine.ProjectStatus) (ok bool, text string) {
 // (inspectBindings). The lifecycle keys are projectKeys, the day-2 keys
 // clusterKeys.
 var inspectKeys = struct {
-	Back, Up, Down, Select, Scroll, Page, Filter, Open, Start, Suspend, Restack key.Binding
+	Back, Up, Down, Select, Scroll, Page, Filter, Open, Start, Suspend, Restack, Objects key.Binding
 	// A question (s, p, r, t): the stack to restack onto, yes, no.
 	AskPrev, AskNext, AskChoose, AskYes, AskNo key.Binding
 	// Typing the filter (/).
@@ -493,6 +493,7 @@ var inspectKeys = struct {
 	Start:   key.NewBinding(key.WithKeys("s"), key.WithHelp("s", "start")),
 	Suspend: key.NewBinding(key.WithKeys("p"), key.WithHelp("p", "suspend")),
 	Restack: key.NewBinding(key.WithKeys("r"), key.WithHelp("r", "restack")),
+	Objects: key.NewBinding(key.WithKeys("o"), key.WithHelp("o", "objects in full")),
 
 	AskPrev:   key.NewBinding(key.WithKeys("left", "h")),
 	AskNext:   key.NewBinding(key.WithKeys("right", "l", "tab")),
@@ -521,9 +522,9 @@ func (m *Model) inspectBindings() []key.Binding {
 	case st != nil && st.filtering:
 		bs = []key.Binding{k.FilterType, k.FilterKeep, k.FilterClear}
 	case m.screen == screenInspect && m.opts.ReadOnly:
-		bs = []key.Binding{k.Back, k.Select, k.Filter, k.Open, k.ReadOnly}
+		bs = []key.Binding{k.Back, k.Select, k.Filter, k.Open, k.Objects, k.ReadOnly}
 	case m.screen == screenInspect:
-		bs = []key.Binding{k.Back, k.Select, k.Filter, k.Open, k.Start, k.Suspend, k.Restack,
+		bs = []key.Binding{k.Back, k.Select, k.Filter, k.Open, k.Objects, k.Start, k.Suspend, k.Restack,
 			projectKeys.New, projectKeys.Rotate, projectKeys.Delete, clusterKeys.Upgrade, clusterKeys.Rotate}
 	case m.opts.ReadOnly:
 		bs = []key.Binding{k.Back, k.Scroll, k.ReadOnly}
@@ -610,6 +611,10 @@ func (m *Model) inspectKey(msg tea.KeyPressMsg) tea.Cmd {
 	case key.Matches(msg, k.Open):
 		if m.screen == screenInspect && p != nil {
 			m.screen, st.ref = screenProject, ref(*p)
+		}
+	case key.Matches(msg, k.Objects):
+		if m.screen == screenInspect {
+			m.openObjects()
 		}
 	case key.Matches(msg, k.Start):
 		m.askProject(engine.ProjectStart, p)
@@ -905,4 +910,27 @@ func (m *Model) projectState(state string) lipgloss.Style {
 		return m.st.faint
 	}
 	return m.st.progress
+}
+
+// openObjects opens the platform objects in full: every one (the screen
+// shows the first few), each with its whole reference and message.
+func (m *Model) openObjects() {
+	st := m.insp
+	if st.data == nil || st.data.Status == nil {
+		st.note = "objects: the cluster has not been read yet"
+		return
+	}
+	var lines []string
+	for _, o := range st.data.Status.Objects {
+		r := o.Name
+		if o.Namespace != "" {
+			r = o.Namespace + "/" + o.Name
+		}
+		line := fmt.Sprintf("%s %s: %s", o.Kind, r, o.Status)
+		if o.Message != "" {
+			line += " — " + o.Message
+		}
+		lines = append(lines, line)
+	}
+	m.detail = &detailView{title: "platform objects of " + st.target.Name, lines: lines}
 }

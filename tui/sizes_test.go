@@ -86,6 +86,15 @@ func TestScreensAtSizes(t *testing.T) {
 			h.WaitFor(t, "Kiln clusters")
 			h.Key("i")
 			insp := shot("inspect", "Projects (3)")
+			// o: every platform object whole, also those the screen leaves
+			// out or cuts.
+			h.Key("o")
+			objs := ansi.Strip(h.WaitFor(t, "NetworkPolicy kiln-tenant-default/kiln-tenant-isolation: Current"))
+			if !strings.Contains(strings.Join(strings.Fields(objs), " "), "ingress only from kiln-system/kiln-gateway") {
+				t.Errorf("the objects in full lack the NetworkPolicy's message:\n%s", objs)
+			}
+			h.Key("esc")
+			h.WaitFor(t, "Projects (3)")
 			h.Key("enter") // the first project, the long one
 			// The Events are read after the screen opens; at 24 rows they
 			// are below the fold.
