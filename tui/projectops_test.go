@@ -18,6 +18,19 @@ func typeText(h *tuitest.Harness, s string) {
 	}
 }
 
+// onAPI starts the wizard over b and selects team-a/api on the inspect
+// screen of dev1.
+func onAPI(t *testing.T, b tui.Backend, opts tui.Options) *tuitest.Harness {
+	t.Helper()
+	h := tuitest.Start(t, b, opts)
+	h.WaitFor(t, "dev1")
+	h.Key("i")
+	h.WaitFor(t, "Projects (3)")
+	h.Key("down")
+	h.WaitFor(t, "> team-a/api")
+	return h
+}
+
 // TestNewProjectForm: n on the inspect screen opens the new project form;
 // the name is checked as it is typed with the engine's rules and against
 // the projects the cluster has; tenant and stack are chosen from the
@@ -26,13 +39,7 @@ func typeText(h *tuitest.Harness, s string) {
 func TestNewProjectForm(t *testing.T) {
 	b := inspectBackend()
 	b.OnProject = tuitest.ProjectScript("create", "team-a/shop")
-	h := tuitest.Start(t, b, tui.Options{})
-	h.WaitFor(t, "dev1")
-	h.Key("i")
-	h.WaitFor(t, "Projects (3)")
-	h.WaitFor(t, "[n] new project")
-	h.Key("down") // team-a/api: the form starts on its tenant
-	h.WaitFor(t, "> team-a/api")
+	h := onAPI(t, b, tui.Options{}) // the form starts on team-a/api's tenant
 	h.Key("n")
 	h.WaitFor(t, "New project on kiln cluster dev1")
 	h.WaitFor(t, "‹ team-a ›")
@@ -107,12 +114,7 @@ func TestNewProjectFormEscChangesNothing(t *testing.T) {
 func TestDeleteProjectIsTyped(t *testing.T) {
 	b := inspectBackend()
 	b.OnProject = tuitest.ProjectScript("delete", "team-a/api")
-	h := tuitest.Start(t, b, tui.Options{})
-	h.WaitFor(t, "dev1")
-	h.Key("i")
-	h.WaitFor(t, "Projects (3)")
-	h.Key("down")
-	h.WaitFor(t, "> team-a/api")
+	h := onAPI(t, b, tui.Options{})
 	h.Key("x")
 	got := h.WaitFor(t, "Delete project team-a/api")
 	for _, want := range []string{"Type the project name (api) to confirm", "Secret api-auth", "Deployment api"} {
@@ -143,11 +145,7 @@ func TestDeleteProjectIsTyped(t *testing.T) {
 func TestRotateProjectTokenIsConfirmed(t *testing.T) {
 	b := inspectBackend()
 	b.OnProject = tuitest.ProjectScript("rotate-token", "team-a/api")
-	h := tuitest.Start(t, b, tui.Options{})
-	h.WaitFor(t, "dev1")
-	h.Key("i")
-	h.WaitFor(t, "Projects (3)")
-	h.Key("down")
+	h := onAPI(t, b, tui.Options{})
 	h.Key("enter")
 	h.WaitFor(t, "Token sync")
 	h.Key("t")

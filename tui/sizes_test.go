@@ -67,23 +67,24 @@ func TestScreensAtSizes(t *testing.T) {
 				t.Run(name, func(t *testing.T) { golden.RequireEqual(t, got) })
 				return ansi.Strip(got)
 			}
+			// visit opens a screen with k, shoots it, and goes back with esc.
+			visit := func(k, name, want, back string) string {
+				t.Helper()
+				h.Key(k)
+				got := shot(name, want)
+				h.Key("esc")
+				h.WaitFor(t, back)
+				return got
+			}
 			shot("home", "dev1")
-			h.Key("n")
-			shot("create-form", "New kiln cluster")
-			h.Key("esc")
-			h.WaitFor(t, "Kiln clusters")
-			h.Key("u")
-			shot("upgrade", "Upgrade kiln platform dev1")
-			h.Key("esc")
-			h.WaitFor(t, "Kiln clusters")
-			h.Key("K")
-			shot("rotate-key", "Rotate the signing key of kiln cluster dev1")
-			h.Key("esc")
-			h.WaitFor(t, "Kiln clusters")
-			h.Key("?")
-			shot("help", "Keys on this screen")
-			h.Key("esc")
-			h.WaitFor(t, "Kiln clusters")
+			for _, v := range [][3]string{
+				{"n", "create-form", "New kiln cluster"},
+				{"u", "upgrade", "Upgrade kiln platform dev1"},
+				{"K", "rotate-key", "Rotate the signing key of kiln cluster dev1"},
+				{"?", "help", "Keys on this screen"},
+			} {
+				visit(v[0], v[1], v[2], "Kiln clusters")
+			}
 			h.Key("i")
 			insp := shot("inspect", "Projects (3)")
 			// o: every platform object whole, also those the screen leaves
@@ -95,24 +96,15 @@ func TestScreensAtSizes(t *testing.T) {
 			}
 			h.Key("esc")
 			h.WaitFor(t, "Projects (3)")
-			h.Key("enter") // the first project, the long one
-			// The Events are read after the screen opens; at 24 rows they
-			// are below the fold.
+			// enter: the first project, the long one. Its Events are read
+			// after the screen opens; at 24 rows they are below the fold.
 			projWant := "FailedCreate"
 			if hgt < 40 {
 				projWant = "Reasons"
 			}
-			proj := shot("project", projWant)
-			h.Key("esc")
-			h.WaitFor(t, "Projects (3)")
-			h.Key("x")
-			shot("delete-project", "Type the project name")
-			h.Key("esc")
-			h.WaitFor(t, "Projects (3)")
-			h.Key("n")
-			shot("new-project", "New project on kiln cluster dev1")
-			h.Key("esc")
-			h.WaitFor(t, "Projects (3)")
+			proj := visit("enter", "project", projWant, "Projects (3)")
+			visit("x", "delete-project", "Type the project name", "Projects (3)")
+			visit("n", "new-project", "New project on kiln cluster dev1", "Projects (3)")
 			h.Key("esc")
 			h.WaitFor(t, "Kiln clusters")
 			// A create: its run view mid-way and its final screen.
