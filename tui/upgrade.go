@@ -165,7 +165,8 @@ func (m *Model) runningVersion(t Target) string {
 	return parts[0] + "." + minor
 }
 
-// upgradeInputs are the upgrade screen's text inputs by field.
+// input is the upgrade screen's text input of field f (nil: not a text
+// field).
 func (u *upgradeState) input(f int) *textinput.Model {
 	switch f {
 	case upFieldConfig:
