@@ -63,7 +63,8 @@ type Engine struct {
 	// Now is the clock (default time.Now).
 	Now func() time.Time
 	// Namer words the inputs that error messages tell the user to give
-	// (default FlagName: the CLI's flags). See InputError.
+	// (nil: the CLI's flags, with the CLI-only parts of the messages, the
+	// commands to run; see input.CLIOnly). See InputError.
 	Namer Namer
 	// Actions, when set, words every hint (a command to run next) as the
 	// frontend's own action instead of a kiln command line: the wizard

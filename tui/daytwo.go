@@ -11,6 +11,7 @@ import (
 	tea "charm.land/bubbletea/v2"
 
 	"github.com/kilnctl/kiln/engine"
+	"github.com/kilnctl/kiln/engine/input"
 	"github.com/kilnctl/kiln/internal/exit"
 )
 
@@ -31,6 +32,15 @@ type UpgradeRequest struct {
 	Restack bool
 	// DeleteProjects lets a removed tenant go with its projects.
 	DeleteProjects bool
+	// The EKS fields (an aws cluster only): what its infrastructure goes
+	// to, as kiln upgrade aws's --kubernetes-version, --nodes and
+	// --instance-type set it; zero keeps what runs.
+	KubernetesVersion string
+	// Nodes is the node group's size; NodesGiven says the field was
+	// filled in (so 0 is refused, not kept); -1: not a number.
+	Nodes        int
+	NodesGiven   bool
+	InstanceType string
 }
 
 // RotateRequest is what the rotate key screen collects.
@@ -106,6 +116,8 @@ func (m *Model) dayTwoInput(msg tea.Msg) tea.Cmd {
 	case m.screen == screenUpgrade && m.day2.up != nil && m.day2.up.focus == upFieldConfig:
 		m.day2.up.configIn, cmd = m.day2.up.configIn.Update(msg)
 		return tea.Batch(cmd, m.checkUpgradeConfig())
+	case m.screen == screenUpgrade && m.day2.up != nil && m.day2.up.input(m.day2.up.focus) != nil:
+		return m.updateUpgradeAWS(msg)
 	case m.screen == screenRotate && m.day2.rot != nil && m.day2.rot.focus == rotFieldKeepOld:
 		m.day2.rot.keepIn, cmd = m.day2.rot.keepIn.Update(msg)
 		m.checkKeepOld()
@@ -163,8 +175,14 @@ func (m *Model) backFromDayTwo(r *runState) tea.Cmd {
 		case r.kind == opUpgrade && m.day2.up != nil:
 			m.day2.up.err = r.result.Message
 			m.screen = screenUpgrade
-			if strings.Contains(r.result.Message, InputName(engine.InputDeleteProjects)) {
-				return m.focusUpgrade(upFieldDelete) // where it is fixed
+			// The focus goes where it is fixed.
+			for _, f := range []struct {
+				in    engine.Input
+				field int
+			}{{engine.InputDeleteProjects, upFieldDelete}, {input.KubernetesVersion, upFieldVersion}, {engine.InputNodes, upFieldNodes}, {engine.InputInstanceType, upFieldType}} {
+				if strings.Contains(r.result.Message, UpgradeInputName(f.in)) {
+					return m.focusUpgrade(f.field)
+				}
 			}
 			return m.focusUpgrade(m.day2.up.focus)
 		case r.kind == opRotate && m.day2.rot != nil:

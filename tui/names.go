@@ -47,7 +47,7 @@ func InputName(in engine.Input) string {
 	case engine.InputFinish:
 		return "Finish rotation (K, while a rotation is under way)"
 	case input.KubernetesVersion:
-		return "the EKS Kubernetes version (the wizard keeps the version that runs; the headless kiln upgrade aws changes it)"
+		return "the Kubernetes version field of the upgrade screen (u, provider aws)"
 	case engine.InputAll:
 		return "one project at a time (the wizard acts on the selected project)"
 	}
@@ -127,4 +127,20 @@ func Actions(verb, args []string) string {
 		return key + on
 	}
 	return "the wizard's " + v
+}
+
+// UpgradeInputName words an engine input as the upgrade screen offers it:
+// the EKS fields of an aws cluster (Kubernetes version, Nodes, Node type)
+// are that screen's, not the create form's; the rest as InputName. The
+// wizard's engine uses it as its Namer for an upgrade.
+func UpgradeInputName(in engine.Input) string {
+	switch in {
+	case input.KubernetesVersion:
+		return "the Kubernetes version field of the upgrade screen (u, provider aws)"
+	case engine.InputNodes:
+		return "the Nodes field of the upgrade screen (u, provider aws)"
+	case engine.InputInstanceType:
+		return "the Node type (EC2 instance type) field of the upgrade screen (u, provider aws)"
+	}
+	return InputName(in)
 }

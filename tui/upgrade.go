@@ -2,8 +2,10 @@ package tui
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 
 	"charm.land/bubbles/v2/key"
@@ -17,9 +19,13 @@ import (
 	"github.com/kilnctl/kiln/internal/human"
 )
 
-// The upgrade screen's fields, in focus order.
+// The upgrade screen's fields, in focus order. The EKS fields (version,
+// nodes, node type) are shown, and focused, only for an aws cluster.
 const (
 	upFieldConfig = iota
+	upFieldVersion
+	upFieldNodes
+	upFieldType
 	upFieldRestack
 	upFieldDelete
 	upFieldButton
@@ -37,6 +43,12 @@ type upgradeState struct {
 	cfgCheck       cfgCheck
 	restack        bool
 	deleteProjects bool
+	// The EKS fields of an aws cluster (empty: keep what runs), and the
+	// aws provider's verdict on them as typed: awsErr names the field,
+	// awsErrIn is the input it is about.
+	versionIn, nodesIn, typeIn textinput.Model
+	awsErr                     string
+	awsErrIn                   engine.Input
 	// err is the engine's message of the last refused run (bad input),
 	// said again where it is fixed.
 	err string
@@ -85,14 +97,136 @@ var upgradePlanKeys = upgradePlanKeyMap{
 	Cancel: key.NewBinding(key.WithKeys("esc", "q", "n"), key.WithHelp("esc", "cancel (nothing changes)")),
 }
 
+// AWSUpgradeChecker is a Backend that checks the upgrade screen's EKS
+// fields as they are typed, with the aws provider's own rules (no AWS
+// call), as kiln upgrade aws checks its flags: nil, or an
+// engine.InputError naming the field.
+type AWSUpgradeChecker interface {
+	CheckAWSUpgrade(t Target, req UpgradeRequest) error
+}
+
 // openUpgrade opens the upgrade screen of cluster t, empty.
 func (m *Model) openUpgrade(t Target) tea.Cmd {
 	u := &upgradeState{target: t, back: m.screen, planFocus: 1}
 	u.configIn = m.newInput("(optional) path to a ClusterConfig file")
-	u.configIn.SetWidth(m.dayTwoInputWidth())
+	if u.eks() {
+		keep := "keep what runs"
+		version := keep
+		if v := m.runningVersion(t); v != "" {
+			version = keep + " (" + v + ")"
+		}
+		u.versionIn = m.newInput(version)
+		u.nodesIn = m.newInput(keep)
+		u.typeIn = m.newInput(keep)
+	}
 	m.day2.up = u
+	m.fitDayTwo()
 	m.screen, m.help = screenUpgrade, false
 	return m.focusUpgrade(upFieldConfig)
+}
+
+// eks reports whether the upgrade screen has the EKS fields (an aws
+// cluster).
+func (u *upgradeState) eks() bool { return u.target.Provider == "aws" }
+
+// shown reports whether field f is on the upgrade screen.
+func (u *upgradeState) shown(f int) bool {
+	switch f {
+	case upFieldVersion, upFieldNodes, upFieldType:
+		return u.eks()
+	}
+	return true
+}
+
+// labelWidth is the upgrade screen's label column: wider for the EKS
+// fields' "Kubernetes version".
+func (u *upgradeState) labelWidth() int {
+	if u.eks() {
+		return 21
+	}
+	return 18
+}
+
+// runningVersion is the Kubernetes version (MAJOR.MINOR) cluster t runs,
+// as the inspect screen last read it ("" when not read).
+func (m *Model) runningVersion(t Target) string {
+	if m.insp == nil || m.insp.target != t || m.insp.data == nil || m.insp.data.Status == nil {
+		return ""
+	}
+	v := strings.TrimPrefix(m.insp.data.Status.KubernetesVersion, "v")
+	parts := strings.SplitN(v, ".", 3)
+	if len(parts) < 2 || parts[0] == "" || parts[1] == "" {
+		return ""
+	}
+	minor := strings.TrimRightFunc(parts[1], func(r rune) bool { return r < '0' || r > '9' })
+	if minor == "" {
+		return ""
+	}
+	return parts[0] + "." + minor
+}
+
+// input is the upgrade screen's text input of field f (nil: not a text
+// field).
+func (u *upgradeState) input(f int) *textinput.Model {
+	switch f {
+	case upFieldConfig:
+		return &u.configIn
+	case upFieldVersion:
+		return &u.versionIn
+	case upFieldNodes:
+		return &u.nodesIn
+	case upFieldType:
+		return &u.typeIn
+	}
+	return nil
+}
+
+// request is what the upgrade screen asks (Nodes -1 when the field is
+// not a number).
+func (u *upgradeState) request() UpgradeRequest {
+	req := UpgradeRequest{ConfigPath: strings.TrimSpace(u.configIn.Value()), Restack: u.restack, DeleteProjects: u.deleteProjects}
+	if !u.eks() {
+		return req
+	}
+	req.KubernetesVersion = strings.TrimSpace(u.versionIn.Value())
+	req.InstanceType = strings.TrimSpace(u.typeIn.Value())
+	if v := strings.TrimSpace(u.nodesIn.Value()); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			n = -1
+		}
+		req.Nodes, req.NodesGiven = n, true
+	}
+	return req
+}
+
+// checkUpgradeAWS checks the EKS fields with the backend's aws rules as
+// they are typed (no AWS call), worded with the upgrade screen's fields.
+func (m *Model) checkUpgradeAWS() {
+	u := m.day2.up
+	u.awsErr, u.awsErrIn = "", ""
+	c, ok := m.opts.Backend.(AWSUpgradeChecker)
+	if !u.eks() || !ok {
+		return
+	}
+	if err := c.CheckAWSUpgrade(u.target, u.request()); err != nil {
+		u.awsErr = err.Error()
+		var ie *engine.InputError
+		if errors.As(err, &ie) {
+			u.awsErr, u.awsErrIn = ie.Render(UpgradeInputName), ie.Input
+		}
+	}
+}
+
+// awsErrField is the field the aws provider's verdict is about.
+func (u *upgradeState) awsErrField() int {
+	switch u.awsErrIn {
+	case engine.InputNodes:
+		return upFieldNodes
+	case engine.InputInstanceType:
+		return upFieldType
+	}
+	return upFieldVersion
 }
 
 // dayTwoInputWidth is the width of the upgrade and rotate key screens'
@@ -102,7 +236,10 @@ func (m *Model) dayTwoInputWidth() int { return clamp(m.width-19, 8, 60) }
 // fitDayTwo sizes the text inputs to the terminal.
 func (m *Model) fitDayTwo() {
 	if u := m.day2.up; u != nil {
-		u.configIn.SetWidth(m.dayTwoInputWidth())
+		w := clamp(m.width-u.labelWidth()-1, 8, 60)
+		for _, in := range []*textinput.Model{&u.configIn, &u.versionIn, &u.nodesIn, &u.typeIn} {
+			in.SetWidth(w)
+		}
 	}
 	if r := m.day2.rot; r != nil {
 		r.keepIn.SetWidth(m.dayTwoInputWidth())
@@ -110,14 +247,38 @@ func (m *Model) fitDayTwo() {
 	}
 }
 
+// focusUpgrade moves the focus to field f (the next one shown when f is
+// not).
 func (m *Model) focusUpgrade(f int) tea.Cmd {
 	u := m.day2.up
 	u.focus = (f + upFields) % upFields
-	if u.focus == upFieldConfig {
-		return u.configIn.Focus()
+	for !u.shown(u.focus) {
+		u.focus = (u.focus + 1) % upFields
 	}
-	u.configIn.Blur()
+	m.blurUpgrade()
+	if in := u.input(u.focus); in != nil {
+		return in.Focus()
+	}
 	return nil
+}
+
+// stepUpgrade moves the focus d fields on, past the fields not shown.
+func (m *Model) stepUpgrade(d int) tea.Cmd {
+	u := m.day2.up
+	f := u.focus
+	for {
+		f = (f + d + upFields) % upFields
+		if u.shown(f) {
+			return m.focusUpgrade(f)
+		}
+	}
+}
+
+func (m *Model) blurUpgrade() {
+	u := m.day2.up
+	for _, in := range []*textinput.Model{&u.configIn, &u.versionIn, &u.nodesIn, &u.typeIn} {
+		in.Blur()
+	}
 }
 
 // checkUpgradeConfig checks the config file field when it changed, off
@@ -148,17 +309,17 @@ func (m *Model) upgradeFormKey(k tea.KeyPressMsg) tea.Cmd {
 	u.formErr = ""
 	switch {
 	case key.Matches(k, upgradeFormKeys.Back):
-		u.configIn.Blur()
+		m.blurUpgrade()
 		return m.leaveDayTwo(u.back)
 	case key.Matches(k, upgradeFormKeys.Next):
-		return m.focusUpgrade(u.focus + 1)
+		return m.stepUpgrade(1)
 	case key.Matches(k, upgradeFormKeys.Prev):
-		return m.focusUpgrade(u.focus - 1)
+		return m.stepUpgrade(-1)
 	case key.Matches(k, upgradeFormKeys.Enter):
 		if u.focus == upFieldButton {
 			return m.submitUpgrade()
 		}
-		return m.focusUpgrade(u.focus + 1)
+		return m.stepUpgrade(1)
 	case key.Matches(k, upgradeFormKeys.Toggle) && u.focus == upFieldRestack:
 		u.restack = !u.restack
 		return nil
@@ -172,11 +333,24 @@ func (m *Model) upgradeFormKey(k tea.KeyPressMsg) tea.Cmd {
 		var cmd tea.Cmd
 		u.configIn, cmd = u.configIn.Update(k)
 		return tea.Batch(cmd, m.checkUpgradeConfig())
+	case u.input(u.focus) != nil:
+		return m.updateUpgradeAWS(k)
 	case k.String() == "q":
-		u.configIn.Blur()
+		m.blurUpgrade()
 		return m.leaveDayTwo(u.back)
 	}
 	return nil
+}
+
+// updateUpgradeAWS hands msg (a key, a paste) to the focused EKS field
+// and checks the fields again.
+func (m *Model) updateUpgradeAWS(msg tea.Msg) tea.Cmd {
+	u := m.day2.up
+	in := u.input(u.focus)
+	var cmd tea.Cmd
+	*in, cmd = in.Update(msg)
+	m.checkUpgradeAWS()
+	return cmd
 }
 
 // leaveDayTwo goes back to the screen the upgrade or rotate key screen
@@ -201,10 +375,15 @@ func (m *Model) submitUpgrade() tea.Cmd {
 		u.formErr = "fix the Config file field first (marked ✗ above)"
 		return m.focusUpgrade(upFieldConfig)
 	}
-	u.configIn.Blur()
+	if m.checkUpgradeAWS(); u.awsErr != "" {
+		f := u.awsErrField()
+		u.formErr = "fix the " + upFieldName(f) + " field first (marked ✗ above)"
+		return m.focusUpgrade(f)
+	}
+	m.blurUpgrade()
 	u.err = ""
 	t := u.target
-	req := UpgradeRequest{ConfigPath: strings.TrimSpace(u.configIn.Value()), Restack: u.restack, DeleteProjects: u.deleteProjects}
+	req := u.request()
 	return m.startOn(t.Provider, opUpgrade, t.Name, t.Location, func(ctx context.Context, b Backend, br *Bridge) error {
 		return b.Upgrade(ctx, t, req, br, br)
 	})
@@ -259,6 +438,17 @@ func (m *Model) upgradePlanKey(k tea.KeyPressMsg) tea.Cmd {
 	return nil
 }
 
+// upFieldName is the EKS field's label.
+func upFieldName(f int) string {
+	switch f {
+	case upFieldNodes:
+		return "Nodes"
+	case upFieldType:
+		return "Node type"
+	}
+	return "Kubernetes version"
+}
+
 // label renders a label of the upgrade and rotate key screens (18
 // columns), marked when focused.
 func (m *Model) dayTwoLabel(s string, focused bool) string {
@@ -287,28 +477,64 @@ func (m *Model) toggle(on, focused bool) string {
 	return s
 }
 
+// upLabel renders a label of the upgrade screen, in its label column.
+func (m *Model) upLabel(s string, focused bool) string {
+	mark := "  "
+	if focused {
+		mark = m.st.key.Render("> ")
+	}
+	return mark + fmt.Sprintf("%-*s", m.day2.up.labelWidth()-2, s)
+}
+
+// upNote adds a line under a field of the upgrade screen, wrapped under
+// the field's value.
+func (m *Model) upNote(p *page, st lipgloss.Style, text string) {
+	w := m.day2.up.labelWidth()
+	p.hang(strings.Repeat(" ", w)+st.Render(text), w+2)
+}
+
 func (m *Model) viewUpgrade(p *page) {
 	u := m.day2.up
 	t := u.target
 	p.line(m.st.header.Render("Upgrade kiln platform "+t.Name) + fmt.Sprintf(" · %s %s", t.Provider, t.Location))
 	p.blank()
-	p.line("kiln computes a plan first (every object to create, update or delete, per tenant and project) and shows it as a diff. Nothing changes until you apply it.")
+	if u.eks() {
+		p.line("kiln computes a plan first (the EKS changes, then the platform's objects) and shows it as a diff. Nothing changes until you apply it.")
+	} else {
+		p.line("kiln computes a plan first (every object to create, update or delete, per tenant and project) and shows it as a diff. Nothing changes until you apply it.")
+	}
 	p.blank()
-	p.input(m.dayTwoLabel("Config file", u.focus == upFieldConfig), u.configIn)
-	m.viewCfgCheck(p, u.cfgCheck, "empty: the installed config, re-applied with this kiln's manifests (a new gateway image, say)", m.dayTwoNote)
+	p.input(m.upLabel("Config file", u.focus == upFieldConfig), u.configIn)
+	m.viewCfgCheck(p, u.cfgCheck, "empty: the installed config, re-applied with this kiln's manifests (a new gateway image, say)", m.upNote)
+	if u.eks() {
+		p.blank()
+		notes := map[int]string{
+			upFieldVersion: "MAJOR.MINOR, one minor above what runs; empty: keep it",
+			upFieldNodes:   "the node group's size; empty: keep it",
+			upFieldType:    "EC2 instance type, like m6i.large; empty: keep it",
+		}
+		for _, f := range []int{upFieldVersion, upFieldNodes, upFieldType} {
+			p.input(m.upLabel(upFieldName(f), u.focus == f), *u.input(f))
+			if u.awsErr != "" && u.awsErrField() == f {
+				m.upNote(p, m.st.errorText, "✗ "+u.awsErr)
+			} else {
+				m.upNote(p, m.st.faint, notes[f])
+			}
+		}
+	}
 	p.blank()
-	p.row(m.dayTwoLabel("Restack", u.focus == upFieldRestack) + m.toggle(u.restack, u.focus == upFieldRestack))
+	p.row(m.upLabel("Restack", u.focus == upFieldRestack) + m.toggle(u.restack, u.focus == upFieldRestack))
 	if u.focus == upFieldRestack {
 		p.markFocus()
 	}
-	m.dayTwoNote(p, m.st.faint, "on: running projects whose stack changed are restacked (suspended, then started on the new stack); off: they keep running and are listed as needing a restack")
-	p.row(m.dayTwoLabel("Delete projects", u.focus == upFieldDelete) + m.toggle(u.deleteProjects, u.focus == upFieldDelete))
+	m.upNote(p, m.st.faint, "on: running projects whose stack changed are restacked (suspended, then started on the new stack); off: they keep running and are listed as needing a restack")
+	p.row(m.upLabel("Delete projects", u.focus == upFieldDelete) + m.toggle(u.deleteProjects, u.focus == upFieldDelete))
 	if u.focus == upFieldDelete {
 		p.markFocus()
 	}
-	m.dayTwoNote(p, m.st.faint, "on: a tenant the config removes goes with the projects it still has; off: such a plan is refused and nothing changes")
+	m.upNote(p, m.st.faint, "on: a tenant the config removes goes with the projects it still has; off: such a plan is refused and nothing changes")
 	btn := m.button("[ Plan ]", u.focus == upFieldButton)
-	p.pinButtons(strings.Repeat(" ", 18), btn)
+	p.pinButtons(strings.Repeat(" ", u.labelWidth()), btn)
 	if u.err != "" {
 		p.pin(m.st.errorText.Render("✗ the last plan was refused: " + u.err))
 	}
@@ -330,6 +556,9 @@ func (m *Model) viewUpgradePlan(p *page, rows int) {
 		cfg = v
 	}
 	p.hang(m.st.faint.Render("Config "+cfg+" · "+strings.Join(opts, " · ")), 2)
+	if u.eks() {
+		p.hang(m.st.faint.Render("EKS "+eksAsked(u.request())), 2)
+	}
 	n := len(q.Changes)
 	b1, b2 := fmt.Sprintf("[ Apply %d change%s ]", n, human.Plural(n)), "[ Cancel ]"
 	b1, b2 = m.button(b1, u.planFocus == 0), m.button(b2, u.planFocus != 0)
@@ -351,6 +580,24 @@ func (m *Model) viewUpgradePlan(p *page, rows int) {
 		last := min(vp.YOffset()+vp.Height(), len(lines))
 		p.row(m.st.faint.Render(fmt.Sprintf("── lines %d–%d of %d · ↑/↓ pgup/pgdn scroll ──", first, last, len(lines))))
 	}
+}
+
+// eksAsked words the EKS fields of an upgrade request.
+func eksAsked(req UpgradeRequest) string {
+	var parts []string
+	if req.KubernetesVersion != "" {
+		parts = append(parts, "Kubernetes version "+req.KubernetesVersion)
+	}
+	if req.NodesGiven {
+		parts = append(parts, fmt.Sprintf("Nodes %d", req.Nodes))
+	}
+	if req.InstanceType != "" {
+		parts = append(parts, "Node type "+req.InstanceType)
+	}
+	if len(parts) == 0 {
+		return "kept as it runs"
+	}
+	return strings.Join(parts, " · ")
 }
 
 func onOff(b bool) string {
@@ -396,20 +643,28 @@ type planGroup struct {
 	changes []engine.PlanChange
 }
 
-// groupPlan groups the changes per part: the platform (kiln-system and
+// groupPlan groups the changes per part: the infrastructure (an aws
+// cluster's EKS objects), the platform (kiln-system and
 // anything cluster-wide), each tenant (token, namespace, its policies),
 // each project (its route, an earlier kiln's Ingress, its restack); in that order, tenants and
 // projects by name, changes in the engine's (dependency) order.
+// infraKinds are the kinds of the cloud's objects an upgrade plans (the
+// aws provider's: the EKS control plane, node groups, add-ons, access
+// entries), grouped as Infrastructure, first, as the engine changes them.
+var infraKinds = map[string]bool{"EKSCluster": true, "Nodegroup": true, "Addon": true, "AccessEntry": true, "LaunchTemplate": true}
+
 // systemNamespace is where the platform and the projects' routes live.
 const systemNamespace = "kiln-system"
 
 func groupPlan(changes []engine.PlanChange) []planGroup {
-	var platform []engine.PlanChange
+	var infra, platform []engine.PlanChange
 	tenants := map[string][]engine.PlanChange{}
 	projects := map[string][]engine.PlanChange{}
 	for _, c := range changes {
 		tenant, inTenant := strings.CutPrefix(c.Namespace, config.TenantNamespacePrefix)
 		switch {
+		case c.Namespace == "" && infraKinds[c.Kind]:
+			infra = append(infra, c)
 		case c.Kind == engine.KindToken:
 			tenants[c.Name] = append(tenants[c.Name], c)
 		case c.Kind == "Namespace" && strings.HasPrefix(c.Name, config.TenantNamespacePrefix):
@@ -429,6 +684,9 @@ func groupPlan(changes []engine.PlanChange) []planGroup {
 		}
 	}
 	var out []planGroup
+	if len(infra) > 0 {
+		out = append(out, planGroup{title: "Infrastructure", changes: infra})
+	}
 	if len(platform) > 0 {
 		out = append(out, planGroup{title: "Platform", changes: platform})
 	}

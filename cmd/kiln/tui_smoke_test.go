@@ -242,18 +242,28 @@ func startWizard(t *testing.T, e *env, w, h int) *tmux {
 // (VAR=value: the test hooks).
 func startWizardWith(t *testing.T, e *env, w, h int, vars ...string) *tmux {
 	t.Helper()
+	return startWizardArgs(t, e, w, h, vars)
+}
+
+// startWizardArgs is startWizardWith with extra arguments to kiln
+// (--regions, say).
+func startWizardArgs(t *testing.T, e *env, w, h int, vars []string, args ...string) *tmux {
+	t.Helper()
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
 	x := &tmux{t: t, socket: filepath.Join(t.TempDir(), "tmux.sock"), session: "kiln"}
 	t.Cleanup(func() { _, _ = x.run("kill-server") })
-	var extra string
+	var extra, extraArgs string
 	for _, v := range vars {
 		extra += fmt.Sprintf(" %q", v)
 	}
-	cmd := fmt.Sprintf("env KILN_E2E_AS_KILN=1 TERM=xterm-256color KUBECONFIG=%q XDG_STATE_HOME=%q XDG_DATA_HOME=%q KILN_KEYRING_PASSPHRASE=e2e-passphrase%s %q --kubeconfig %q --keyring-backend file",
-		kubeconfigPath, e.state, e.data, extra, exe, kubeconfigPath)
+	for _, a := range args {
+		extraArgs += fmt.Sprintf(" %q", a)
+	}
+	cmd := fmt.Sprintf("env KILN_E2E_AS_KILN=1 TERM=xterm-256color KUBECONFIG=%q XDG_STATE_HOME=%q XDG_DATA_HOME=%q KILN_KEYRING_PASSPHRASE=e2e-passphrase%s %q --kubeconfig %q --keyring-backend file%s",
+		kubeconfigPath, e.state, e.data, extra, exe, kubeconfigPath, extraArgs)
 	x.must("new-session", "-d", "-s", x.session, "-x", fmt.Sprint(w), "-y", fmt.Sprint(h), cmd)
 	return x
 }

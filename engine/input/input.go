@@ -70,18 +70,40 @@ type Error struct {
 	text   string // formatted, with marks where inputs are named
 }
 
-// Error words the inputs as CLI flags.
-func (e *Error) Error() string { return e.Render(FlagName) }
+// Error words the inputs as CLI flags, with the CLI-only parts (see
+// CLIOnly).
+func (e *Error) Error() string { return e.render(FlagName, true) }
 
-// Render words the error with n naming the inputs.
+// Render words the error with n naming the inputs. A frontend's Namer
+// gets the text without its CLI-only parts (see CLIOnly); nil words it as
+// Error does.
 func (e *Error) Render(n Namer) string {
 	if n == nil {
-		n = FlagName
+		return e.Error()
 	}
-	return marks.ReplaceAllStringFunc(e.text, func(m string) string {
+	return e.render(n, false)
+}
+
+func (e *Error) render(n Namer, cli bool) string {
+	text := cliOnly.ReplaceAllStringFunc(e.text, func(m string) string {
+		if cli {
+			return strings.Trim(m, "\x01")
+		}
+		return ""
+	})
+	return marks.ReplaceAllStringFunc(text, func(m string) string {
 		return n(Input(strings.Trim(m, "\x00")))
 	})
 }
+
+// CLIOnly marks s, a part of an Error's text (an argument of New), as for
+// the CLI only: a command to run, which names flags. Error and Render(nil)
+// keep it; Render with a frontend's Namer leaves it out, so that the
+// wizard never tells its user to type a flag. s reads as a whole without
+// it (" (`kiln upgrade aws dev1 --kubernetes-version 1.31`)", say).
+func CLIOnly(s string) string { return "\x01" + strings.ReplaceAll(s, "\x01", "") + "\x01" }
+
+var cliOnly = regexp.MustCompile("\x01[^\x01]*\x01")
 
 // New returns an Error with exit code code, about object, fixed by giving
 // in. format names in with the verb {input} and any other input X with

@@ -35,3 +35,27 @@ func TestErrorIsWordedByEachFrontend(t *testing.T) {
 		t.Fatalf("plain error reworded: %q", got)
 	}
 }
+
+// TestCLIOnlyPartsAreTheCLIs: a command to run, marked CLIOnly, is in the
+// CLI's words (Error, Render(nil), Render of a wrapping error with nil)
+// and never in a frontend's.
+func TestCLIOnlyPartsAreTheCLIs(t *testing.T) {
+	err := New(exit.BadInput, KubernetesVersion, "1.33", "{input} %s: one minor version at a time. Upgrade to 1.32 first%s, then on from there",
+		"1.33", CLIOnly(" (`kiln upgrade aws dev1 --kubernetes-version 1.32`)"))
+	cli := "--kubernetes-version 1.33: one minor version at a time. Upgrade to 1.32 first (`kiln upgrade aws dev1 --kubernetes-version 1.32`), then on from there"
+	wrapped := fmt.Errorf("upgrade dev1: %w", err)
+	if got := err.Error(); got != cli {
+		t.Fatalf("CLI words: %q, want %q", got, cli)
+	}
+	if got := Render(wrapped, nil); got != "upgrade dev1: "+cli {
+		t.Fatalf("Render(nil): %q", got)
+	}
+	form := func(in Input) string { return "the " + string(in) + " field" }
+	want := "upgrade dev1: the kubernetes-version field 1.33: one minor version at a time. Upgrade to 1.32 first, then on from there"
+	if got := Render(wrapped, form); got != want {
+		t.Fatalf("form words: %q, want %q", got, want)
+	}
+	if strings.Contains(Render(wrapped, form), "\x01") || strings.Contains(err.Error(), "\x01") {
+		t.Fatal("a mark is left in the text")
+	}
+}

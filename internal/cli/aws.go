@@ -139,9 +139,8 @@ func (g *globals) awsProvider() (engine.Provider, error) {
 		}
 	}
 	if f.upgrading {
-		// Unset keeps what runs (upgrade.go of the aws provider).
-		p.Change = awsprovider.Change{Nodes: f.upNodes, InstanceType: f.upInstanceType, KubernetesVersion: f.upK8sVersion}
-		if err := awsprovider.CheckNodes(f.upNodes, f.upgrade.Changed("nodes")); err != nil {
+		c := awsprovider.Change{Nodes: f.upNodes, InstanceType: f.upInstanceType, KubernetesVersion: f.upK8sVersion}
+		if err := setUpgradeChange(p, c, f.upgrade.Changed("nodes")); err != nil {
 			return nil, err
 		}
 	}
@@ -161,6 +160,20 @@ func (g *globals) awsProvider() (engine.Provider, error) {
 		return nil, err
 	}
 	return p, nil
+}
+
+// setUpgradeChange sets what kiln upgrade aws asks of p's infrastructure
+// — headless from --nodes, --instance-type and --kubernetes-version, in
+// the wizard from the upgrade screen's EKS fields — and checks it with the
+// provider's own rules (no AWS call): exit 2 naming the input. Unset keeps
+// what runs (upgrade.go of the aws provider); nodesGiven says the node
+// count was given, so 0 is refused rather than kept.
+func setUpgradeChange(p *awsprovider.Provider, c awsprovider.Change, nodesGiven bool) error {
+	p.Change = c
+	if err := awsprovider.CheckNodes(c.Nodes, nodesGiven); err != nil {
+		return err
+	}
+	return p.ValidateFlags()
 }
 
 func newAWSCmd(g *globals) *cobra.Command {

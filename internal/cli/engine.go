@@ -111,7 +111,10 @@ func (g *globals) newEngine(quiet, cont bool) (*engine.Engine, error) {
 	if !g.headless && g.stdinIsTerminal() && g.output == "text" {
 		confirm = promptConfirmer{in: bufio.NewReader(g.stdin), out: g.stderr}
 	}
-	e := &engine.Engine{Sink: sink, Confirm: confirm, Namer: engine.FlagName, Version: g.version}
+	// No Namer: the engine words inputs as flags and keeps the commands
+	// its messages give to run (input.CLIOnly), which a frontend's Namer
+	// leaves out.
+	e := &engine.Engine{Sink: sink, Confirm: confirm, Version: g.version}
 	if kr != nil {
 		e.Keyring = kr
 	}

@@ -39,10 +39,11 @@ func (g *globals) runWizardWith(ctx context.Context, opts tui.Options) error {
 // The wizard's backend is live (Watch), feeds the project screen (Events,
 // followed logs) and reports each AWS region's search.
 var (
-	_ tui.Watcher        = (*wizardBackend)(nil)
-	_ tui.ProjectFeed    = (*wizardBackend)(nil)
-	_ tui.SearchReporter = (*wizardBackend)(nil)
-	_ tui.AWSChecker     = (*wizardBackend)(nil)
+	_ tui.Watcher           = (*wizardBackend)(nil)
+	_ tui.ProjectFeed       = (*wizardBackend)(nil)
+	_ tui.SearchReporter    = (*wizardBackend)(nil)
+	_ tui.AWSChecker        = (*wizardBackend)(nil)
+	_ tui.AWSUpgradeChecker = (*wizardBackend)(nil)
 )
 
 // wizardBackend runs the engine for the wizard with the global flags
@@ -198,7 +199,7 @@ func (b *wizardBackend) awsCreateProvider(req tui.CreateRequest) (*awsprovider.P
 // no AWS call.
 func (b *wizardBackend) CheckAWS(req tui.CreateRequest) error {
 	if req.Nodes < 0 {
-		return engine.NewInputError(exit.BadInput, engine.InputNodes, "", "{input}: not a number; a node group has 1 to %d nodes", awsprovider.MaxNodes)
+		return notANodeCount()
 	}
 	if b.newProvider != nil {
 		// Tests: validate with a plain provider of the form's values.
@@ -210,6 +211,12 @@ func (b *wizardBackend) CheckAWS(req tui.CreateRequest) error {
 		return err
 	}
 	return p.ValidateFlags()
+}
+
+// notANodeCount refuses a Nodes field that is not a number (the CLI's
+// flag parser refuses such a --nodes).
+func notANodeCount() error {
+	return engine.NewInputError(exit.BadInput, engine.InputNodes, "", "{input}: not a number; a node group has 1 to %d nodes", awsprovider.MaxNodes)
 }
 
 func (b *wizardBackend) Create(ctx context.Context, req tui.CreateRequest, sink engine.Sink, confirm engine.Confirmer) error {

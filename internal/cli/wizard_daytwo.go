@@ -2,22 +2,79 @@ package cli
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/kilnctl/kiln/engine"
+	"github.com/kilnctl/kiln/engine/input"
+	awsprovider "github.com/kilnctl/kiln/engine/provider/aws"
+	"github.com/kilnctl/kiln/internal/exit"
 	"github.com/kilnctl/kiln/tui"
 )
 
 // Upgrade runs kiln upgrade for the wizard at the cluster's known
 // location: the engine plans, asks through the wizard's plan screen, then
 // applies, as the command does on a terminal.
+// An aws cluster's EKS fields set the provider's Change as kiln upgrade
+// aws's flags do (setUpgradeChange), so the engine plans the same
+// infrastructure changes first and asks the same question.
 func (b *wizardBackend) Upgrade(ctx context.Context, t tui.Target, req tui.UpgradeRequest, sink engine.Sink, confirm engine.Confirmer) error {
 	ctx = b.opContext(ctx)
-	r, err := b.target(t.Provider, t.Location, t.Name)
+	e := b.engine(sink, confirm)
+	// Messages name the upgrade screen's EKS fields.
+	e.Namer = tui.UpgradeInputName
+	r, err := b.upgradeTarget(t, req)
 	if err != nil {
+		// Refused before the engine runs (a field the checks as typed did
+		// not see): the result the engine would give, in the screen's
+		// words.
+		e.Sink.Emit(engine.Event{Type: engine.TypeResult, ExitCode: exit.Code(err), Message: input.Render(err, e.Namer)})
 		return err
 	}
-	return b.engine(sink, confirm).Upgrade(ctx, engine.UpgradeRequest{Target: r, ConfigPath: req.ConfigPath, Timeout: b.g.timeout,
+	return e.Upgrade(ctx, engine.UpgradeRequest{Target: r, ConfigPath: req.ConfigPath, Timeout: b.g.timeout,
 		Restack: req.Restack, DeleteProjects: req.DeleteProjects})
+}
+
+// upgradeTarget is the target of the wizard's upgrade of cluster t: for
+// aws, the provider kiln upgrade aws builds, with the upgrade screen's
+// EKS fields in place of its flags.
+func (b *wizardBackend) upgradeTarget(t tui.Target, req tui.UpgradeRequest) (engine.Target, error) {
+	r, err := b.target(t.Provider, t.Location, t.Name)
+	if err != nil || t.Provider != "aws" {
+		return r, err
+	}
+	p, ok := r.Provider.(*awsprovider.Provider)
+	if !ok {
+		return r, fmt.Errorf("aws provider: unexpected %T", r.Provider)
+	}
+	if err := checkUpgradeFields(p, req); err != nil {
+		return engine.Target{}, err
+	}
+	return r, nil
+}
+
+// checkUpgradeFields sets the upgrade screen's EKS fields on p as the
+// provider's Change, checked with its rules (no AWS call).
+func checkUpgradeFields(p *awsprovider.Provider, req tui.UpgradeRequest) error {
+	if req.NodesGiven && req.Nodes < 0 {
+		return notANodeCount()
+	}
+	c := awsprovider.Change{Nodes: req.Nodes, InstanceType: req.InstanceType, KubernetesVersion: req.KubernetesVersion}
+	return setUpgradeChange(p, c, req.NodesGiven)
+}
+
+// CheckAWSUpgrade checks the upgrade screen's EKS fields as they are
+// typed, with the aws provider's own rules, as kiln upgrade aws checks its
+// flags (no AWS call).
+func (b *wizardBackend) CheckAWSUpgrade(t tui.Target, req tui.UpgradeRequest) error {
+	if t.Provider != "aws" {
+		return nil
+	}
+	if b.newProvider != nil {
+		// Tests: a plain provider at the cluster's region.
+		return checkUpgradeFields(&awsprovider.Provider{Region: t.Location}, req)
+	}
+	_, err := b.upgradeTarget(t, req)
+	return err
 }
 
 // RotateKey runs kiln rotate-key for the wizard at the cluster's known

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/kilnctl/kiln/engine"
+	"github.com/kilnctl/kiln/engine/input"
 	"github.com/kilnctl/kiln/tui"
 )
 
@@ -118,6 +119,39 @@ func UpgradePlan(name string) []engine.PlanChange {
 // exit 3 with nothing changed; confirmed: the platform, projects and
 // config phases, then the result.
 func UpgradeScript(name, location string, changes []engine.PlanChange) Script {
+	return UpgradeScriptOn("kube", name, location, changes)
+}
+
+// EKSUpgradePlan is an upgrade plan of aws cluster NAME whose EKS fields
+// ask Kubernetes 1.32 and 3 nodes: the infrastructure first, as the aws
+// provider plans it, then a platform change.
+func EKSUpgradePlan(name string) []engine.PlanChange {
+	return []engine.PlanChange{
+		{Action: "update", Kind: "EKSCluster", Name: name, Fields: []string{"version"}, Message: "Kubernetes 1.31 → 1.32: the EKS control plane, one minor version (EKS keeps serving meanwhile)"},
+		{Action: "update", Kind: "Nodegroup", Name: "kiln-nodes", Fields: []string{"version"}, Message: "Kubernetes 1.31 → 1.32: EKS replaces the nodes one at a time, draining each"},
+		{Action: "update", Kind: "Nodegroup", Name: "kiln-nodes", Fields: []string{"scalingConfig.desiredSize", "scalingConfig.maxSize", "scalingConfig.minSize"}, Message: "2 → 3 nodes (t3.medium)"},
+		{Action: "update", Kind: "Deployment", Namespace: "kiln-system", Name: "kiln-gateway", Fields: []string{"spec.template"}, Message: "the gateway"},
+	}
+}
+
+// RefusedEKSUpgradeScript is an upgrade of aws cluster NAME refused by the
+// aws provider (exit 2) for a Kubernetes version jump, worded with the
+// upgrade screen's field as the wizard's engine words it.
+func RefusedEKSUpgradeScript(name string) Script {
+	return func(ctx context.Context, sink engine.Sink, confirm engine.Confirmer) error {
+		emit := emitter(sink)
+		emit(engine.Event{Type: engine.TypePhase, Phase: "discover", State: engine.PhaseStarted})
+		emit(engine.Event{Type: engine.TypePhase, Phase: "discover", State: engine.PhaseSucceeded, ElapsedMS: 40})
+		emit(engine.Event{Type: engine.TypePhase, Phase: "plan", State: engine.PhaseStarted})
+		msg := tui.UpgradeInputName(input.KubernetesVersion) + " 1.33: EKS cluster " + name + " runs Kubernetes 1.31, and EKS upgrades a control plane one minor version at a time; nothing was changed. Upgrade to 1.32 first, then on from there"
+		emit(engine.Event{Type: engine.TypePhase, Phase: "plan", State: engine.PhaseFailed, ElapsedMS: 80, Message: msg})
+		emit(engine.Event{Type: engine.TypeResult, ExitCode: 2, Message: msg})
+		return fmt.Errorf("%s", msg)
+	}
+}
+
+// UpgradeScriptOn is UpgradeScript of a cluster of provider.
+func UpgradeScriptOn(provider, name, location string, changes []engine.PlanChange) Script {
 	return func(ctx context.Context, sink engine.Sink, confirm engine.Confirmer) error {
 		emit := emitter(sink)
 		phase := func(p, state string, ms int64, msg string) {
@@ -134,7 +168,7 @@ func UpgradeScript(name, location string, changes []engine.PlanChange) Script {
 		ok := false
 		if c, can := confirm.(engine.UpgradeConfirmer); can {
 			var err error
-			if ok, err = c.ConfirmUpgrade(ctx, engine.UpgradeQuestion{Provider: "kube", Name: name, Location: location, Changes: changes}); err != nil {
+			if ok, err = c.ConfirmUpgrade(ctx, engine.UpgradeQuestion{Provider: provider, Name: name, Location: location, Changes: changes}); err != nil {
 				return err
 			}
 		}

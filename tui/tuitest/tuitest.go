@@ -44,6 +44,9 @@ type Backend struct {
 	// AWSCheck, when set, checks the create form's aws fields
 	// (tui.AWSChecker); nil accepts everything.
 	AWSCheck func(tui.CreateRequest) error
+	// AWSUpgradeCheck, when set, checks the upgrade screen's EKS fields
+	// (tui.AWSUpgradeChecker); nil accepts everything.
+	AWSUpgradeCheck func(tui.Target, tui.UpgradeRequest) error
 
 	// OnUpgrade and OnRotate run kiln upgrade and rotate-key (daytwo.go).
 	OnUpgrade, OnRotate Script
@@ -61,6 +64,14 @@ func (b *Backend) CheckAWS(req tui.CreateRequest) error {
 		return nil
 	}
 	return b.AWSCheck(req)
+}
+
+// CheckAWSUpgrade implements tui.AWSUpgradeChecker with AWSUpgradeCheck.
+func (b *Backend) CheckAWSUpgrade(t tui.Target, req tui.UpgradeRequest) error {
+	if b.AWSUpgradeCheck == nil {
+		return nil
+	}
+	return b.AWSUpgradeCheck(t, req)
 }
 
 func (b *Backend) Locations() ([]string, string, error) { return b.Contexts, b.Current, nil }

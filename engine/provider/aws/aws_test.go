@@ -28,6 +28,7 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/kilnctl/kiln/engine"
+	"github.com/kilnctl/kiln/engine/input"
 	"github.com/kilnctl/kiln/engine/provider/kube"
 	"github.com/kilnctl/kiln/internal/awsemu"
 	"github.com/kilnctl/kiln/internal/exit"
@@ -757,6 +758,14 @@ func TestSubnetsFollowInstanceTypeOfferingsAndReplaceARefusedZone(t *testing.T) 
 	t.Cleanup(func() { destroy(t, p, other, region) })
 	if err == nil || !strings.Contains(err.Error(), "no second availability zone") || !strings.Contains(err.Error(), region+"b (apne1-az2) does not offer m7i.large") {
 		t.Fatalf("one usable zone: %v", err)
+	}
+	// Fixed by another region or type: the CLI names the flags, the
+	// wizard its fields.
+	if !strings.Contains(err.Error(), "Choose another region or instance type (--region, --instance-type)") {
+		t.Errorf("the CLI's words lack the flags: %v", err)
+	}
+	if form := input.Render(err, func(in input.Input) string { return "the " + string(in) + " field" }); !strings.Contains(form, "Choose another region or instance type (the region field, the instance-type field)") || strings.Contains(form, "--") {
+		t.Errorf("a frontend's words: %q", form)
 	}
 }
 

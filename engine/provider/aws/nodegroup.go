@@ -20,6 +20,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/iam"
 
 	"github.com/kilnctl/kiln/engine"
+	"github.com/kilnctl/kiln/engine/input"
+	"github.com/kilnctl/kiln/internal/exit"
 )
 
 // nodegroupName is the managed node group's name inside the EKS cluster.
@@ -503,11 +505,15 @@ func (in *infra) createReplacement(ctx context.Context) error {
 		} else if len(pl.remove) > 0 {
 			kept = "node group " + strings.Join(pl.remove, ", ")
 		}
-		next := "once EC2 has the capacity (it deletes the failed group and creates it again), or choose another --instance-type"
-		if !unusable(g) {
-			next = fmt.Sprintf("once the cause the issue names is fixed (%s is deleted only when %s is ACTIVE without health issues)", kept, n)
+		if unusable(g) {
+			// Fixed by another instance type too: worded per frontend (the
+			// wizard's Node type field), the command for the CLI only.
+			return in.fail(KindNodegroup, n, input.New(exit.Failed, input.InstanceType, n,
+				"replacement node group %s ended %s; %s keeps running and nothing was deleted. Upgrade again%s once EC2 has the capacity (it deletes the failed group and creates it again), or choose another instance type with {input}",
+				n, unhealthy(g), kept, input.CLIOnly(" (`"+command("upgrade", in.name, in.region)+"`)")))
 		}
-		return in.fail(KindNodegroup, n, fmt.Errorf("replacement node group %s ended %s; %s keeps running and nothing was deleted. Run `%s` again %s", n, unhealthy(g), kept, command("upgrade", in.name, in.region), next))
+		return in.fail(KindNodegroup, n, fmt.Errorf("replacement node group %s ended %s; %s keeps running and nothing was deleted. Run `%s` again once the cause the issue names is fixed (%s is deleted only when %s is ACTIVE without health issues)",
+			n, unhealthy(g), kept, command("upgrade", in.name, in.region), kept, n))
 	}
 	in.emit(KindNodegroup, n, engine.StatusCurrent, "ACTIVE, %d × %s", pl.nodes, pl.instanceType)
 	return nil

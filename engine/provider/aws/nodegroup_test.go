@@ -14,6 +14,7 @@ import (
 	ekstypes "github.com/aws/aws-sdk-go-v2/service/eks/types"
 
 	"github.com/kilnctl/kiln/engine"
+	"github.com/kilnctl/kiln/engine/input"
 	"github.com/kilnctl/kiln/internal/awsemu"
 )
 
@@ -316,6 +317,17 @@ func TestNodegroupHealth(t *testing.T) {
 			for _, part := range []string{repl, fault.Status, fault.Code, working + " keeps running", "nothing was deleted"} {
 				if !strings.Contains(err.Error(), part) {
 					t.Errorf("error lacks %q: %v", part, err)
+				}
+			}
+			if fault.Status == "CREATE_FAILED" {
+				// Another instance type fixes it: the CLI is told the flag
+				// and the command, a frontend its own input's name only.
+				if !strings.Contains(err.Error(), "with --instance-type") || !strings.Contains(err.Error(), "(`kiln upgrade aws "+name) {
+					t.Errorf("the CLI's words lack the flag or the command: %v", err)
+				}
+				form := input.Render(err, func(in input.Input) string { return "the " + string(in) + " field" })
+				if strings.Contains(form, "--") || !strings.Contains(form, "Upgrade again once EC2 has the capacity") || !strings.Contains(form, "with the instance-type field") {
+					t.Errorf("a frontend's words: %q", form)
 				}
 			}
 			if got := describeGroups(t, e, region, name); got[working] != "ACTIVE t3.medium" {

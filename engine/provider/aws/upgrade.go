@@ -130,7 +130,9 @@ func (p *Provider) planUpgrade(name string, st *infraState) (*infraPlan, error) 
 		case wm < hm:
 			return nil, input.New(exit.BadInput, input.KubernetesVersion, want, "{input} %s: EKS cluster %s runs Kubernetes %s, and EKS never downgrades a control plane; nothing was changed", want, name, have)
 		case wm > hm+1:
-			return nil, input.New(exit.BadInput, input.KubernetesVersion, want, "{input} %s: EKS cluster %s runs Kubernetes %s, and EKS upgrades a control plane one minor version at a time; nothing was changed. Upgrade to 1.%d first (`%s`), then on from there", want, name, have, hm+1, command("upgrade", name, p.Target(), "--kubernetes-version", fmt.Sprintf("1.%d", hm+1)))
+			return nil, input.New(exit.BadInput, input.KubernetesVersion, want, "{input} %s: EKS cluster %s runs Kubernetes %s, and EKS upgrades a control plane one minor version at a time; nothing was changed. Upgrade to 1.%d first%s, then on from there", want, name, have, hm+1,
+				// The command names the flag: the CLI's words only.
+				input.CLIOnly(" (`"+command("upgrade", name, p.Target(), engine.FlagName(input.KubernetesVersion), fmt.Sprintf("1.%d", hm+1))+"`)"))
 		}
 		pl.from, pl.version = have, want
 		pl.changes = append(pl.changes, engine.PlanChange{Action: platform.ActionUpdate, Kind: KindEKSCluster, Name: name, Fields: []string{"version"},

@@ -8,6 +8,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	ekstypes "github.com/aws/aws-sdk-go-v2/service/eks/types"
 
+	"github.com/kilnctl/kiln/engine/input"
 	"github.com/kilnctl/kiln/internal/exit"
 )
 
@@ -73,6 +74,15 @@ func TestPlanUpgrade(t *testing.T) {
 	_, err := (&Provider{Change: Change{KubernetesVersion: "1.32"}}).planUpgrade("c1", &infraState{cluster: cluster, groups: []*ngState{orig}})
 	if err == nil || !strings.Contains(err.Error(), "1.31 first") {
 		t.Errorf("jump refusal does not name the next step: %v", err)
+	}
+	// The CLI is given the command to run; a frontend with its own words
+	// for the input (the wizard's field) is not told to type a flag.
+	if !strings.Contains(err.Error(), "(`kiln upgrade aws c1 --kubernetes-version 1.31") {
+		t.Errorf("jump refusal gives the CLI no command: %v", err)
+	}
+	form := input.Render(err, func(in input.Input) string { return "the " + string(in) + " field" })
+	if strings.Contains(form, "--") || !strings.Contains(form, "the kubernetes-version field 1.32: ") || !strings.Contains(form, "Upgrade to 1.31 first, then on from there") {
+		t.Errorf("jump refusal in a frontend's words: %q", form)
 	}
 }
 
