@@ -32,9 +32,18 @@ func Command(t Target, location string, verb []string, args ...string) string {
 // as a frontend's own action. See Engine.Actions.
 type Actions func(verb, args []string) string
 
-// hinted is t with the engine's Actions, for the hints of a request.
+// ActionsTaker is a Provider whose own messages give hints: the engine
+// hands it its Actions with each request, so they are the frontend's
+// words too.
+type ActionsTaker interface{ TakeActions(Actions) }
+
+// hinted is t with the engine's Actions, for the hints of a request (and
+// of its provider).
 func (e *Engine) hinted(t Target) Target {
 	t.actions = e.Actions
+	if p, ok := t.Provider.(ActionsTaker); ok && e.Actions != nil {
+		p.TakeActions(e.Actions)
+	}
 	return t
 }
 

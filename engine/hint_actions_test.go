@@ -23,3 +23,26 @@ func TestActionsWordEveryHintOfARequest(t *testing.T) {
 		t.Errorf("without Actions: %q", got)
 	}
 }
+
+// taker is a Provider (the interface embedded, unused) that records the
+// Actions the engine hands it.
+type taker struct {
+	Provider
+	got Actions
+}
+
+func (p *taker) TakeActions(a Actions) { p.got = a }
+
+// TestActionsReachTheProvider: a request's provider gets the engine's
+// Actions for the hints of its own messages; none without them.
+func TestActionsReachTheProvider(t *testing.T) {
+	p := &taker{}
+	(&Engine{}).hinted(Target{Provider: p, Name: "dev1"})
+	if p.got != nil {
+		t.Fatal("an engine without Actions handed some to the provider")
+	}
+	(&Engine{Actions: func(verb, args []string) string { return "ACT" }}).hinted(Target{Provider: p, Name: "dev1"})
+	if p.got == nil || p.got(nil, nil) != "ACT" {
+		t.Error("the provider did not get the engine's Actions")
+	}
+}

@@ -76,6 +76,9 @@ var azSuffixes = map[string][2]string{
 
 // Provider creates and finds kiln clusters on EKS.
 type Provider struct {
+	// actions words the provider's hints (engine.ActionsTaker; nil: the
+	// kiln command).
+	actions engine.Actions
 	// Region is --region ("" = the AWS configuration's default region).
 	Region string
 	// SearchRegions is --regions ("" = DescribeRegions or the built-in list).

@@ -26,7 +26,7 @@ func (in *infra) ensureCluster(ctx context.Context) error {
 		}
 		switch out.Cluster.Status {
 		case ekstypes.ClusterStatusDeleting, ekstypes.ClusterStatusFailed:
-			return in.fail(KindEKSCluster, n, fmt.Errorf("EKS cluster %s is %s; run `%s`, then create again", n, out.Cluster.Status, command("destroy", in.name, in.region)))
+			return in.fail(KindEKSCluster, n, fmt.Errorf("EKS cluster %s is %s; run `%s`, then create again", n, out.Cluster.Status, in.p.command("destroy", in.name, in.region)))
 		}
 	case apiCode(err) == "ResourceNotFoundException":
 		in.emit(KindEKSCluster, n, engine.StatusInProgress, "creating")
@@ -144,7 +144,7 @@ func (in *infra) deleteCluster(ctx context.Context) error {
 		// while the cluster still has node groups or another operation
 		// runs. Waiting would wait for nothing: say so now.
 		if apiCode(err) == "ResourceInUseException" && out.Cluster.Status != ekstypes.ClusterStatusDeleting {
-			return in.fail(KindEKSCluster, n, fmt.Errorf("EKS refuses to delete cluster %s (%v)%s; run `%s` again once what it names is gone", n, err, in.attached(ctx), command("destroy", in.name, in.region)))
+			return in.fail(KindEKSCluster, n, fmt.Errorf("EKS refuses to delete cluster %s (%v)%s; run `%s` again once what it names is gone", n, err, in.attached(ctx), in.p.command("destroy", in.name, in.region)))
 		}
 		if apiCode(err) != "ResourceInUseException" {
 			return in.fail(KindEKSCluster, n, fmt.Errorf("delete EKS cluster %s: %w", n, err))

@@ -3,7 +3,15 @@ package aws
 import "github.com/kilnctl/kiln/engine"
 
 // command is the kiln command verb about aws cluster name in region, as
-// hints give it (engine.Command).
-func command(verb, name, region string, args ...string) string {
+// hints give it (engine.Command); the frontend's own action when the
+// engine handed the provider one (TakeActions: the wizard's keys).
+func (p *Provider) command(verb, name, region string, args ...string) string {
+	if p != nil && p.actions != nil {
+		return p.actions([]string{verb}, args)
+	}
 	return engine.Command(engine.Target{Provider: &Provider{}, Name: name}, region, []string{verb}, args...)
 }
+
+// TakeActions implements engine.ActionsTaker: the provider's hints are
+// worded by the frontend's Actions.
+func (p *Provider) TakeActions(a engine.Actions) { p.actions = a }

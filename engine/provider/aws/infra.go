@@ -305,7 +305,7 @@ func (p *Provider) DestroyInfrastructure(ctx context.Context, name, region strin
 		}
 	}
 	if !inv.Empty(except...) {
-		return false, fmt.Errorf("destroy of %s in %s left resources tagged %s=%s: %s; run `%s` again", name, region, TagCluster, name, inv, command("destroy", name, region))
+		return false, fmt.Errorf("destroy of %s in %s left resources tagged %s=%s: %s; run `%s` again", name, region, TagCluster, name, inv, p.command("destroy", name, region))
 	}
 	if p.KubeconfigFile != "" {
 		removed, warnings, err := RemoveKubeconfig(ctx, p.KubeconfigFile, name)

@@ -141,7 +141,7 @@ func (in *infra) deleteLoadBalancers(ctx context.Context) error {
 			names = append(names, o.String())
 		}
 		err = fmt.Errorf("the load balancers of %s are not deleted after %s: still there: %s; their controller removes the finalizer once it has deleted the load balancer — check it runs (kubectl -n kube-system get pods), then run `%s` again (%s=DURATION waits longer)",
-			n, limit, strings.Join(names, "; "), command("destroy", in.name, in.region), LBWaitEnv)
+			n, limit, strings.Join(names, "; "), in.p.command("destroy", in.name, in.region), LBWaitEnv)
 		return in.fail(left[0].kind, left[0].namespace+"/"+left[0].name, err)
 	}
 	if err != nil {

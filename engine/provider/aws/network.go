@@ -449,7 +449,7 @@ func (in *infra) deleteEC2(ctx context.Context, kind, id string, del func(contex
 			}
 		}
 		return in.fail(kind, id, fmt.Errorf("AWS refuses to delete %s %s for %s (DependencyViolation: %s)%s; kiln does not delete what it did not find in its VPC: remove it, then run `%s` again",
-			kind, id, dependencyLimit, errorMessage(violation), what, command("destroy", in.name, in.region)))
+			kind, id, dependencyLimit, errorMessage(violation), what, in.p.command("destroy", in.name, in.region)))
 	}
 	if err != nil {
 		return in.fail(kind, id, fmt.Errorf("delete %s %s: %w", kind, id, err))

@@ -357,7 +357,7 @@ func (in *infra) deleteNodegroup(ctx context.Context, n string) error {
 		case out.Nodegroup.Status == ekstypes.NodegroupStatusDeleteFailed:
 			// EKS has given up: waiting on would wait out deleteLimit for
 			// nothing. Its health issue says what holds the group.
-			return false, fmt.Errorf("EKS could not delete it: %s. Remove what the issue names, then run `%s` again", unhealthy(out.Nodegroup), command("destroy", in.name, in.region))
+			return false, fmt.Errorf("EKS could not delete it: %s. Remove what the issue names, then run `%s` again", unhealthy(out.Nodegroup), in.p.command("destroy", in.name, in.region))
 		}
 		return false, nil
 	})
@@ -510,10 +510,10 @@ func (in *infra) createReplacement(ctx context.Context) error {
 			// wizard's Node type field), the command for the CLI only.
 			return in.fail(KindNodegroup, n, input.New(exit.Failed, input.InstanceType, n,
 				"replacement node group %s ended %s; %s keeps running and nothing was deleted. Upgrade again%s once EC2 has the capacity (it deletes the failed group and creates it again), or choose another instance type with {input}",
-				n, unhealthy(g), kept, input.CLIOnly(" (`"+command("upgrade", in.name, in.region)+"`)")))
+				n, unhealthy(g), kept, input.CLIOnly(" (`"+in.p.command("upgrade", in.name, in.region)+"`)")))
 		}
 		return in.fail(KindNodegroup, n, fmt.Errorf("replacement node group %s ended %s; %s keeps running and nothing was deleted. Run `%s` again once the cause the issue names is fixed (%s is deleted only when %s is ACTIVE without health issues)",
-			n, unhealthy(g), kept, command("upgrade", in.name, in.region), kept, n))
+			n, unhealthy(g), kept, in.p.command("upgrade", in.name, in.region), kept, n))
 	}
 	in.emit(KindNodegroup, n, engine.StatusCurrent, "ACTIVE, %d × %s", pl.nodes, pl.instanceType)
 	return nil

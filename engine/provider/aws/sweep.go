@@ -150,7 +150,7 @@ func (in *infra) sweepENIs(ctx context.Context, vpc string) error {
 			names = append(names, describeENI(n))
 		}
 		err = fmt.Errorf("VPC %s still has %s after %s; kiln does not detach or delete network interfaces in use: delete what uses them (or detach them), then run `%s` again",
-			vpc, strings.Join(names, "; "), time.Since(start).Round(time.Second), command("destroy", in.name, in.region))
+			vpc, strings.Join(names, "; "), time.Since(start).Round(time.Second), in.p.command("destroy", in.name, in.region))
 		return in.fail(KindNetworkInterface, aws.ToString(busy[0].NetworkInterfaceId), err)
 	}
 	if err != nil {

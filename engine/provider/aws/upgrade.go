@@ -132,7 +132,7 @@ func (p *Provider) planUpgrade(name string, st *infraState) (*infraPlan, error) 
 		case wm > hm+1:
 			return nil, input.New(exit.BadInput, input.KubernetesVersion, want, "{input} %s: EKS cluster %s runs Kubernetes %s, and EKS upgrades a control plane one minor version at a time; nothing was changed. Upgrade to 1.%d first%s, then on from there", want, name, have, hm+1,
 				// The command names the flag: the CLI's words only.
-				input.CLIOnly(" (`"+command("upgrade", name, p.Target(), engine.FlagName(input.KubernetesVersion), fmt.Sprintf("1.%d", hm+1))+"`)"))
+				input.CLIOnly(" (`"+p.command("upgrade", name, p.Target(), engine.FlagName(input.KubernetesVersion), fmt.Sprintf("1.%d", hm+1))+"`)"))
 		}
 		pl.from, pl.version = have, want
 		pl.changes = append(pl.changes, engine.PlanChange{Action: platform.ActionUpdate, Kind: KindEKSCluster, Name: name, Fields: []string{"version"},
@@ -240,7 +240,7 @@ func (in *infra) readState(ctx context.Context) (*infraState, error) {
 	out, err := in.eks.DescribeCluster(ctx, &eks.DescribeClusterInput{Name: aws.String(in.name)})
 	switch {
 	case apiCode(err) == "ResourceNotFoundException":
-		return nil, fmt.Errorf("EKS cluster %s not found in %s; kiln upgrade changes an existing cluster (`%s` makes one)", in.name, in.region, command("create", in.name, in.region))
+		return nil, fmt.Errorf("EKS cluster %s not found in %s; kiln upgrade changes an existing cluster (`%s` makes one)", in.name, in.region, in.p.command("create", in.name, in.region))
 	case err != nil:
 		return nil, fmt.Errorf("describe EKS cluster %s: %w", in.name, err)
 	case out.Cluster.Tags[TagCluster] != in.name:
