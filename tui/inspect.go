@@ -233,8 +233,11 @@ func (m *Model) watchInspect(w Watcher) tea.Cmd {
 	s.gen++
 	gen, t := s.gen, s.target
 	ch := make(chan inspectMsg, 1)
+	// The watch runs as a command of its own (Bubble Tea runs it off the
+	// render loop, as it runs every operation's): Update starts no
+	// goroutine. It ends with its context (closeInspect).
 	m.ops.Add(1)
-	go func() {
+	watch := func() tea.Msg {
 		defer m.ops.Done()
 		err := w.Watch(ctx, t, func(d *Inspection, err error) {
 			msg := inspectMsg{gen: gen, data: d, err: err, watch: ch}
@@ -259,8 +262,9 @@ func (m *Model) watchInspect(w Watcher) tea.Cmd {
 			}
 			ch <- inspectMsg{gen: gen, err: err, watch: ch, ended: true}
 		}
-	}()
-	return waitInspect(ctx, ch)
+		return nil
+	}
+	return tea.Batch(watch, waitInspect(ctx, ch))
 }
 
 // waitInspect waits for the watch's next read.

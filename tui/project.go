@@ -153,16 +153,19 @@ func (m *Model) syncFeed() tea.Cmd {
 	s.feed.log.SoftWrap = true
 	buf := &logBuf{kick: make(chan struct{}, 1)}
 	t, gen := s.target, s.feedGen
+	// The follower runs as a command of its own (Update starts no
+	// goroutine); it ends with the feed's context (stopFeed).
 	m.ops.Add(1)
-	go func() {
+	follow := func() tea.Msg {
 		defer m.ops.Done()
 		err := f.FollowLogs(ctx, t, want, logTail, buf.add)
 		if ctx.Err() != nil {
 			err = nil // the screen was left: not a failure
 		}
 		buf.end(err)
-	}()
-	return tea.Batch(m.readEvents(), waitLog(ctx, gen, buf))
+		return nil
+	}
+	return tea.Batch(follow, m.readEvents(), waitLog(ctx, gen, buf))
 }
 
 // stopFeed ends the project screen's feed: the log's follower returns

@@ -70,12 +70,15 @@ func (m *Model) refreshWithProgress(r SearchReporter) tea.Cmd {
 	buf := &progressBuf{kick: make(chan struct{}, 1)}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	done := make(chan clustersMsg, 1)
-	go func() {
+	// The search runs as a command of its own (Update starts no
+	// goroutine); its progress and result come through buf and done.
+	search := func() tea.Msg {
 		defer cancel()
 		cs, err := r.ClustersProgress(ctx, buf.add)
 		done <- clustersMsg{clusters: cs, err: err}
-	}()
-	return waitSearch(ctx, gen, buf, done)
+		return nil
+	}
+	return tea.Batch(search, waitSearch(ctx, gen, buf, done))
 }
 
 func waitSearch(ctx context.Context, gen int, buf *progressBuf, done chan clustersMsg) tea.Cmd {
