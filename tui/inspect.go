@@ -474,6 +474,9 @@ func tokenSync(p *engine.ProjectStatus) (ok bool, text string) {
 	return false, "unknown: no deployment runs a token"
 }
 
+// readOnlyNote is what an action key says on a read-only inspector.
+const readOnlyNote = "read-only: this inspector changes nothing (kiln inspect --read-only)"
+
 // inspectKeys are the inspect and project screens' keys: they dispatch
 // (inspectKey, filterKey) and the footer and ? help list them
 // (inspectBindings). The lifecycle keys are projectKeys, the day-2 keys
@@ -571,7 +574,7 @@ func (m *Model) inspectKey(msg tea.KeyPressMsg) tea.Cmd {
 		return cmd
 	}
 	if m.opts.ReadOnly && key.Matches(msg, k.Start, k.Suspend, k.Restack, clusterKeys.Upgrade, clusterKeys.Rotate) {
-		st.note = "read-only: this inspector changes nothing (kiln inspect --read-only)"
+		st.note = readOnlyNote
 		return nil
 	}
 	if key.Matches(msg, clusterKeys.Upgrade, clusterKeys.Rotate) {
@@ -824,10 +827,7 @@ func (m *Model) viewInspect(p *page, rows int) {
 			if c := pr.Created; !c.IsZero() {
 				a = human.Age(m.opts.Now().Sub(c))
 			}
-			reasons := strings.Join(pr.Reasons, "; ")
-			if pr.Operation != "" {
-				reasons = "(" + pr.Operation + ") " + reasons
-			}
+			reasons := projectReasons(pr)
 			state := pr.State
 			if i-s.sel < 2*rows && s.sel-i < 2*rows {
 				state = m.projectState(pr.State).Render(state) // styled only where the table can show it

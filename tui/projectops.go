@@ -94,13 +94,13 @@ func (m *Model) projectLifecycleKey(k tea.KeyPressMsg, p *engine.ProjectStatus) 
 			return nil, false
 		}
 		if m.opts.ReadOnly {
-			st.note = "read-only: this inspector changes nothing (kiln inspect --read-only)"
+			st.note = readOnlyNote
 			return nil, true
 		}
 		return m.openNewProject(), true
 	case key.Matches(k, projectKeys.Delete):
 		if m.opts.ReadOnly {
-			st.note = "read-only: this inspector changes nothing (kiln inspect --read-only)"
+			st.note = readOnlyNote
 			return nil, true
 		}
 		if p == nil {
@@ -110,7 +110,7 @@ func (m *Model) projectLifecycleKey(k tea.KeyPressMsg, p *engine.ProjectStatus) 
 		return m.openDeleteProject(*p), true
 	case key.Matches(k, projectKeys.Rotate):
 		if m.opts.ReadOnly {
-			st.note = "read-only: this inspector changes nothing (kiln inspect --read-only)"
+			st.note = readOnlyNote
 			return nil, true
 		}
 		m.askProject(engine.ProjectRotateToken, p)

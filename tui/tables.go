@@ -172,13 +172,19 @@ func (m *Model) projectColumns(ps []engine.ProjectStatus, width int) []table.Col
 	var refs, states, stacks, reasons []string
 	for _, p := range ps {
 		refs, states, stacks = append(refs, ref(p)), append(states, p.State), append(stacks, p.Stack)
-		r := strings.Join(p.Reasons, "; ")
-		if p.Operation != "" {
-			r = "(" + p.Operation + ") " + r
-		}
-		reasons = append(reasons, r)
+		reasons = append(reasons, projectReasons(p))
 	}
 	want := []int{widest(len("TENANT/PROJECT"), refs...) + 1, widest(len("STATE"), states...) + 1, widest(len("STACK"), stacks...) + 1, 6, widest(len("REASONS"), reasons...) + 1}
 	w := fitWidths(want, []int{16, 10, 8, 6, 12}, width-markCol.Width)
 	return []table.Column{{Title: "TENANT/PROJECT", Width: w[0]}, {Title: "STATE", Width: w[1]}, {Title: "STACK", Width: w[2]}, {Title: " AGE", Width: w[3]}, {Title: "REASONS"}}
+}
+
+// projectReasons is the REASONS cell of a project's row: the operation
+// under way, if any, then why its observed state differs.
+func projectReasons(p engine.ProjectStatus) string {
+	r := strings.Join(p.Reasons, "; ")
+	if p.Operation != "" {
+		r = "(" + p.Operation + ") " + r
+	}
+	return r
 }
