@@ -33,8 +33,8 @@ func eksBackend() *tuitest.Backend {
 	return b
 }
 
-// openEKSUpgrade selects eks1 on home and opens its upgrade screen.
-func openEKSUpgrade(t *testing.T, h *tuitest.Harness) string {
+// selectEKS selects eks1 on home.
+func selectEKS(t *testing.T, h *tuitest.Harness) {
 	t.Helper()
 	h.WaitFor(t, "eks1")
 	for range 3 {
@@ -44,6 +44,12 @@ func openEKSUpgrade(t *testing.T, h *tuitest.Harness) string {
 		h.Key("down")
 	}
 	h.WaitFor(t, "> aws    eks1")
+}
+
+// openEKSUpgrade selects eks1 on home and opens its upgrade screen.
+func openEKSUpgrade(t *testing.T, h *tuitest.Harness) string {
+	t.Helper()
+	selectEKS(t, h)
 	h.Key("u")
 	return h.WaitFor(t, "Upgrade kiln platform eks1")
 }
@@ -228,14 +234,7 @@ func TestUpgradeEKSShowsTheRunningVersion(t *testing.T) {
 	in.Status.Provider, in.Status.KubernetesVersion = "aws", "v1.31.4-eks-0f1e2d3"
 	b.Inspections = []*tui.Inspection{in}
 	h := tuitest.Start(t, b, tui.Options{})
-	h.WaitFor(t, "eks1")
-	for range 3 {
-		if strings.Contains(ansi.Strip(h.Screen()), "> aws    eks1") {
-			break
-		}
-		h.Key("down")
-	}
-	h.WaitFor(t, "> aws    eks1")
+	selectEKS(t, h)
 	h.Key("i")
 	h.WaitFor(t, "Projects (3)")
 	h.Key("u")
