@@ -47,7 +47,7 @@ const itemPrefix = "kiln/"
 // opTimeout bounds one keyring operation. The Secret Service backend waits
 // for prompt answers without a deadline (an unlock dialog nobody answers);
 // a CLI must fail instead of hanging.
-var opTimeout = 30 * time.Second
+const opTimeout = 30 * time.Second
 
 // Entry says where the token directory of cluster PROVIDER/NAME is.
 type Entry struct {
