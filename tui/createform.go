@@ -263,37 +263,33 @@ func (m *Model) awsRegions() []string {
 }
 
 // awsRequest is the aws part of the form as a request (Nodes -1 when
-// the field is not a number).
+// the field is not a number, as the upgrade screen's request).
 func (m *Model) awsRequest() CreateRequest {
 	req := CreateRequest{Provider: "aws", Name: m.nameIn.Value(), Location: strings.TrimSpace(m.regionIn.Value()),
 		InstanceType: strings.TrimSpace(m.instanceIn.Value()), Profile: strings.TrimSpace(m.profileIn.Value())}
 	if v := strings.TrimSpace(m.nodesIn.Value()); v != "" {
 		n, err := strconv.Atoi(v)
-		if err != nil {
+		if err != nil || n < 0 {
 			n = -1
 		}
-		req.Nodes = n
+		req.Nodes, req.NodesGiven = n, true
 	}
 	return req
 }
 
 // checkAWS checks the aws fields with the backend's aws rules as they are
-// typed (no AWS call).
+// typed (no AWS call): the node count too, by the provider's rule, so the
+// form and the flags cannot disagree on its range.
 func (m *Model) checkAWS() {
 	m.awsErr, m.awsErrIn = "", ""
 	if !m.formAWS {
-		return
-	}
-	req := m.awsRequest()
-	if strings.TrimSpace(m.nodesIn.Value()) != "" && (req.Nodes < 1) {
-		m.awsErr, m.awsErrIn = fmt.Sprintf("Nodes: %q is not a node count; a node group has 1 to 100 nodes", m.nodesIn.Value()), engine.InputNodes
 		return
 	}
 	c, ok := m.opts.Backend.(AWSChecker)
 	if !ok {
 		return
 	}
-	if err := c.CheckAWS(req); err != nil {
+	if err := c.CheckAWS(m.awsRequest()); err != nil {
 		m.awsErr = err.Error()
 		var ie *engine.InputError
 		if errors.As(err, &ie) {

@@ -180,6 +180,9 @@ func (b *wizardBackend) awsCreateProvider(req tui.CreateRequest) (*awsprovider.P
 	if !ok {
 		return nil, fmt.Errorf("aws provider: unexpected %T", p)
 	}
+	if err := checkFormNodes(req); err != nil {
+		return nil, err
+	}
 	// A fresh provider each call (providerAt builds one): the form's
 	// values replace the flags'.
 	if req.Nodes != 0 {
@@ -198,8 +201,8 @@ func (b *wizardBackend) awsCreateProvider(req tui.CreateRequest) (*awsprovider.P
 // own rules (ValidateFlags: region spelling, node count, instance type);
 // no AWS call.
 func (b *wizardBackend) CheckAWS(req tui.CreateRequest) error {
-	if req.Nodes < 0 {
-		return notANodeCount()
+	if err := checkFormNodes(req); err != nil {
+		return err
 	}
 	if b.newProvider != nil {
 		// Tests: validate with a plain provider of the form's values.
@@ -211,6 +214,15 @@ func (b *wizardBackend) CheckAWS(req tui.CreateRequest) error {
 		return err
 	}
 	return p.ValidateFlags()
+}
+
+// checkFormNodes is the aws provider's node-count rule for the create
+// form's Nodes field: a typed 0 is refused, as --nodes 0 is.
+func checkFormNodes(req tui.CreateRequest) error {
+	if req.Nodes < 0 {
+		return notANodeCount()
+	}
+	return awsprovider.CheckNodes(req.Nodes, req.NodesGiven)
 }
 
 // notANodeCount refuses a Nodes field that is not a number (the CLI's
