@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/kilnctl/kiln/creds"
 	"github.com/kilnctl/kiln/engine"
 	awsprovider "github.com/kilnctl/kiln/engine/provider/aws"
 	"github.com/kilnctl/kiln/internal/exit"
@@ -26,7 +25,7 @@ func (g *globals) runWizardWith(ctx context.Context, opts tui.Options) error {
 	// The wizard owns the terminal, so the file keyring cannot prompt for
 	// its passphrase: it is read from KILN_KEYRING_PASSPHRASE, and an
 	// unavailable keyring is reported in each operation's log.
-	store, err := creds.OpenStore(creds.StoreOptions{Backend: g.keyringBackend, EnvPassphrase: g.passphrase})
+	store, err := g.openStore(nil)
 	if err != nil {
 		b.keyringWarning = fmt.Sprintf("keyring unavailable (%v); token dirs are found by the create form's Token dir field and the default path", err)
 	} else {
