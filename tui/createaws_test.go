@@ -9,7 +9,6 @@ import (
 
 	"github.com/kilnctl/kiln/engine"
 	awsprovider "github.com/kilnctl/kiln/engine/provider/aws"
-	"github.com/kilnctl/kiln/internal/exit"
 	"github.com/kilnctl/kiln/tui"
 	"github.com/kilnctl/kiln/tui/tuitest"
 )
@@ -24,7 +23,7 @@ func TestCreateFormAWS(t *testing.T) {
 	b.List = append(b.List, tui.Cluster{Provider: "aws", Name: "eks0", Location: "eu-west-1", Platform: engine.PlatformInstalled})
 	b.AWSCheck = func(req tui.CreateRequest) error { // as the wizard's backend: the provider's node-count rule, then ValidateFlags
 		if req.Nodes < 0 {
-			return engine.NewInputError(exit.BadInput, engine.InputNodes, "", "{input}: not a number; a node group has 1 to %d nodes", awsprovider.MaxNodes)
+			return awsprovider.NotANodeCount()
 		}
 		if err := awsprovider.CheckNodes(req.Nodes, req.NodesGiven); err != nil {
 			return err

@@ -219,15 +219,9 @@ func (b *wizardBackend) CheckAWS(req tui.CreateRequest) error {
 // form's Nodes field: a typed 0 is refused, as --nodes 0 is.
 func checkFormNodes(req tui.CreateRequest) error {
 	if req.Nodes < 0 {
-		return notANodeCount()
+		return awsprovider.NotANodeCount()
 	}
 	return awsprovider.CheckNodes(req.Nodes, req.NodesGiven)
-}
-
-// notANodeCount refuses a Nodes field that is not a number (the CLI's
-// flag parser refuses such a --nodes).
-func notANodeCount() error {
-	return engine.NewInputError(exit.BadInput, engine.InputNodes, "", "{input}: not a number; a node group has 1 to %d nodes", awsprovider.MaxNodes)
 }
 
 func (b *wizardBackend) Create(ctx context.Context, req tui.CreateRequest, sink engine.Sink, confirm engine.Confirmer) error {

@@ -339,10 +339,19 @@ var instanceTypeRE = regexp.MustCompile(`^[a-z][a-z0-9-]*\.[0-9]*[a-z0-9]+$`)
 // typed. Exit 2 naming the field.
 func CheckNodes(n int, given bool) error {
 	if n < 0 || n > MaxNodes || (given && n < 1) {
-		return input.New(exit.BadInput, input.Nodes, fmt.Sprint(n), "{input}: %d is out of range; a node group has 1 to %d nodes", n, MaxNodes)
+		return input.New(exit.BadInput, input.Nodes, fmt.Sprint(n), "{input}: %d is out of range; %s", n, nodeRange())
 	}
 	return nil
 }
+
+// NotANodeCount is the refusal of a node count that is not a number (a
+// frontend's field: the CLI's flag parser refuses such a --nodes itself),
+// with the range CheckNodes allows.
+func NotANodeCount() error {
+	return input.New(exit.BadInput, input.Nodes, "", "{input}: not a number; %s", nodeRange())
+}
+
+func nodeRange() string { return fmt.Sprintf("a node group has 1 to %d nodes", MaxNodes) }
 
 // checkInstanceType: an EC2 instance type's spelling ("" is not given).
 func checkInstanceType(t string) error {
