@@ -47,7 +47,7 @@ const itemPrefix = "kiln/"
 // opTimeout bounds one keyring operation. The Secret Service backend waits
 // for prompt answers without a deadline (an unlock dialog nobody answers);
 // a CLI must fail instead of hanging.
-var opTimeout = 30 * time.Second
+const opTimeout = 30 * time.Second
 
 // Entry says where the token directory of cluster PROVIDER/NAME is.
 type Entry struct {
@@ -151,16 +151,26 @@ func openOSKeyring(opts StoreOptions, kind keyring.BackendType) (*Store, error) 
 	if !backendLinked(kind) {
 		return nil, exit.Usage("--keyring-backend %s: not available on %s", kind, runtime.GOOS)
 	}
-	ring, err := keyring.Open(keyring.Config{
-		AllowedBackends: []keyring.BackendType{kind},
-		ServiceName:     KeyringService,
+	ring, err := openRing(kind, keyring.Config{
 		// Without this macOS asks for permission on every kiln run.
 		KeychainTrustApplication: true,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("open keyring backend %s: %w", kind, err)
+		return nil, err
 	}
 	return &Store{ring: ring, backend: string(kind)}, nil
+}
+
+// openRing is the one place kiln opens a keyring library backend: kind
+// alone, under kiln's service name, with cfg's backend-specific settings.
+func openRing(kind keyring.BackendType, cfg keyring.Config) (keyring.Keyring, error) {
+	cfg.AllowedBackends = []keyring.BackendType{kind}
+	cfg.ServiceName = KeyringService
+	ring, err := keyring.Open(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("open keyring backend %s: %w", kind, err)
+	}
+	return ring, nil
 }
 
 func openSecretService(opts StoreOptions, explicit bool) (*Store, error) {
@@ -168,9 +178,7 @@ func openSecretService(opts StoreOptions, explicit bool) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open keyring backend %s: %w", BackendSecretService, err)
 	}
-	ring, err := keyring.Open(keyring.Config{
-		AllowedBackends: []keyring.BackendType{keyring.SecretServiceBackend},
-		ServiceName:     KeyringService,
+	ring, err := openRing(keyring.SecretServiceBackend, keyring.Config{
 		// The default collection ("login" on desktops). Left empty, the
 		// library would use a collection named after the service and try
 		// to create it, which needs a password prompt (see
@@ -178,7 +186,7 @@ func openSecretService(opts StoreOptions, explicit bool) (*Store, error) {
 		LibSecretCollectionName: collection,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("open keyring backend %s: %w", BackendSecretService, err)
+		return nil, err
 	}
 	return &Store{ring: ring, backend: BackendSecretService,
 		reason: fmt.Sprintf("Secret Service collection %q", collection)}, nil
@@ -196,14 +204,12 @@ func openFile(opts StoreOptions, fallback string) (*Store, error) {
 	if err := mkdirAllSync(dir, dirPerm); err != nil {
 		return nil, fmt.Errorf("open keyring backend file: %w", err)
 	}
-	ring, err := keyring.Open(keyring.Config{
-		AllowedBackends:  []keyring.BackendType{keyring.FileBackend},
-		ServiceName:      KeyringService,
+	ring, err := openRing(keyring.FileBackend, keyring.Config{
 		FileDir:          dir,
 		FilePasswordFunc: filePassphrase(dir, opts.EnvPassphrase, opts.Passphrase),
 	})
 	if err != nil {
-		return nil, fmt.Errorf("open keyring backend file: %w", err)
+		return nil, err
 	}
 	reason := "encrypted file keyring at " + dir
 	if fallback != "" {

@@ -46,7 +46,7 @@ const (
 )
 
 // unlockTimeout bounds an unlock prompt; a person has to type a password.
-var unlockTimeout = 2 * time.Minute
+const unlockTimeout = 2 * time.Minute
 
 // secretServiceMissing explains why the Secret Service backend is not
 // linked in: the library registers it only if it could connect to a

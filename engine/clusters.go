@@ -34,11 +34,17 @@ type ClusterSummary struct {
 // keyring entry, the default path) that loads and validates with
 // creds.Load and holds a key id kiln-auth trusts. Nothing is changed.
 func (e *Engine) DiscoverClusters(ctx context.Context, p Provider, tokenDir string) ([]ClusterSummary, error) {
+	return e.discoverClusters(ctx, p, tokenDir, nil)
+}
+
+// discoverClusters is DiscoverClusters telling progress (nil: nobody)
+// each location's search, for the providers that search one by one.
+func (e *Engine) discoverClusters(ctx context.Context, p Provider, tokenDir string, progress func(SearchProgress)) ([]ClusterSummary, error) {
 	start := time.Now()
 	var locs []Location
 	var err error
 	if l, ok := p.(Lister); ok {
-		locs, err = l.ListClusters(ctx)
+		locs, err = l.ListClusters(ctx, progress)
 	} else {
 		locs, err = p.Discover(ctx, "")
 	}

@@ -77,16 +77,62 @@ type Outcome struct {
 	Err      error
 }
 
+// Placement is what the create decision says of creating cluster NAME at
+// a location from discovery alone (the first rows of DESIGN.md §7).
+type Placement int
+
+const (
+	// PlaceFree: nothing found stands against it.
+	PlaceFree Placement = iota
+	// PlaceHere: NAME is already at this location; create resumes or
+	// continues it (asking first when it is installed).
+	PlaceHere
+	// PlaceElsewhere: NAME exists in other locations; a NAME is unique
+	// per scope (kubeconfig, account), so it is refused here.
+	PlaceElsewhere
+	// PlaceTaken: the location hosts another kiln cluster; a cluster
+	// hosts one kiln platform, so it is refused.
+	PlaceTaken
+)
+
+// Place is the one home of those rules, a pure function: name is the
+// cluster asked for, hosted the kiln cluster found at the location ("" if
+// none), elsewhere the other locations where name was found. Decide asks
+// it, and so does the wizard's create form as the user types, so that the
+// form refuses exactly what create would.
+func Place(name, hosted string, elsewhere []string) Placement {
+	switch {
+	case len(elsewhere) > 0:
+		return PlaceElsewhere
+	case hosted != "" && hosted != name:
+		return PlaceTaken
+	case hosted != "":
+		return PlaceHere
+	}
+	return PlaceFree
+}
+
+// placeError words Place's refusal of name at location (nil for a place
+// it allows): found at elsewhere (exit 2, the first named as the location
+// to use), or location hosting kiln cluster hosted. create's decision and
+// an operation on an explicitly named location say it alike.
+func placeError(pl Placement, n Nouns, name, location, hosted string, elsewhere []string) error {
+	switch pl {
+	case PlaceElsewhere:
+		return inputErr(exit.BadInput, n.Target, name, "cluster %s already exists in %s %s, not in %s (a NAME is unique per %s); use {input} %s",
+			name, n.Location, strings.Join(elsewhere, ", "), location, n.Scope, elsewhere[0])
+	case PlaceTaken:
+		return exit.Usage("%s %s already hosts kiln cluster %s; a cluster hosts one kiln platform (NAME %s)", n.Location, location, hosted, name)
+	}
+	return nil
+}
+
 // Decide is the create decision table of DESIGN.md §7, a pure function of
 // what was found and what was asked.
 func Decide(f Facts, a Asked) Outcome {
 	noun := f.Nouns.Location
-	if len(f.Elsewhere) > 0 {
-		return Outcome{Err: inputErr(exit.BadInput, f.Nouns.Target, a.Name, "cluster %s already exists in %s %s, not in %s (a NAME is unique per %s); use {input} %s",
-			a.Name, noun, strings.Join(f.Elsewhere, ", "), f.Location, f.Nouns.Scope, f.Elsewhere[0])}
-	}
-	if f.Cluster != "" && f.Cluster != a.Name {
-		return Outcome{Err: exit.Usage("%s %s already hosts kiln cluster %s; a cluster hosts one kiln platform (NAME %s)", noun, f.Location, f.Cluster, a.Name)}
+	if err := placeError(Place(a.Name, f.Cluster, f.Elsewhere), f.Nouns, a.Name, f.Location, f.Cluster, f.Elsewhere); err != nil {
+		return Outcome{Err: err}
 	}
 	st := f.State
 	if st != nil && st.Installed {

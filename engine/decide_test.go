@@ -173,3 +173,37 @@ var (
 	kubeNouns = Nouns{Location: "context", Scope: "kubeconfig", Target: InputContext}
 	awsNouns  = Nouns{Location: "region", Scope: "account", Target: InputRegion}
 )
+
+// TestPlaceIsDecidesRule: Place (which the wizard's create form asks as
+// the user types) refuses exactly what Decide refuses from discovery's
+// facts, and lets through what Decide goes on with; a form that judged
+// names by a rule of its own could drift from create.
+func TestPlaceIsDecidesRule(t *testing.T) {
+	const name = "dev1"
+	cases := []struct {
+		hosted    string
+		elsewhere []string
+		want      Placement
+	}{
+		{"", nil, PlaceFree},
+		{name, nil, PlaceHere},
+		{"other", nil, PlaceTaken},
+		{"", []string{"kiln-b"}, PlaceElsewhere},
+		{"other", []string{"kiln-b"}, PlaceElsewhere}, // both: the NAME's own place is said first
+	}
+	for _, c := range cases {
+		got := Place(name, c.hosted, c.elsewhere)
+		if got != c.want {
+			t.Errorf("Place(%q, %q, %v) = %d, want %d", name, c.hosted, c.elsewhere, got, c.want)
+		}
+		f := Facts{Nouns: kubeNouns, Location: "kiln-a", Cluster: c.hosted, Elsewhere: c.elsewhere, Infra: InfraPresent, State: &platform.State{}}
+		out := Decide(f, Asked{Name: name})
+		refused := got == PlaceElsewhere || got == PlaceTaken
+		if (out.Err != nil) != refused {
+			t.Errorf("hosted %q elsewhere %v: Place says %d, Decide says %+v", c.hosted, c.elsewhere, got, out)
+		}
+		if refused && exit.Code(out.Err) != exit.BadInput {
+			t.Errorf("hosted %q elsewhere %v: Decide's refusal exits %d, want %d", c.hosted, c.elsewhere, exit.Code(out.Err), exit.BadInput)
+		}
+	}
+}

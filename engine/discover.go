@@ -209,8 +209,8 @@ func (e *Engine) pick(req Target, locs []Location, skipped []string, create bool
 			}
 		}
 		if len(elsewhere) > 0 && !create {
-			return Location{}, nil, inputErr(exit.BadInput, p.Nouns().Target, req.Name, "cluster %s already exists in %s %s, not in %s (a NAME is unique per %s); use {input} %s",
-				req.Name, locationNoun(p), elsewhere[0], target, scopeNoun(p), elsewhere[0])
+			// Words the first place only, as this refusal always has.
+			return Location{}, nil, placeError(PlaceElsewhere, p.Nouns(), req.Name, target, "", elsewhere[:1])
 		}
 		for _, l := range locs {
 			if l.Name != target {
@@ -219,8 +219,8 @@ func (e *Engine) pick(req Target, locs []Location, skipped []string, create bool
 			if l.Err != nil && l.State == nil && len(elsewhere) == 0 {
 				return Location{}, nil, fmt.Errorf("%s %s is unreachable: %w", locationNoun(p), target, l.Err)
 			}
-			if l.Cluster != "" && l.Cluster != req.Name && !create {
-				return Location{}, nil, exit.Usage("%s %s already hosts kiln cluster %s; a cluster hosts one kiln platform (NAME %s)", locationNoun(p), target, l.Cluster, req.Name)
+			if !create && Place(req.Name, l.Cluster, nil) == PlaceTaken {
+				return Location{}, nil, placeError(PlaceTaken, p.Nouns(), req.Name, target, l.Cluster, nil)
 			}
 			return l, elsewhere, nil
 		}

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/kilnctl/kiln/internal/exit"
 )
 
 // scopedProvider is a provider whose locations are given: the summary and
@@ -101,6 +103,28 @@ func TestNamedLocationIsWordedByTheFrontend(t *testing.T) {
 		all := strings.Join(logs, "\n")
 		if !strings.Contains(all, tc.want) || strings.Contains(all, "FORM FIELD") {
 			t.Errorf("Chosen %q: logs\n%s\nwant a line with %q and no form field", tc.chosen, all, tc.want)
+		}
+	}
+}
+
+// TestNamedLocationRefusalsAreCreatesWords: an operation on a location the
+// user named refuses a NAME that lives elsewhere, and a location hosting
+// another kiln cluster, with the words of create's decision (one
+// placeError for both), and the same exit.
+func TestNamedLocationRefusalsAreCreatesWords(t *testing.T) {
+	p := &explicitProvider{}
+	for _, c := range []struct {
+		locs []Location
+		f    Facts
+	}{
+		{[]Location{{Name: "a", Cluster: "other"}}, Facts{Location: "a", Cluster: "other"}},
+		{[]Location{{Name: "a"}, {Name: "b", Cluster: "dev1"}}, Facts{Location: "a", Elsewhere: []string{"b"}}},
+	} {
+		_, _, err := (&Engine{}).pick(Target{Provider: p, Name: "dev1"}, c.locs, nil, false)
+		c.f.Nouns = p.Nouns()
+		want := Decide(c.f, Asked{Name: "dev1"}).Err
+		if err == nil || want == nil || err.Error() != want.Error() || exit.Code(err) != exit.Code(want) {
+			t.Errorf("locations %+v: an operation says %v (exit %d), create %v (exit %d)", c.locs, err, exit.Code(err), want, exit.Code(want))
 		}
 	}
 }

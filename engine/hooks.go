@@ -14,6 +14,13 @@ type Hooks interface {
 	At(ctx context.Context, point string)
 }
 
+// Why the hooks ride the context rather than a field: checkpoints sit in
+// the engine and deep in providers (the aws provider's kubeconfig write,
+// its claim's host), reached through the Provider interface, whose
+// methods take no test parameter and should not; the operation's context
+// is the one thing every such call already receives, scoped to that one
+// operation. A release build carries none. Operation inputs and knobs are
+// never carried this way: they are fields of requests and options.
 type hooksKey struct{}
 
 // WithHooks returns a copy of ctx that carries h: every checkpoint reached

@@ -28,7 +28,7 @@ type ListRequest struct {
 	TokenDir string
 	// Progress, when set, hears each location's search start and end
 	// from providers that search locations one by one (the aws provider's
-	// regions), concurrently: the wizard's spinner per region.
+	// regions, Lister), concurrently: the wizard's spinner per region.
 	Progress func(SearchProgress)
 }
 
@@ -38,12 +38,11 @@ type ListRequest struct {
 // locations are reported, never fatal. Nothing is changed.
 func (e *Engine) List(ctx context.Context, req ListRequest) ([]ClusterSummary, error) {
 	all := append(append([]Provider{}, req.Providers...), req.Optional...)
-	ctx = WithSearchProgress(ctx, req.Progress)
 	rows := make([][]ClusterSummary, len(all))
 	errs := make([]error, len(all))
 	var wg sync.WaitGroup
 	for i, p := range all {
-		wg.Go(func() { rows[i], errs[i] = e.DiscoverClusters(ctx, p, req.TokenDir) })
+		wg.Go(func() { rows[i], errs[i] = e.discoverClusters(ctx, p, req.TokenDir, req.Progress) })
 	}
 	wg.Wait()
 	var out []ClusterSummary

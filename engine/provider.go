@@ -79,9 +79,10 @@ type LocationInspector interface {
 // where one location may hold several (aws: every kiln-tagged EKS cluster
 // of every region). DiscoverClusters uses it instead of Discover(ctx, "").
 // It returns one Location per cluster found, plus one per location that
-// holds none or could not be searched.
+// holds none or could not be searched. progress, when set, hears each
+// location's search start and end (ReportSearch), concurrently.
 type Lister interface {
-	ListClusters(ctx context.Context) ([]Location, error)
+	ListClusters(ctx context.Context, progress func(SearchProgress)) ([]Location, error)
 }
 
 // Scoper is a provider whose discovery the user can narrow; Scope names

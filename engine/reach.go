@@ -78,19 +78,20 @@ func judgeReach(anon, authed answer) (string, string) {
 // ready may not be routed by kube-proxy yet, and a kiln-auth the API
 // serves reaches the gateway's volume only at the kubelet's next sync
 // (up to about a minute). A project that is not reachable is asked again
-// every reachEvery until reachSettle has passed since the first request;
+// every pace.every until pace.settle has passed since the first request;
 // only then is "no" its verdict. A 403 (another tenant's token) is not
 // asked again: time does not change it.
-var (
-	reachSettle = 30 * time.Second
-	reachEvery  = time.Second
-)
+type reachPace struct{ settle, every time.Duration }
+
+// defaultReachPace is the pace of every probe kiln runs (tests pass a
+// shorter one to reachProjects).
+func defaultReachPace() reachPace { return reachPace{settle: 30 * time.Second, every: time.Second} }
 
 // reachProjects asks the gateway at base, for each project, GET / with
 // Host P.T.DOMAIN: once without a token and once with the tenant's token
-// from td, again while the answer may still change (reachSettle). The
-// token goes only in the Authorization header, never in a message.
-func reachProjects(ctx context.Context, client *http.Client, base, domain string, td *creds.TokenDir, refs []project.Ref) []Reach {
+// from td, again while the answer may still change (pace). The token goes
+// only in the Authorization header, never in a message.
+func reachProjects(ctx context.Context, client *http.Client, pace reachPace, base, domain string, td *creds.TokenDir, refs []project.Ref) []Reach {
 	get := func(host, token string) answer {
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/", nil)
 		if err != nil {
@@ -139,7 +140,7 @@ func reachProjects(ctx context.Context, client *http.Client, base, domain string
 		if len(pending) == 0 {
 			break
 		}
-		if time.Since(start) >= reachSettle || ctx.Err() != nil {
+		if time.Since(start) >= pace.settle || ctx.Err() != nil {
 			for _, i := range pending {
 				out[i].Why += fmt.Sprintf("; the same after %s (%d tries)", time.Since(start).Round(time.Second), round)
 			}
@@ -147,7 +148,7 @@ func reachProjects(ctx context.Context, client *http.Client, base, domain string
 		}
 		select {
 		case <-ctx.Done():
-		case <-time.After(reachEvery):
+		case <-time.After(pace.every):
 		}
 	}
 	return out
@@ -175,7 +176,7 @@ func (e *Engine) reach(ctx context.Context, loc Location, cluster, domain string
 		out = all(ReachNotChecked, why)
 	default:
 		defer stop()
-		out = reachProjects(ctx, &http.Client{Timeout: probeTimeout}, base, domain, td, refs)
+		out = reachProjects(ctx, &http.Client{Timeout: probeTimeout}, defaultReachPace(), base, domain, td, refs)
 	}
 	for _, r := range out {
 		level := LevelInfo

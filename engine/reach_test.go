@@ -122,9 +122,7 @@ func TestReachThroughGatewayProcess(t *testing.T) {
 		default:
 		}
 	}()
-	settle, every := reachSettle, reachEvery
-	reachSettle, reachEvery = 3*time.Second, 200*time.Millisecond
-	defer func() { reachSettle, reachEvery = settle, every }()
+	pace := reachPace{settle: 3 * time.Second, every: 200 * time.Millisecond}
 
 	const cluster, domain = "dev1", "dev1.kiln.test"
 	cmd := exec.Command(bin, "gateway", "--listen", "127.0.0.1:0", "--auth-dir", authDir, "--cluster", cluster, "--domain", domain,
@@ -191,7 +189,7 @@ func TestReachThroughGatewayProcess(t *testing.T) {
 		}
 		return resp, err
 	})}
-	got := reachProjects(t.Context(), wrapped, base, domain, td, refs)
+	got := reachProjects(t.Context(), wrapped, pace, base, domain, td, refs)
 	want := []struct{ verdict, why string }{
 		{ReachYes, "HTTP 200"},
 		{ReachNo, "HTTP 503); the same after"},
@@ -228,7 +226,7 @@ func TestReachThroughGatewayProcess(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got = append(got, reachProjects(t.Context(), client, base, domain, untrusted, refs[:1])...)
+	got = append(got, reachProjects(t.Context(), client, pace, base, domain, untrusted, refs[:1])...)
 	if r := got[len(got)-1]; r.Verdict != ReachNo || !strings.Contains(r.Why, "401") {
 		t.Errorf("untrusted token: %s, want no (401)", r)
 	}

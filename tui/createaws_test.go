@@ -1,6 +1,7 @@
 package tui_test
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -20,7 +21,13 @@ import (
 func TestCreateFormAWS(t *testing.T) {
 	b := backend()
 	b.List = append(b.List, tui.Cluster{Provider: "aws", Name: "eks0", Location: "eu-west-1", Platform: engine.PlatformInstalled})
-	b.AWSCheck = func(req tui.CreateRequest) error {
+	b.AWSCheck = func(req tui.CreateRequest) error { // as the wizard's backend: the provider's node-count rule, then ValidateFlags
+		if req.Nodes < 0 {
+			return awsprovider.NotANodeCount()
+		}
+		if err := awsprovider.CheckNodes(req.Nodes, req.NodesGiven); err != nil {
+			return err
+		}
 		p := &awsprovider.Provider{Region: req.Location, Nodes: req.Nodes, InstanceType: req.InstanceType, Profile: req.Profile}
 		return p.ValidateFlags()
 	}
@@ -46,7 +53,11 @@ func TestCreateFormAWS(t *testing.T) {
 	}
 	h.Key("tab") // nodes
 	h.Key("0")
-	h.WaitFor(t, "✗ Nodes")
+	// The provider's rule and range, not words of the form's own.
+	flat := strings.Join(strings.Fields(ansi.Strip(h.WaitFor(t, "create form (n, provider aws): 0 is"))), " ")
+	if want := fmt.Sprintf("✗ the Nodes field of the create form (n, provider aws): 0 is out of range; a node group has 1 to %d nodes", awsprovider.MaxNodes); !strings.Contains(flat, want) {
+		t.Errorf("a typed 0 nodes: want %q on the form:\n%s", want, flat)
+	}
 	h.Key("backspace")
 	for _, r := range "101" {
 		h.Key(string(r))

@@ -263,37 +263,33 @@ func (m *Model) awsRegions() []string {
 }
 
 // awsRequest is the aws part of the form as a request (Nodes -1 when
-// the field is not a number).
+// the field is not a number, as the upgrade screen's request).
 func (m *Model) awsRequest() CreateRequest {
 	req := CreateRequest{Provider: "aws", Name: m.nameIn.Value(), Location: strings.TrimSpace(m.regionIn.Value()),
 		InstanceType: strings.TrimSpace(m.instanceIn.Value()), Profile: strings.TrimSpace(m.profileIn.Value())}
 	if v := strings.TrimSpace(m.nodesIn.Value()); v != "" {
 		n, err := strconv.Atoi(v)
-		if err != nil {
+		if err != nil || n < 0 {
 			n = -1
 		}
-		req.Nodes = n
+		req.Nodes, req.NodesGiven = n, true
 	}
 	return req
 }
 
 // checkAWS checks the aws fields with the backend's aws rules as they are
-// typed (no AWS call).
+// typed (no AWS call): the node count too, by the provider's rule, so the
+// form and the flags cannot disagree on its range.
 func (m *Model) checkAWS() {
 	m.awsErr, m.awsErrIn = "", ""
 	if !m.formAWS {
-		return
-	}
-	req := m.awsRequest()
-	if strings.TrimSpace(m.nodesIn.Value()) != "" && (req.Nodes < 1) {
-		m.awsErr, m.awsErrIn = fmt.Sprintf("Nodes: %q is not a node count; a node group has 1 to 100 nodes", m.nodesIn.Value()), engine.InputNodes
 		return
 	}
 	c, ok := m.opts.Backend.(AWSChecker)
 	if !ok {
 		return
 	}
-	if err := c.CheckAWS(req); err != nil {
+	if err := c.CheckAWS(m.awsRequest()); err != nil {
 		m.awsErr = err.Error()
 		var ie *engine.InputError
 		if errors.As(err, &ie) {
@@ -328,33 +324,43 @@ func (m *Model) focusForm(i int) tea.Cmd {
 }
 
 // contextProblem is what the home screen's discovery already knows against
-// creating cluster name in the chosen context: it is unreachable, it hosts
-// another kiln cluster, or name lives in another context. note is what
-// the form says otherwise (name is installed there: create continues it).
+// creating cluster name in the chosen context: it is unreachable, or the
+// engine's placement rule (engine.Place, which create's decision asks too)
+// refuses it: the context hosts another kiln cluster, or name lives in
+// another context. note is what the form says otherwise (name is
+// installed there: create continues it).
 func (m *Model) contextProblem(name string) (problem, note string) {
 	if len(m.contexts) == 0 {
 		return "", ""
 	}
 	ctx := m.contexts[m.ctxSel]
+	var hosted string
+	var elsewhere []string
 	for _, c := range m.clusters {
 		if c.Provider != "kube" {
 			continue // the form creates in kubeconfig contexts
 		}
 		switch {
 		case c.Location == ctx && c.Err != "":
-			problem = fmt.Sprintf("context %s is unreachable: %s", ctx, c.Err)
-		case c.Location == ctx && c.Name != "" && name != "" && c.Name != name:
-			problem = fmt.Sprintf("context %s already hosts kiln cluster %s; a context hosts one kiln platform: choose another context (←/→)", ctx, c.Name)
-		case c.Location != ctx && c.Name != "" && c.Name == name:
-			problem = fmt.Sprintf("cluster %s already exists in context %s (a NAME is unique across contexts): choose that context, or another name", name, c.Location)
-		case c.Location == ctx && c.Name != "" && c.Name == name:
-			note = fmt.Sprintf("cluster %s is installed here: Create asks before continuing it", name)
-		}
-		if problem != "" {
-			return problem, ""
+			return fmt.Sprintf("context %s is unreachable: %s", ctx, c.Err), ""
+		case c.Location == ctx && c.Name != "":
+			hosted = c.Name
+		case c.Name != "" && c.Name == name:
+			elsewhere = append(elsewhere, c.Location)
 		}
 	}
-	return "", note
+	if name == "" {
+		return "", "" // nothing to place yet
+	}
+	switch engine.Place(name, hosted, elsewhere) {
+	case engine.PlaceElsewhere:
+		return fmt.Sprintf("cluster %s already exists in context %s (a NAME is unique across contexts): choose that context, or another name", name, elsewhere[0]), ""
+	case engine.PlaceTaken:
+		return fmt.Sprintf("context %s already hosts kiln cluster %s; a context hosts one kiln platform: choose another context (←/→)", ctx, hosted), ""
+	case engine.PlaceHere:
+		return "", fmt.Sprintf("cluster %s is installed here: Create asks before continuing it", name)
+	}
+	return "", ""
 }
 
 func (m *Model) submitCreate() tea.Cmd {

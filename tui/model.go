@@ -30,8 +30,12 @@ type CreateRequest struct {
 	Provider, Name, Location, ConfigPath string
 	// The aws provider's node group and credentials (provider aws): 0
 	// nodes and "" instance type are the provider's defaults; "" profile
-	// is the default credential chain.
+	// is the default credential chain. NodesGiven says the Nodes field
+	// was filled in (so 0 is refused, not the default); Nodes is -1 when
+	// it is not a number. The backend judges the count by the provider's
+	// rule (AWSChecker): the form holds no range of its own.
 	Nodes        int
+	NodesGiven   bool
 	InstanceType string
 	Profile      string
 	// TokenDir is the form's Token dir field ("" for the default and the

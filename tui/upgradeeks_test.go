@@ -9,7 +9,6 @@ import (
 
 	"github.com/kilnctl/kiln/engine"
 	awsprovider "github.com/kilnctl/kiln/engine/provider/aws"
-	"github.com/kilnctl/kiln/internal/exit"
 	"github.com/kilnctl/kiln/tui"
 	"github.com/kilnctl/kiln/tui/tuitest"
 )
@@ -22,7 +21,7 @@ func eksBackend() *tuitest.Backend {
 	b.List = append(b.List, tui.Cluster{Provider: "aws", Name: "eks1", Location: "eu-west-1", Platform: engine.PlatformInstalled, Projects: 1})
 	b.AWSUpgradeCheck = func(t tui.Target, req tui.UpgradeRequest) error {
 		if req.NodesGiven && req.Nodes < 0 {
-			return engine.NewInputError(exit.BadInput, engine.InputNodes, "", "{input}: not a number; a node group has 1 to %d nodes", awsprovider.MaxNodes)
+			return awsprovider.NotANodeCount()
 		}
 		if err := awsprovider.CheckNodes(req.Nodes, req.NodesGiven); err != nil {
 			return err

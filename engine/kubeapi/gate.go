@@ -24,6 +24,11 @@ type Enforcer interface {
 	Enforce()
 }
 
+// Why the gates ride the context: a lock must hold back every write of
+// its operation, sent through clients and transports built before the
+// lock was taken (a provider's cached clients, informers); only requests
+// made under the operation's context wait, while others sharing the same
+// transport do not. It is request-scoped by nature, like a deadline.
 type gatesKey struct{}
 
 // WithGate returns a copy of ctx whose requests' writes each wait for g

@@ -18,8 +18,9 @@ import (
 	"github.com/kilnctl/kiln/internal/exit"
 )
 
-// ProgressEvery is how often Bulk reports its summary line.
-var ProgressEvery = 3 * time.Second
+// DefaultProgressEvery is how often Bulk reports its summary line unless
+// Ops.ProgressEvery says otherwise.
+const DefaultProgressEvery = 3 * time.Second
 
 // Bulk runs op (start or suspend) on every project, of tenant if given,
 // and returns the projects it did and those that failed (a failure does not
@@ -46,7 +47,7 @@ var ProgressEvery = 3 * time.Second
 //     at once.
 //
 // Resource events stream as each object changes; a log line every
-// ProgressEvery counts the projects done, in progress and failed, and a
+// Ops.ProgressEvery counts the projects done, in progress and failed, and a
 // last one gives the time spent per step.
 func (o *Ops) Bulk(ctx context.Context, op, tenant string, concurrency int) (ok, failed []string, err error) {
 	if op != "start" && op != "suspend" {
@@ -84,7 +85,11 @@ func (o *Ops) Bulk(ctx context.Context, op, tenant string, concurrency int) (ok,
 		defer mu.Unlock()
 		return fmt.Sprintf("%s --all: %d/%d %s, %d in progress, %d failed", op, len(ok), len(list), done, running, len(failed))
 	}
-	tick := time.NewTicker(ProgressEvery)
+	every := o.ProgressEvery
+	if every <= 0 {
+		every = DefaultProgressEvery
+	}
+	tick := time.NewTicker(every)
 	stopTick := make(chan struct{})
 	var tickers sync.WaitGroup
 	tickers.Go(func() {

@@ -108,6 +108,9 @@ type Ops struct {
 	// (kiln upgrade restacking projects): the project leases it takes do
 	// not count that lease as another operation.
 	PlatformHeld bool
+	// ProgressEvery is how often Bulk reports its summary line (default
+	// DefaultProgressEvery).
+	ProgressEvery time.Duration
 }
 
 func (o *Ops) now() time.Time {

@@ -16,6 +16,10 @@ import (
 // Func receives one debug line.
 type Func func(msg string)
 
+// Why the trace rides the context: it is request-scoped debugging, the
+// textbook context value; transports are built long before (and shared
+// beyond) the operation whose requests they carry, and a trace must reach
+// only that operation's sink.
 type key struct{}
 
 type tracer struct {

@@ -137,7 +137,7 @@ func gather(ctx context.Context, sources ...func(context.Context) []string) []st
 func (g *globals) names(ctx context.Context, provider string) []string {
 	sources := []func(context.Context) []string{
 		func(context.Context) []string {
-			store, err := creds.OpenStore(creds.StoreOptions{Backend: g.keyringBackend, EnvPassphrase: g.passphrase})
+			store, err := g.openStore(nil)
 			if err != nil {
 				return nil
 			}

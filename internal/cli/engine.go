@@ -8,7 +8,6 @@ import (
 
 	"golang.org/x/term"
 
-	"github.com/kilnctl/kiln/creds"
 	"github.com/kilnctl/kiln/engine"
 	"github.com/kilnctl/kiln/engine/provider/kube"
 	"github.com/kilnctl/kiln/internal/exit"
@@ -79,16 +78,7 @@ func (g *globals) sink(quiet bool) engine.Sink {
 // kiln warns and still finds token dirs by --token-dir and the default path.
 // A bad --keyring-backend is bad input.
 func (g *globals) keyring(sink engine.Sink) (engine.Keyring, error) {
-	opts := creds.StoreOptions{Backend: g.keyringBackend, EnvPassphrase: g.passphrase}
-	if in, ok := g.stdin.(*os.File); ok && term.IsTerminal(int(in.Fd())) {
-		opts.Passphrase = func(prompt string) (string, error) {
-			fmt.Fprint(g.stderr, prompt)
-			b, err := term.ReadPassword(int(in.Fd()))
-			fmt.Fprintln(g.stderr)
-			return string(b), err
-		}
-	}
-	store, err := creds.OpenStore(opts)
+	store, err := g.openStore(g.terminalPassphrase())
 	if err != nil {
 		if exit.Code(err) == exit.BadInput && g.keyringBackend != "auto" {
 			return nil, err
@@ -119,6 +109,21 @@ func (g *globals) newEngine(quiet, cont bool) (*engine.Engine, error) {
 		e.Keyring = kr
 	}
 	return e, nil
+}
+
+// terminalPassphrase reads the file keyring's passphrase from the terminal
+// without echo, or is nil when stdin is not a terminal.
+func (g *globals) terminalPassphrase() func(prompt string) (string, error) {
+	in, ok := g.stdin.(*os.File)
+	if !ok || !term.IsTerminal(int(in.Fd())) {
+		return nil
+	}
+	return func(prompt string) (string, error) {
+		fmt.Fprint(g.stderr, prompt)
+		b, err := term.ReadPassword(int(in.Fd()))
+		fmt.Fprintln(g.stderr)
+		return string(b), err
+	}
 }
 
 func (g *globals) stdinIsTerminal() bool {

@@ -24,7 +24,7 @@ func newTokensCmd(g *globals) *cobra.Command {
   kiln tokens list -o json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			store, err := g.openStore()
+			store, err := g.openStore(nil)
 			if err != nil {
 				return err
 			}
@@ -68,7 +68,7 @@ func newTokensCmd(g *globals) *cobra.Command {
 			if args[0] != "kube" && args[0] != "aws" {
 				return exit.Usage("PROVIDER %q: must be kube or aws", args[0])
 			}
-			store, err := g.openStore()
+			store, err := g.openStore(nil)
 			if err != nil {
 				return err
 			}
@@ -102,6 +102,11 @@ func dirState(e creds.Entry) string {
 	return string(td.Manifest.State)
 }
 
-func (g *globals) openStore() (*creds.Store, error) {
-	return creds.OpenStore(creds.StoreOptions{Backend: g.keyringBackend, EnvPassphrase: g.passphrase})
+// openStore opens the keyring --keyring-backend names: the one way the
+// commands, the completion and the wizard open it. ask, when set, reads
+// the file keyring's passphrase when KILN_KEYRING_PASSPHRASE was not given
+// (terminalPassphrase; nil where nobody may be asked: the wizard owns the
+// terminal, a completion must not prompt).
+func (g *globals) openStore(ask func(prompt string) (string, error)) (*creds.Store, error) {
+	return creds.OpenStore(creds.StoreOptions{Backend: g.keyringBackend, EnvPassphrase: g.passphrase, Passphrase: ask})
 }

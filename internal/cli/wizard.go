@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/kilnctl/kiln/creds"
 	"github.com/kilnctl/kiln/engine"
 	awsprovider "github.com/kilnctl/kiln/engine/provider/aws"
 	"github.com/kilnctl/kiln/internal/exit"
@@ -26,7 +25,7 @@ func (g *globals) runWizardWith(ctx context.Context, opts tui.Options) error {
 	// The wizard owns the terminal, so the file keyring cannot prompt for
 	// its passphrase: it is read from KILN_KEYRING_PASSPHRASE, and an
 	// unavailable keyring is reported in each operation's log.
-	store, err := creds.OpenStore(creds.StoreOptions{Backend: g.keyringBackend, EnvPassphrase: g.passphrase})
+	store, err := g.openStore(nil)
 	if err != nil {
 		b.keyringWarning = fmt.Sprintf("keyring unavailable (%v); token dirs are found by the create form's Token dir field and the default path", err)
 	} else {
@@ -180,6 +179,9 @@ func (b *wizardBackend) awsCreateProvider(req tui.CreateRequest) (*awsprovider.P
 	if !ok {
 		return nil, fmt.Errorf("aws provider: unexpected %T", p)
 	}
+	if err := checkFormNodes(req); err != nil {
+		return nil, err
+	}
 	// A fresh provider each call (providerAt builds one): the form's
 	// values replace the flags'.
 	if req.Nodes != 0 {
@@ -198,8 +200,8 @@ func (b *wizardBackend) awsCreateProvider(req tui.CreateRequest) (*awsprovider.P
 // own rules (ValidateFlags: region spelling, node count, instance type);
 // no AWS call.
 func (b *wizardBackend) CheckAWS(req tui.CreateRequest) error {
-	if req.Nodes < 0 {
-		return notANodeCount()
+	if err := checkFormNodes(req); err != nil {
+		return err
 	}
 	if b.newProvider != nil {
 		// Tests: validate with a plain provider of the form's values.
@@ -213,10 +215,13 @@ func (b *wizardBackend) CheckAWS(req tui.CreateRequest) error {
 	return p.ValidateFlags()
 }
 
-// notANodeCount refuses a Nodes field that is not a number (the CLI's
-// flag parser refuses such a --nodes).
-func notANodeCount() error {
-	return engine.NewInputError(exit.BadInput, engine.InputNodes, "", "{input}: not a number; a node group has 1 to %d nodes", awsprovider.MaxNodes)
+// checkFormNodes is the aws provider's node-count rule for the create
+// form's Nodes field: a typed 0 is refused, as --nodes 0 is.
+func checkFormNodes(req tui.CreateRequest) error {
+	if req.Nodes < 0 {
+		return awsprovider.NotANodeCount()
+	}
+	return awsprovider.CheckNodes(req.Nodes, req.NodesGiven)
 }
 
 func (b *wizardBackend) Create(ctx context.Context, req tui.CreateRequest, sink engine.Sink, confirm engine.Confirmer) error {

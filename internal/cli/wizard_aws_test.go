@@ -2,6 +2,7 @@ package cli
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -25,6 +26,10 @@ func TestWizardAWSFormUsesTheProvidersRules(t *testing.T) {
 		{tui.CreateRequest{Provider: "aws", Name: "eks1", Location: "mars-1"}, engine.InputRegion, "Region field"},
 		{tui.CreateRequest{Provider: "aws", Name: "eks1", Location: "eu-west-1", Nodes: 101}, engine.InputNodes, "Nodes field"},
 		{tui.CreateRequest{Provider: "aws", Name: "eks1", Location: "eu-west-1", Nodes: -1}, engine.InputNodes, "Nodes field"},
+		// A typed 0 is refused as --nodes 0 is (left empty, the field
+		// is the default), with the provider's range.
+		{tui.CreateRequest{Provider: "aws", Name: "eks1", Location: "eu-west-1", Nodes: 0, NodesGiven: true}, engine.InputNodes, fmt.Sprintf("0 is out of range; a node group has 1 to %d nodes", awsprovider.MaxNodes)},
+		{tui.CreateRequest{Provider: "aws", Name: "eks1", Location: "eu-west-1", Nodes: awsprovider.MaxNodes + 1, NodesGiven: true}, engine.InputNodes, fmt.Sprintf("a node group has 1 to %d nodes", awsprovider.MaxNodes)},
 		{tui.CreateRequest{Provider: "aws", Name: "eks1", Location: "eu-west-1", InstanceType: "T3 large"}, engine.InputInstanceType, "Node type (EC2 instance type) field"},
 	}
 	for _, c := range cases {

@@ -56,7 +56,7 @@ func (b *wizardBackend) upgradeTarget(t tui.Target, req tui.UpgradeRequest) (eng
 // provider's Change, checked with its rules (no AWS call).
 func checkUpgradeFields(p *awsprovider.Provider, req tui.UpgradeRequest) error {
 	if req.NodesGiven && req.Nodes < 0 {
-		return notANodeCount()
+		return awsprovider.NotANodeCount()
 	}
 	c := awsprovider.Change{Nodes: req.Nodes, InstanceType: req.InstanceType, KubernetesVersion: req.KubernetesVersion}
 	return setUpgradeChange(p, c, req.NodesGiven)

@@ -57,6 +57,56 @@ const (
 	DefaultConcurrency = 20
 )
 
+// Limits are the aws provider's waits, bounds and retries. Each zero field
+// is its default (see limits); tests shorten them per provider, so no
+// package state changes under a parallel test.
+type Limits struct {
+	// Attempts is how many times one AWS request of the infrastructure
+	// steps is tried before its error is taken as final (default 13,
+	// eksctl's; a test shows 3, the SDK's default, is not enough).
+	Attempts int
+	// ClaimRenewEvery is how often the holder renews its claim (default
+	// 1 min).
+	ClaimRenewEvery time.Duration
+	// KubeconfigLockWait bounds the wait for a kubeconfig lock held by
+	// kubectl or another kiln (default 30 s).
+	KubeconfigLockWait time.Duration
+	// Dependency bounds how long a DependencyViolation (or an interface in
+	// use) may persist before destroy fails naming what blocks (default
+	// 1 min).
+	Dependency time.Duration
+	// Release bounds the wait for interfaces AWS removes by itself once
+	// their owner is gone (default 5 min).
+	Release time.Duration
+	// LoadBalancers bounds the wait for LoadBalancer Services and Ingresses
+	// to be deleted (default 5 min; KILN_AWS_LB_WAIT overrides it).
+	LoadBalancers time.Duration
+	// APIProbe bounds the first read of the cluster's Kubernetes API: one
+	// that does not answer in that time is taken as not served (default
+	// 20 s).
+	APIProbe time.Duration
+}
+
+// limits are p.Limits with each zero field set to its default.
+func (p *Provider) limits() Limits {
+	l := p.Limits
+	def := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	if l.Attempts <= 0 {
+		l.Attempts = 13
+	}
+	def(&l.ClaimRenewEvery, time.Minute)
+	def(&l.KubeconfigLockWait, DefaultKubeconfigLockWait)
+	def(&l.Dependency, time.Minute)
+	def(&l.Release, 5*time.Minute)
+	def(&l.LoadBalancers, 5*time.Minute)
+	def(&l.APIProbe, 20*time.Second)
+	return l
+}
+
 // Regions is the built-in region list: the regions enabled by default in
 // every AWS account. Opt-in regions are searched when named with --regions
 // (or when DescribeRegions lists them as enabled).
@@ -121,6 +171,8 @@ type Provider struct {
 	// standard chain (environment, shared profiles, SSO, IMDS) with Profile;
 	// AWS_ENDPOINT_URL is honoured by the SDK.
 	LoadConfig func(ctx context.Context, region string) (aws.Config, error)
+	// Limits are the provider's waits and retries (zero: the defaults).
+	Limits Limits
 
 	// hostname replaces the host in the claim's holder identity (tests).
 	hostname string
@@ -212,15 +264,10 @@ func (p *Provider) config(ctx context.Context, region string) (aws.Config, error
 	return cfg, err
 }
 
-// longAttempts is how many times one AWS request of the infrastructure
-// steps is tried (eksctl's default: 13) before its error is taken as final.
-// A variable so that a test can show 3, the SDK's default, is not enough.
-var longAttempts = 13
-
 // longConfig is config with the retryer of long operations (create,
 // upgrade, destroy, inventory): adaptive mode (exponential backoff with
 // jitter up to 20 s, and a client-side rate that slows down when AWS
-// throttles) with longAttempts attempts per request, so a throttled
+// throttles) with Limits.Attempts attempts per request, so a throttled
 // DescribeCluster in a 15-minute create is waited out, not fatal.
 //
 // Discovery (Discover, list, InspectLocation) keeps config's SDK default
@@ -231,7 +278,7 @@ func (p *Provider) longConfig(ctx context.Context, region string) (aws.Config, e
 	if err != nil {
 		return cfg, err
 	}
-	n := longAttempts
+	n := p.limits().Attempts
 	cfg.Retryer = func() aws.Retryer {
 		return retry.NewAdaptiveMode(func(o *retry.AdaptiveModeOptions) {
 			o.StandardOptions = append(o.StandardOptions, func(so *retry.StandardOptions) { so.MaxAttempts = n })
@@ -256,7 +303,7 @@ var notFoundAfterCreate = []string{
 // afterCreate is the option of an EC2 request that names a resource kiln
 // has just created (tags it, modifies it, attaches or associates it, or
 // creates something inside it): its NotFound is retried like a throttle,
-// with the long retryer's backoff, for at most longAttempts attempts
+// with the long retryer's backoff, for at most Limits.Attempts attempts
 // (about three minutes). Never used on Describe by tag, nor on a delete,
 // where NotFound is an answer ("absent", "already gone"), not lag.
 func afterCreate(o *ec2.Options) {
@@ -292,10 +339,19 @@ var instanceTypeRE = regexp.MustCompile(`^[a-z][a-z0-9-]*\.[0-9]*[a-z0-9]+$`)
 // typed. Exit 2 naming the field.
 func CheckNodes(n int, given bool) error {
 	if n < 0 || n > MaxNodes || (given && n < 1) {
-		return input.New(exit.BadInput, input.Nodes, fmt.Sprint(n), "{input}: %d is out of range; a node group has 1 to %d nodes", n, MaxNodes)
+		return input.New(exit.BadInput, input.Nodes, fmt.Sprint(n), "{input}: %d is out of range; %s", n, nodeRange())
 	}
 	return nil
 }
+
+// NotANodeCount is the refusal of a node count that is not a number (a
+// frontend's field: the CLI's flag parser refuses such a --nodes itself),
+// with the range CheckNodes allows.
+func NotANodeCount() error {
+	return input.New(exit.BadInput, input.Nodes, "", "{input}: not a number; %s", nodeRange())
+}
+
+func nodeRange() string { return fmt.Sprintf("a node group has 1 to %d nodes", MaxNodes) }
 
 // checkInstanceType: an EC2 instance type's spelling ("" is not given).
 func checkInstanceType(t string) error {

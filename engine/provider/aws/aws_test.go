@@ -92,6 +92,8 @@ func newTestProvider(t testing.TB, e *awsemu.Emulator) *Provider {
 		SearchRegions: e.Regions(),
 		LoadConfig:    e.Config,
 		Timeout:       5 * time.Second,
+		// The dead API of KubeOverride is judged unreachable within this.
+		Limits: Limits{APIProbe: 3 * time.Second},
 		KubeOverride: func() (*rest.Config, kubernetes.Interface, error) {
 			return kube.New(kc, "dead").Client("dead")
 		},
@@ -556,7 +558,7 @@ func TestListFindsEveryKilnClusterInEveryRegion(t *testing.T) {
 		}
 	}
 	p.SearchRegions = append(e.Regions(), "sa-east-1")
-	locs, err := p.ListClusters(ctx)
+	locs, err := p.ListClusters(ctx, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

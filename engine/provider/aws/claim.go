@@ -42,10 +42,6 @@ const (
 	claimTTL        = 15 * time.Minute
 )
 
-// claimRenewEvery is how often the holder renews its claim (a variable so
-// tests can watch a renewal without waiting a minute).
-var claimRenewEvery = time.Minute
-
 func claimName(cluster string) string { return resourceName(cluster, "claim") }
 
 // host names this host in the claim's holder identity. Test hooks in ctx
@@ -181,14 +177,14 @@ func (in *infra) held(ctx context.Context, name, roleID, holder string) (*claim,
 	return c, cctx, nil
 }
 
-// renew refreshes the claim's renewal tag every minute. If the claim is
+// renew refreshes the claim's renewal tag every minute (Limits.ClaimRenewEvery). If the claim is
 // no longer this process's (taken over after renewals failed for too long)
 // or could not be renewed for two thirds of its lifetime, the operation's
 // context is cancelled: kiln stops rather than race the new holder.
 func (c *claim) renew(ctx context.Context, cancelOp context.CancelCauseFunc) {
 	defer close(c.done)
 	last := time.Now()
-	t := time.NewTicker(claimRenewEvery)
+	t := time.NewTicker(c.in.p.limits().ClaimRenewEvery)
 	defer t.Stop()
 	for {
 		select {

@@ -170,11 +170,9 @@ func TestStaleClaimsAreTakenOver(t *testing.T) {
 // operation's context is cancelled with exit 4, and release leaves the
 // new holder's claim alone.
 func TestLostClaimStopsTheOperation(t *testing.T) {
-	old := claimRenewEvery
-	claimRenewEvery = 20 * time.Millisecond
-	t.Cleanup(func() { claimRenewEvery = old })
 	ctx := context.Background()
 	p := hostProvider(t, "host-a")
+	p.Limits.ClaimRenewEvery = 20 * time.Millisecond
 	name := uniq("lost")
 	in, err := p.newInfra(ctx, name, "eu-west-1", nil)
 	if err != nil {

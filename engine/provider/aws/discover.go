@@ -69,15 +69,16 @@ func (p *Provider) describeRegions(ctx context.Context) []string {
 // Concurrency at once, each bounded by Timeout). A region that fails is a
 // Location with Err set, not an error of the operation.
 func (p *Provider) Discover(ctx context.Context, name string) ([]engine.Location, error) {
-	return p.eachRegion(ctx, func(region string, timeout time.Duration) []engine.Location {
+	return p.eachRegion(ctx, nil, func(region string, timeout time.Duration) []engine.Location {
 		return []engine.Location{p.inspectBounded(ctx, region, name, timeout)}
 	})
 }
 
 // eachRegion checks the flags and credentials, then runs search on every
 // region to search, at most Concurrency at a time, each with the
-// per-region bound, and returns their locations in region order.
-func (p *Provider) eachRegion(ctx context.Context, search func(region string, timeout time.Duration) []engine.Location) ([]engine.Location, error) {
+// per-region bound, and returns their locations in region order. progress
+// (nil: nobody) hears each region's search start and end.
+func (p *Provider) eachRegion(ctx context.Context, progress func(engine.SearchProgress), search func(region string, timeout time.Duration) []engine.Location) ([]engine.Location, error) {
 	if err := p.ValidateFlags(); err != nil {
 		return nil, err
 	}
@@ -108,9 +109,9 @@ func (p *Provider) eachRegion(ctx context.Context, search func(region string, ti
 				return
 			}
 			defer func() { <-sem }()
-			engine.ReportSearch(ctx, "aws", r, false)
+			engine.ReportSearch(progress, "aws", r, false)
 			perRegion[i] = search(r, timeout)
-			engine.ReportSearch(ctx, "aws", r, true, perRegion[i]...)
+			engine.ReportSearch(progress, "aws", r, true, perRegion[i]...)
 		})
 	}
 	wg.Wait()
@@ -258,8 +259,8 @@ func findCluster(ctx context.Context, c *eks.Client, name string) (*ekstypes.Clu
 // without a cluster; a region that cannot be searched is one Location with
 // its error. Infrastructure left without its EKS cluster (a VPC only) is
 // not listed: only a NAME finds it.
-func (p *Provider) ListClusters(ctx context.Context) ([]engine.Location, error) {
-	return p.eachRegion(ctx, func(region string, timeout time.Duration) []engine.Location {
+func (p *Provider) ListClusters(ctx context.Context, progress func(engine.SearchProgress)) ([]engine.Location, error) {
+	return p.eachRegion(ctx, progress, func(region string, timeout time.Duration) []engine.Location {
 		return p.listRegion(ctx, region, timeout)
 	})
 }
@@ -298,8 +299,7 @@ func (p *Provider) listRegion(ctx context.Context, region string, timeout time.D
 // region holding hundreds of EKS clusters is described a few at a time,
 // not in one burst that EKS's request rate limit would throttle (and that
 // the 3-attempt retryer of discovery would then report as a failure).
-// A variable so that a test can count it.
-var describeConcurrency = 8
+const describeConcurrency = 8
 
 // kilnClusters lists the EKS clusters of region that kiln created: those
 // tagged kiln.dev/cluster with their own name.

@@ -124,6 +124,7 @@ func (p *Provider) EnsureInfrastructure(ctx context.Context, name, region string
 		warnings, err := WriteKubeconfig(ctx, p.WriteKubeconfig, KubeconfigEntry{
 			Cluster: name, Region: region, Profile: p.Profile, KilnPath: p.KilnPath,
 			Endpoint: aws.ToString(in.cluster.Endpoint), CAData: caData(in.cluster),
+			LockWait: p.limits().KubeconfigLockWait,
 		})
 		for _, w := range warnings {
 			logf(sink, engine.LevelWarn, "kubeconfig %s: %s", p.WriteKubeconfig, w)
@@ -250,7 +251,7 @@ func (in *infra) unsupported(err error) bool {
 // deletes, through the cluster's API, the LoadBalancer Services and
 // Ingresses (lb.go) and the Fargate profiles; after the cluster it sweeps
 // kiln's VPC by ID (sweep.go). What kiln will not delete fails the run
-// within about a minute, naming it (dependencyLimit).
+// within about a minute, naming it (Limits.Dependency).
 //
 // An endpoint that is not AWS may lack DeleteRouteTable (kumo); the route
 // table is then reported as left behind by the emulator, not as an error.
@@ -308,7 +309,7 @@ func (p *Provider) DestroyInfrastructure(ctx context.Context, name, region strin
 		return false, fmt.Errorf("destroy of %s in %s left resources tagged %s=%s: %s; run `%s` again", name, region, TagCluster, name, inv, p.command("destroy", name, region))
 	}
 	if p.KubeconfigFile != "" {
-		removed, warnings, err := RemoveKubeconfig(ctx, p.KubeconfigFile, name)
+		removed, warnings, err := removeKubeconfig(ctx, p.KubeconfigFile, name, p.limits().KubeconfigLockWait)
 		for _, w := range warnings {
 			logf(sink, engine.LevelWarn, "kubeconfig %s: %s", p.KubeconfigFile, w)
 		}

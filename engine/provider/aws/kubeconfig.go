@@ -28,16 +28,19 @@ type KubeconfigEntry struct {
 	Endpoint, CAData string
 	// KilnPath is the kiln executable the exec credential runs.
 	KilnPath string
+	// LockWait bounds the wait for the kubeconfig's lock (0:
+	// DefaultKubeconfigLockWait).
+	LockWait time.Duration
 }
 
 // ContextName is the kubeconfig context (and cluster and user) name kiln
 // writes for an aws cluster.
 func ContextName(cluster string) string { return "kiln-aws-" + cluster }
 
-// kubeconfigLockWait bounds how long kiln waits for a kubeconfig lock held
-// by kubectl (which holds it for milliseconds) or another kiln. A variable
-// so tests need not wait 30 s for a lock that is never released.
-var kubeconfigLockWait = 30 * time.Second
+// DefaultKubeconfigLockWait bounds how long kiln waits for a kubeconfig
+// lock held by kubectl (which holds it for milliseconds) or another kiln;
+// KubeconfigEntry.LockWait and Limits.KubeconfigLockWait set another bound.
+const DefaultKubeconfigLockWait = 30 * time.Second
 
 // WriteKubeconfig adds or updates the cluster, user and context of e in
 // the kubeconfig at path (a file, or a list of files as in $KUBECONFIG),
@@ -59,7 +62,7 @@ func WriteKubeconfig(ctx context.Context, path string, e KubeconfigEntry) (warni
 	if e.Profile != "" {
 		args = append(args, "--profile", e.Profile)
 	}
-	return editKubeconfig(ctx, path, true, func(cfg *clientcmdapi.Config) bool {
+	return editKubeconfig(ctx, path, true, e.LockWait, func(cfg *clientcmdapi.Config) bool {
 		cfg.Clusters[name] = &clientcmdapi.Cluster{Server: e.Endpoint, CertificateAuthorityData: ca}
 		cfg.AuthInfos[name] = &clientcmdapi.AuthInfo{Exec: &clientcmdapi.ExecConfig{
 			APIVersion:      "client.authentication.k8s.io/v1beta1",
@@ -82,8 +85,14 @@ func WriteKubeconfig(ctx context.Context, path string, e KubeconfigEntry) (warni
 // WriteKubeconfig; entries are removed from the file that defines them. A
 // missing file is left missing. It reports whether anything was removed.
 func RemoveKubeconfig(ctx context.Context, path, cluster string) (removed bool, warnings []string, err error) {
+	return removeKubeconfig(ctx, path, cluster, 0)
+}
+
+// removeKubeconfig is RemoveKubeconfig waiting up to lockWait for a lock
+// (0: DefaultKubeconfigLockWait).
+func removeKubeconfig(ctx context.Context, path, cluster string, lockWait time.Duration) (removed bool, warnings []string, err error) {
 	name := ContextName(cluster)
-	warnings, err = editKubeconfig(ctx, path, false, func(cfg *clientcmdapi.Config) bool {
+	warnings, err = editKubeconfig(ctx, path, false, lockWait, func(cfg *clientcmdapi.Config) bool {
 		if c, ok := cfg.Contexts[name]; ok && c.Cluster == name && c.AuthInfo == name {
 			delete(cfg.Contexts, name)
 			removed = true
@@ -151,7 +160,7 @@ func isKilnUser(u *clientcmdapi.AuthInfo, cluster string) bool {
 //     FILE.lock: file exists". kiln's lock says "kiln pid=… host=… boot=…
 //     start=…", so a later kiln can prove it stale and remove it; an empty
 //     (kubectl's), foreign or live lock is waited for, up to
-//     kubeconfigLockWait, and never removed. Judging stale locks and
+//     lockWait, and never removed. Judging stale locks and
 //     sweeping a killed kiln's temp files are serialized among kiln
 //     processes by an flock on each file's directory (guardDir).
 //   - TestWriteKubeconfigKeepsOtherEntries: for the same reason concurrent
@@ -161,8 +170,12 @@ func isKilnUser(u *clientcmdapi.AuthInfo, cluster string) bool {
 // target) and written through its symlinks, keeping the target's mode
 // (0600 for a new file). edit returns whether it changed anything; nothing
 // is written otherwise. create says whether a missing default file may be
-// created.
-func editKubeconfig(ctx context.Context, path string, create bool, edit func(*clientcmdapi.Config) bool) (warnings []string, err error) {
+// created. lockWait bounds the wait for each lock (0:
+// DefaultKubeconfigLockWait).
+func editKubeconfig(ctx context.Context, path string, create bool, lockWait time.Duration, edit func(*clientcmdapi.Config) bool) (warnings []string, err error) {
+	if lockWait <= 0 {
+		lockWait = DefaultKubeconfigLockWait
+	}
 	var files []string
 	for _, f := range filepath.SplitList(path) {
 		if f = filepath.Clean(f); !slices.Contains(files, f) {
@@ -187,7 +200,7 @@ func editKubeconfig(ctx context.Context, path string, create bool, edit func(*cl
 		if err := os.MkdirAll(dir, 0o700); err != nil {
 			return nil, fmt.Errorf("kubeconfig %s: %w", path, err)
 		}
-		unguard, err := guardDir(dir, kubeconfigLockWait)
+		unguard, err := guardDir(dir, lockWait)
 		if err != nil {
 			return nil, fmt.Errorf("kubeconfig %s: serialize with other kiln processes: %w", path, err)
 		}
@@ -199,7 +212,7 @@ func editKubeconfig(ctx context.Context, path string, create bool, edit func(*cl
 			return warnings, fmt.Errorf("kubeconfig %s: %w", f, err)
 		}
 		warnings = append(warnings, sweepLeftovers(f, targets[f])...)
-		w, err := takeKubeconfigLock(f)
+		w, err := takeKubeconfigLock(f, lockWait)
 		warnings = append(warnings, w...)
 		if err != nil {
 			return warnings, fmt.Errorf("kubeconfig %s: %w", f, err)
@@ -414,10 +427,11 @@ func lockRecord() string {
 }
 
 // takeKubeconfigLock creates path.lock exclusively with kiln's record,
-// clearing a stale kiln lock and waiting while anyone else holds it.
-func takeKubeconfigLock(path string) (warnings []string, err error) {
+// clearing a stale kiln lock and waiting up to wait while anyone else
+// holds it.
+func takeKubeconfigLock(path string, wait time.Duration) (warnings []string, err error) {
 	lockPath := path + ".lock"
-	deadline := time.Now().Add(kubeconfigLockWait)
+	deadline := time.Now().Add(wait)
 	for {
 		tmp, err := os.CreateTemp(filepath.Dir(path), lockTempPrefix(path)+"*")
 		if err != nil {
@@ -457,7 +471,7 @@ func takeKubeconfigLock(path string) (warnings []string, err error) {
 				holder = s
 			}
 			return warnings, fmt.Errorf("%s is held by %s for more than %s; if no kubectl or kiln is writing this kubeconfig, remove %s",
-				lockPath, holder, kubeconfigLockWait, lockPath)
+				lockPath, holder, wait, lockPath)
 		}
 		time.Sleep(50 * time.Millisecond) // kubectl holds its lock for milliseconds and offers nothing to wait on
 	}

@@ -269,9 +269,6 @@ func TestKubeconfigKilledDuringWrite(t *testing.T) {
 // TestKubeconfigNeverRemovesALiveLock: kubectl's lock (an empty file) and
 // a live process's kiln lock are waited for, then reported, never removed.
 func TestKubeconfigNeverRemovesALiveLock(t *testing.T) {
-	old := kubeconfigLockWait
-	kubeconfigLockWait = 200 * time.Millisecond
-	t.Cleanup(func() { kubeconfigLockWait = old })
 	host, _ := os.Hostname()
 	parent := os.Getppid()
 	for name, content := range map[string]string{
@@ -285,7 +282,9 @@ func TestKubeconfigNeverRemovesALiveLock(t *testing.T) {
 			if err := os.WriteFile(link+".lock", []byte(content), 0o600); err != nil {
 				t.Fatal(err)
 			}
-			_, err := WriteKubeconfig(t.Context(), link, entry("blocked"))
+			blocked := entry("blocked")
+			blocked.LockWait = 200 * time.Millisecond
+			_, err := WriteKubeconfig(t.Context(), link, blocked)
 			if err == nil || !strings.Contains(err.Error(), link+".lock") {
 				t.Fatalf("want an error naming the lock, got %v", err)
 			}
@@ -305,7 +304,9 @@ func TestKubeconfigNeverRemovesALiveLock(t *testing.T) {
 	if err := os.WriteFile(link+".lock", []byte(stale), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := WriteKubeconfig(t.Context(), link, entry("freed")); err != nil {
+	freed := entry("freed")
+	freed.LockWait = 200 * time.Millisecond
+	if _, err := WriteKubeconfig(t.Context(), link, freed); err != nil {
 		t.Fatalf("stale lock of a dead kiln not cleared: %v", err)
 	}
 }

@@ -40,18 +40,15 @@ const (
 	KindIngress      = "Ingress"
 )
 
-// LBWaitEnv overrides lbLimit (a Go duration, like 10m): how long destroy
-// waits for the load balancers of the cluster's Services and Ingresses to
-// be deleted.
+// LBWaitEnv overrides Limits.LoadBalancers (a Go duration, like 10m): how
+// long destroy waits for the load balancers of the cluster's Services and
+// Ingresses to be deleted.
 const LBWaitEnv = "KILN_AWS_LB_WAIT"
 
-// lbLimit bounds that wait: the AWS Load Balancer Controller and the
-// service controller delete an NLB, CLB or ALB in one to two minutes.
-var lbLimit = 5 * time.Minute
-
-// apiProbeLimit bounds the first read of the cluster's API: one that does
-// not answer in that time is taken as not served.
-var apiProbeLimit = 20 * time.Second
+// Limits.LoadBalancers bounds that wait: the AWS Load Balancer Controller
+// and the service controller delete an NLB, CLB or ALB in one to two
+// minutes. Limits.APIProbe bounds the first read of the cluster's API: one
+// that does not answer in that time is taken as not served.
 
 // lbObject is one Service of type LoadBalancer or Ingress.
 type lbObject struct {
@@ -90,7 +87,7 @@ func (in *infra) deleteLoadBalancers(ctx context.Context) error {
 		logf(in.sink, engine.LevelWarn, "the Kubernetes API of %s is not reachable (%v): LoadBalancer Services and Ingresses were not deleted; a load balancer left behind shows in the VPC sweep", n, err)
 		return nil
 	}
-	pctx, cancel := context.WithTimeout(ctx, apiProbeLimit)
+	pctx, cancel := context.WithTimeout(ctx, in.p.limits().APIProbe)
 	objs, err := listLBObjects(pctx, cs)
 	cancel()
 	if err != nil {
@@ -114,7 +111,7 @@ func (in *infra) deleteLoadBalancers(ctx context.Context) error {
 			return in.fail(o.kind, o.namespace+"/"+o.name, err)
 		}
 	}
-	limit := lbLimit
+	limit := in.p.limits().LoadBalancers
 	if d, err := time.ParseDuration(os.Getenv(LBWaitEnv)); err == nil && d > 0 {
 		limit = d
 	}

@@ -424,12 +424,13 @@ func (in *infra) networkInventory(ctx context.Context, inv Inventory) error {
 // exists. AWS answers DependencyViolation while something still uses the
 // resource (DeleteVpc, DeleteSubnet, DeleteSecurityGroup in the EC2 API
 // reference); the sweep (sweep.go) has removed what kiln removes, so one
-// that persists for dependencyLimit fails, naming what blocks (blockers,
+// that persists for Limits.Dependency fails, naming what blocks (blockers,
 // when given, describes it) — not deleteLimit of polling.
 func (in *infra) deleteEC2(ctx context.Context, kind, id string, del func(context.Context) error, exists func(context.Context) (bool, error), blockers func(context.Context) string) error {
 	in.emit(kind, id, engine.StatusTerminating, "deleting")
 	var violation error
-	err := poll(ctx, dependencyLimit, func(ctx context.Context) (bool, error) {
+	limit := in.p.limits().Dependency
+	err := poll(ctx, limit, func(ctx context.Context) (bool, error) {
 		err := del(ctx)
 		switch {
 		case err == nil || strings.HasSuffix(apiCode(err), ".NotFound"):
@@ -449,7 +450,7 @@ func (in *infra) deleteEC2(ctx context.Context, kind, id string, del func(contex
 			}
 		}
 		return in.fail(kind, id, fmt.Errorf("AWS refuses to delete %s %s for %s (DependencyViolation: %s)%s; kiln does not delete what it did not find in its VPC: remove it, then run `%s` again",
-			kind, id, dependencyLimit, errorMessage(violation), what, in.p.command("destroy", in.name, in.region)))
+			kind, id, limit, errorMessage(violation), what, in.p.command("destroy", in.name, in.region)))
 	}
 	if err != nil {
 		return in.fail(kind, id, fmt.Errorf("delete %s %s: %w", kind, id, err))

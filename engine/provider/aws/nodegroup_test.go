@@ -147,8 +147,7 @@ func TestCreateRidesOutThrottling(t *testing.T) {
 	t.Cleanup(func() { e.FailNext("DescribeCluster", "", 0) })
 
 	// The SDK default: the create fails on the third throttled answer.
-	defer func(n int) { longAttempts = n }(longAttempts)
-	longAttempts = 3
+	p.Limits.Attempts = 3
 	before := e.Failed("DescribeCluster")
 	e.FailNext("DescribeCluster", "ThrottlingException", 5)
 	_, _, err := p.EnsureInfrastructure(ctx, name, region, nil)
@@ -159,7 +158,7 @@ func TestCreateRidesOutThrottling(t *testing.T) {
 		t.Errorf("with 3 attempts: %d throttled answers, want 3", got)
 	}
 
-	longAttempts = 13
+	p.Limits.Attempts = 13
 	before = e.Failed("DescribeCluster")
 	e.FailNext("DescribeCluster", "ThrottlingException", 5)
 	start := time.Now()
@@ -407,7 +406,7 @@ func TestListBoundsDescribeClusterConcurrency(t *testing.T) {
 		cfg.HTTPClient = slowDescribe{next: http.DefaultClient, inFlight: &inFlight, peak: &peak}
 		return cfg, err
 	}
-	locs, err := p.ListClusters(ctx)
+	locs, err := p.ListClusters(ctx, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,7 +6,7 @@
 // goes; eksctl does the same) has the rules of the other groups that
 // reference it revoked and is deleted. What kiln will not delete — an
 // interface in use by an instance kiln did not create, a group referenced
-// from outside the VPC — fails the run within dependencyLimit, naming it.
+// from outside the VPC — fails the run within Limits.Dependency, naming it.
 
 package aws
 
@@ -30,17 +30,15 @@ import (
 // network interfaces.
 const KindNetworkInterface = "NetworkInterface"
 
-// dependencyLimit bounds how long a DependencyViolation (or an interface
+// Limits.Dependency bounds how long a DependencyViolation (or an interface
 // in use) may persist before destroy fails naming what blocks: AWS answers
 // DependencyViolation while something still uses the resource, and what
 // kiln does not delete will not go by waiting.
-var dependencyLimit = time.Minute
-
-// releaseLimit bounds the wait for interfaces AWS itself removes once
+//
+// Limits.Release bounds the wait for interfaces AWS itself removes once
 // their owner is gone (EKS's control-plane interfaces after DeleteCluster,
 // a load balancer's after its deletion): requester-managed, or described
 // "Amazon EKS …" / "ELB …".
-var releaseLimit = 5 * time.Minute
 
 // releasedByAWS reports an interface AWS deletes by itself once its owner
 // (an EKS cluster, a load balancer) is deleted.
@@ -104,7 +102,8 @@ func (in *infra) sweepENIs(ctx context.Context, vpc string) error {
 	start := time.Now()
 	var busy []ec2types.NetworkInterface
 	swept := false
-	err := poll(ctx, releaseLimit, func(ctx context.Context) (bool, error) {
+	limits := in.p.limits()
+	err := poll(ctx, limits.Release, func(ctx context.Context) (bool, error) {
 		all, err := in.enis(ctx, "vpc-id", vpc)
 		if err != nil {
 			return false, err
@@ -134,9 +133,9 @@ func (in *infra) sweepENIs(ctx context.Context, vpc string) error {
 		if len(busy) == 0 {
 			return true, nil
 		}
-		// Interfaces AWS releases by itself get releaseLimit; anything
-		// else will not go by waiting: dependencyLimit, then say so.
-		if !slices.ContainsFunc(busy, releasedByAWS) && time.Since(start) >= dependencyLimit {
+		// Interfaces AWS releases by itself get Limits.Release; anything
+		// else will not go by waiting: Limits.Dependency, then say so.
+		if !slices.ContainsFunc(busy, releasedByAWS) && time.Since(start) >= limits.Dependency {
 			return false, errPollLimit
 		}
 		for _, n := range busy {

@@ -15,9 +15,6 @@ import (
 	"github.com/kilnctl/kiln/internal/awsemu"
 )
 
-// The dead API of newTestProvider is judged unreachable within this.
-func init() { apiProbeLimit = 3 * time.Second }
-
 // sweepFixture is a complete kiln cluster in the emulator and its network.
 type sweepFixture struct {
 	p       *Provider
@@ -181,9 +178,8 @@ func TestDestroySweepsTheVPC(t *testing.T) {
 // finishes.
 func TestDestroyNamesWhatBlocksTheVPC(t *testing.T) {
 	e := emulator(t)
-	defer func(d time.Duration) { dependencyLimit = d }(dependencyLimit)
-	dependencyLimit = 3 * time.Second
 	f := newSweepFixture(t, e, "blocked")
+	f.p.Limits.Dependency = 3 * time.Second
 	ctx := context.Background()
 
 	busy := f.eni(t, f.subnets[1], "attached by hand", f.sg)
@@ -206,7 +202,7 @@ func TestDestroyNamesWhatBlocksTheVPC(t *testing.T) {
 		}
 	}
 	if took > 30*time.Second {
-		t.Errorf("destroy took %s to fail (bound %s)", took, dependencyLimit)
+		t.Errorf("destroy took %s to fail (bound %s)", took, f.p.Limits.Dependency)
 	}
 	t.Logf("failed after %s: %v", took, err)
 
@@ -235,7 +231,7 @@ func TestDestroyNamesWhatBlocksTheVPC(t *testing.T) {
 		}
 	}
 	if took > 30*time.Second {
-		t.Errorf("destroy took %s to fail (bound %s)", took, dependencyLimit)
+		t.Errorf("destroy took %s to fail (bound %s)", took, f.p.Limits.Dependency)
 	}
 	t.Logf("failed after %s: %v", took, err)
 	if !strings.Contains(sink.String(), "NetworkInterface "+busy+" NotFound deleted") {
