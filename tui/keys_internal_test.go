@@ -5,6 +5,8 @@ import (
 
 	"charm.land/bubbles/v2/key"
 	tea "charm.land/bubbletea/v2"
+
+	"github.com/kilnctl/kiln/engine"
 )
 
 // TestHelpBindingsMatchTheirKeys: a help entry's binding matches the keys
@@ -34,7 +36,7 @@ func TestHelpBindingsMatchTheirKeys(t *testing.T) {
 // without an explanation would show its two-word hint alone).
 func TestHelpExplainsEveryKey(t *testing.T) {
 	m := New(Options{})
-	ins := &inspectState{target: Target{Provider: "kube", Name: "dev1"}}
+	ins := &inspectState{target: engine.ClusterRef{Provider: "kube", Name: "dev1"}}
 	states := map[string]func(){
 		"home":           func() { m.screen = screenHome },
 		"home, last run": func() { m.screen, m.lastRun = screenHome, &runState{} },

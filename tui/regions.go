@@ -12,7 +12,7 @@ import (
 	"github.com/kilnctl/kiln/engine"
 )
 
-// SearchReporter is a Backend whose discovery reports each location's
+// SearchReporter is Ops whose discovery reports each location's
 // search as it goes (the aws provider's regions): the home screen shows
 // a spinner per region being searched and says which failed, and why.
 type SearchReporter interface {

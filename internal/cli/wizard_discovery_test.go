@@ -46,7 +46,7 @@ func TestWizardDiscoveryIsBoundedAndNeverInteractive(t *testing.T) {
 	if err := clientcmd.WriteToFile(*cfg, kc); err != nil {
 		t.Fatal(err)
 	}
-	b := &wizardBackend{g: &globals{kubeconfig: kc, discoveryTO: time.Second}}
+	b := &wizardOps{g: &globals{kubeconfig: kc, discoveryTO: time.Second}}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	rows, err := b.Clusters(ctx)
@@ -90,8 +90,8 @@ func (p *failingProvider) Discover(context.Context, string) ([]engine.Location, 
 func TestWizardHomeSearchesEveryConfiguredProvider(t *testing.T) {
 	asked := map[string]int{}
 	var mu sync.Mutex
-	newBackend := func(g *globals) *wizardBackend {
-		return &wizardBackend{g: g, newProvider: func(name, location string) (engine.Provider, error) {
+	newBackend := func(g *globals) *wizardOps {
+		return &wizardOps{g: g, newProvider: func(name, location string) (engine.Provider, error) {
 			mu.Lock()
 			asked[name]++
 			mu.Unlock()

@@ -33,14 +33,14 @@ func NewFeedBackend(b *Backend) *FeedBackend {
 		Following: make(chan string, 8), Followed: make(chan struct{}, 8)}
 }
 
-func (f *FeedBackend) ProjectEvents(ctx context.Context, _ tui.Target, _ string) ([]engine.EventInfo, error) {
+func (f *FeedBackend) ProjectEvents(ctx context.Context, _ engine.ClusterRef, _ string) ([]engine.EventInfo, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.eventReads++
 	return f.Events, nil
 }
 
-func (f *FeedBackend) FollowLogs(ctx context.Context, _ tui.Target, ref string, tail int, fn func(engine.PodLogLine)) error {
+func (f *FeedBackend) FollowLogs(ctx context.Context, _ engine.ClusterRef, ref string, tail int, fn func(engine.PodLogLine)) error {
 	f.mu.Lock()
 	f.tails = append(f.tails, tail)
 	f.mu.Unlock()
