@@ -56,6 +56,14 @@ func TestHelpExplainsEveryKey(t *testing.T) {
 		"create form":       func() { m.screen = screenCreate },
 		"continue":          func() { m.screen = screenContinue },
 		"destroy":           func() { m.screen = screenDestroy },
+		// The upgrade and rotate key screens (u and K).
+		"upgrade":      func() { m.screen, m.day2.up = screenUpgrade, &upgradeState{} },
+		"upgrade plan": func() { m.screen = screenUpgradePlan },
+		"rotate key":   func() { m.screen, m.day2.rot = screenRotate, &rotateState{} },
+		"rotate key, finishing": func() {
+			m.screen, m.day2.rot = screenRotate, &rotateState{keyIDs: []string{"sha256:a", "sha256:b"}}
+		},
+		"rotate key, confirm": func() { m.screen = screenRotateConfirm },
 	}
 	for name, set := range states {
 		set()
