@@ -6,7 +6,6 @@
 package tui
 
 import (
-	"context"
 	"sync"
 	"time"
 
@@ -128,7 +127,7 @@ type Model struct {
 	homeTable   table.Model
 	homeLoaded  bool   // the first discovery arrived (initial selection made)
 	homeNote    string // why the last key did nothing
-	// regions are the locations a SearchReporter's discovery searches
+	// regions are the locations the discovery searches
 	// (aws regions), as they go; homeGen numbers discoveries.
 	regions []regionState
 	homeGen int
@@ -290,15 +289,7 @@ func (m *Model) refresh() tea.Cmd {
 		return nil
 	}
 	m.homeLoading = true
-	if r, ok := b.(SearchReporter); ok {
-		return m.refreshWithProgress(r)
-	}
-	return func() tea.Msg {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		cs, err := b.Clusters(ctx)
-		return clustersMsg{clusters: cs, err: err}
-	}
+	return m.refreshWithProgress(b)
 }
 
 func (m *Model) loadLocations() tea.Cmd {

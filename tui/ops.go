@@ -17,12 +17,14 @@ import (
 // keys. The wizard leaves a request's Target (but its TokenDir) and
 // Timeout empty.
 //
-// Ops may also be a Watcher, a ProjectFeed and a SearchReporter.
+// Ops may also be a Watcher and a ProjectFeed.
 type Ops interface {
 	// Locations lists the kubeconfig contexts and the current one.
 	Locations() (names []string, current string, err error)
-	// Clusters discovers the kiln clusters across every location.
-	Clusters(ctx context.Context) ([]Cluster, error)
+	// Clusters discovers the kiln clusters across every location,
+	// reporting each location's search (the aws regions) to progress as
+	// it starts and ends (the home screen's spinner per region).
+	Clusters(ctx context.Context, progress func(engine.SearchProgress)) ([]Cluster, error)
 	// Status reads a cluster's live state for the inspect screens, quietly
 	// (no events).
 	Status(ctx context.Context, c engine.ClusterRef) (*engine.ClusterStatus, error)

@@ -36,13 +36,12 @@ func (g *globals) runWizardWith(ctx context.Context, opts tui.Options) error {
 	return tui.RunWith(ctx, opts, g.stdin, g.stdout, os.Environ())
 }
 
-// The wizard's Ops are live (Watch), feed the project screen (Events,
-// followed logs) and report each AWS region's search.
+// The wizard's Ops are live (Watch) and feed the project screen (Events,
+// followed logs).
 var (
-	_ tui.Ops            = (*wizardOps)(nil)
-	_ tui.Watcher        = (*wizardOps)(nil)
-	_ tui.ProjectFeed    = (*wizardOps)(nil)
-	_ tui.SearchReporter = (*wizardOps)(nil)
+	_ tui.Ops         = (*wizardOps)(nil)
+	_ tui.Watcher     = (*wizardOps)(nil)
+	_ tui.ProjectFeed = (*wizardOps)(nil)
 )
 
 // wizardOps are the engine operations the wizard runs, built as the
@@ -118,13 +117,9 @@ func (b *wizardOps) Locations() ([]string, string, error) {
 // token dir the engine would use for each (events discarded: the home
 // screen shows the list). An AWS that cannot be searched is one row with
 // its cause.
-func (b *wizardOps) Clusters(ctx context.Context) ([]tui.Cluster, error) {
-	return b.ClustersProgress(ctx, nil)
-}
-
-// ClustersProgress is Clusters reporting each AWS region's search as it
-// starts and ends (the home screen's spinner per region).
-func (b *wizardOps) ClustersProgress(ctx context.Context, progress func(engine.SearchProgress)) ([]tui.Cluster, error) {
+// Each AWS region's search is reported to progress as it starts and ends
+// (the home screen's spinner per region).
+func (b *wizardOps) Clusters(ctx context.Context, progress func(engine.SearchProgress)) ([]tui.Cluster, error) {
 	kp, err := b.providerAt("kube", "")
 	if err != nil {
 		return nil, err

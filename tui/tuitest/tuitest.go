@@ -88,7 +88,10 @@ func (b *Backend) CheckUpgrade(c engine.ClusterRef, in engine.Infra) error {
 
 func (b *Backend) Locations() ([]string, string, error) { return b.Contexts, b.Current, nil }
 
-func (b *Backend) Clusters(context.Context) ([]tui.Cluster, error) { return b.List, nil }
+// Clusters returns List, reporting no search.
+func (b *Backend) Clusters(context.Context, func(engine.SearchProgress)) ([]tui.Cluster, error) {
+	return b.List, nil
+}
 
 // Create runs OnCreate.
 func (b *Backend) Create(c engine.ClusterRef, in engine.Infra, req engine.CreateRequest) tui.Op {
