@@ -55,7 +55,7 @@ type inspectState struct {
 	note string
 	// since is when the current read started (the progress line).
 	since time.Time
-	// stop ends the watch of a Watcher backend (nil when polling).
+	// stop ends the watch of Ops that are a Watcher (nil when polling).
 	stop context.CancelFunc
 	// filter narrows the project table to refs containing it; filtering
 	// is set while / is typing it.
@@ -206,7 +206,7 @@ func (m *Model) closeInspect() {
 	}
 }
 
-// watchInspect starts the backend's watch once for the inspect screens:
+// watchInspect starts the Watcher's watch once for the inspect screens:
 // every read it delivers replaces the one waiting (only the newest
 // matters), and a command waits for the next one.
 func (m *Model) watchInspect(w Watcher) tea.Cmd {
