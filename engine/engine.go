@@ -148,7 +148,7 @@ func (e *Engine) phase(ctx context.Context, name string, run func(context.Contex
 		e.emit(Event{Type: TypePhase, Phase: name, State: PhaseSkipped, ElapsedMS: elapsed, Message: skip.reason})
 		err = nil
 	case err != nil:
-		e.emit(Event{Type: TypePhase, Phase: name, State: PhaseFailed, ElapsedMS: elapsed, Message: err.Error()})
+		e.emit(Event{Type: TypePhase, Phase: name, State: PhaseFailed, ElapsedMS: elapsed, Message: renderError(err, e.Namer)})
 	default:
 		e.emit(Event{Type: TypePhase, Phase: name, State: PhaseSucceeded, ElapsedMS: elapsed})
 	}

@@ -37,12 +37,21 @@ type Actions func(verb, args []string) string
 // words too.
 type ActionsTaker interface{ TakeActions(Actions) }
 
+// NamerTaker is a Provider whose own progress events name inputs (the
+// message of a resource that failed on an input error): the engine hands
+// it its Namer with each request, so they name the frontend's fields too,
+// as the engine's own results do.
+type NamerTaker interface{ TakeNamer(Namer) }
+
 // hinted is t with the engine's Actions, for the hints of a request (and
-// of its provider).
+// of its provider), and the provider with the engine's Namer.
 func (e *Engine) hinted(t Target) Target {
 	t.actions = e.Actions
 	if p, ok := t.Provider.(ActionsTaker); ok && e.Actions != nil {
 		p.TakeActions(e.Actions)
+	}
+	if p, ok := t.Provider.(NamerTaker); ok && e.Namer != nil {
+		p.TakeNamer(e.Namer)
 	}
 	return t
 }

@@ -206,6 +206,6 @@ func (e *Engine) retireExpiredKey(ctx context.Context, cs kubernetes.Interface, 
 	if err := applyAuthTable(ctx, e, cs, name, timeout, keys, st.Table, "", time.Time{}); err != nil {
 		return err
 	}
-	e.logf(LevelInfo, "removed key %s from kiln-auth: its rotation's --keep-old deadline %s passed", old, st.OldKeyExpires.Format(time.RFC3339))
+	e.logf(LevelInfo, "removed key %s from kiln-auth: the rotation kept it trusted until %s, which has passed", old, st.OldKeyExpires.Format(time.RFC3339))
 	return nil
 }

@@ -292,7 +292,8 @@ func (u *upgrade) planProjects(ctx context.Context, p *upgradePlan, specs []proj
 		running := s.Spec.State == project.DesiredRunning
 		want, ok := p.cfg.Stack(s.Spec.Stack.Name)
 		if !ok {
-			p.notes = append(p.notes, fmt.Sprintf("project %s runs stack %s, which the config no longer lists; it keeps running its recorded stack (kiln project restack %s --stack NAME moves it)", s.Ref, s.Spec.Stack.Name, s.Ref))
+			p.notes = append(p.notes, fmt.Sprintf("project %s runs stack %s, which the config no longer lists; it keeps running its recorded stack (`%s` moves it)", s.Ref, s.Spec.Stack.Name,
+				command(u.req.Target, u.loc.Name, "project restack", s.Ref.String(), FlagName(InputStack), "NAME")))
 			continue
 		}
 		fields := stackFields(s.Spec.Stack, want)
@@ -306,9 +307,10 @@ func (u *upgrade) planProjects(ctx context.Context, p *upgradePlan, specs []proj
 			p.restack = append(p.restack, s)
 			p.changes = append(p.changes, c)
 		default:
-			how := "pass --restack to restack it"
+			// Worded for the frontend (the wizard's Restack option and r key).
+			how := "pass " + u.e.inputName(InputRestack) + " to restack it"
 			if !running {
-				how = "it is suspended; restack it with kiln project restack when it should run the new stack"
+				how = "it is suspended; restack it with `" + command(u.req.Target, u.loc.Name, "project restack", s.Ref.String()) + "` when it should run the new stack"
 			}
 			p.needRestack = append(p.needRestack, s.Ref.String())
 			p.notes = append(p.notes, fmt.Sprintf("project %s needs a restack: stack %s changed (%s); %s", s.Ref, want.Name, strings.Join(fields, ", "), how))

@@ -109,13 +109,13 @@ func BenchmarkIngest10000Events(b *testing.B) {
 // every row and renders the ones around the selection.
 func BenchmarkViewInspect1000Projects(b *testing.B) {
 	m := New(Options{Static: true, Now: func() time.Time { return time.Unix(1e6, 0) }})
-	st := &engine.ClusterStatus{Provider: "kube", Name: "dev1", Location: "kiln-local", Installed: true, Ready: true, Tenants: []string{"t"}}
+	st := &engine.ClusterStatus{Provider: "kube", Name: "dev1", Location: "kiln-local", Installed: true, Ready: true, Tenants: []string{"t"}, Stacks: []string{"default"}}
 	for i := range 1000 {
 		st.Projects = append(st.Projects, engine.ProjectStatus{Tenant: "t", Project: fmt.Sprintf("p%04d", i), State: "running", Desired: "running",
 			Stack: "default", Created: time.Unix(0, 0), Reasons: []string{}})
 	}
-	m.insp = &inspectState{target: Target{Provider: "kube", Name: "dev1", Location: "kiln-local"}, table: m.newTable(),
-		data: &Inspection{Status: st, Stacks: []string{"default"}}, sel: 500}
+	m.insp = &inspectState{target: engine.ClusterRef{Provider: "kube", Name: "dev1", Location: "kiln-local"}, table: m.newTable(),
+		data: st, sel: 500}
 	m.screen = screenInspect
 	for b.Loop() {
 		_ = m.View()

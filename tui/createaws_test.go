@@ -21,14 +21,14 @@ import (
 func TestCreateFormAWS(t *testing.T) {
 	b := backend()
 	b.List = append(b.List, tui.Cluster{Provider: "aws", Name: "eks0", Location: "eu-west-1", Platform: engine.PlatformInstalled})
-	b.AWSCheck = func(req tui.CreateRequest) error { // as the wizard's backend: the provider's node-count rule, then ValidateFlags
+	b.AWSCheck = func(c engine.ClusterRef, req engine.Infra) error { // as the wizard's backend: the provider's node-count rule, then ValidateFlags
 		if req.Nodes < 0 {
 			return awsprovider.NotANodeCount()
 		}
 		if err := awsprovider.CheckNodes(req.Nodes, req.NodesGiven); err != nil {
 			return err
 		}
-		p := &awsprovider.Provider{Region: req.Location, Nodes: req.Nodes, InstanceType: req.InstanceType, Profile: req.Profile}
+		p := &awsprovider.Provider{Region: c.Location, Nodes: req.Nodes, InstanceType: req.InstanceType, Profile: req.Profile}
 		return p.ValidateFlags()
 	}
 	done := make(chan struct{})
@@ -95,7 +95,7 @@ func TestCreateFormAWS(t *testing.T) {
 		t.Fatalf("requests %+v", b.Requests)
 	}
 	r := b.Requests[0]
-	if r.Provider != "aws" || r.Name != "eks1" || r.Location != "eu-west-1" || r.Nodes != 3 || r.InstanceType != "m6i.large" {
+	if c := r.Cluster; c.Provider != "aws" || c.Name != "eks1" || c.Location != "eu-west-1" || r.Infra.Nodes != 3 || r.Infra.InstanceType != "m6i.large" {
 		t.Errorf("create request %+v", r)
 	}
 }

@@ -1,7 +1,6 @@
 package tui
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -262,11 +261,12 @@ func (m *Model) awsRegions() []string {
 	return out
 }
 
-// awsRequest is the aws part of the form as a request (Nodes -1 when
-// the field is not a number, as the upgrade screen's request).
-func (m *Model) awsRequest() CreateRequest {
-	req := CreateRequest{Provider: "aws", Name: m.nameIn.Value(), Location: strings.TrimSpace(m.regionIn.Value()),
-		InstanceType: strings.TrimSpace(m.instanceIn.Value()), Profile: strings.TrimSpace(m.profileIn.Value())}
+// awsRequest is the aws part of the form: the cluster in its region and
+// what the form asks of its infrastructure (Nodes -1 when the field is
+// not a number).
+func (m *Model) awsRequest() (engine.ClusterRef, engine.Infra) {
+	c := engine.ClusterRef{Provider: "aws", Name: m.nameIn.Value(), Location: strings.TrimSpace(m.regionIn.Value())}
+	req := engine.Infra{InstanceType: strings.TrimSpace(m.instanceIn.Value()), Profile: strings.TrimSpace(m.profileIn.Value())}
 	if v := strings.TrimSpace(m.nodesIn.Value()); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 0 {
@@ -274,7 +274,7 @@ func (m *Model) awsRequest() CreateRequest {
 		}
 		req.Nodes, req.NodesGiven = n, true
 	}
-	return req
+	return c, req
 }
 
 // checkAWS checks the aws fields with the backend's aws rules as they are
@@ -285,11 +285,11 @@ func (m *Model) checkAWS() {
 	if !m.formAWS {
 		return
 	}
-	c, ok := m.opts.Backend.(AWSChecker)
-	if !ok {
+	c, req := m.awsRequest()
+	if m.opts.Ops == nil {
 		return
 	}
-	if err := c.CheckAWS(m.awsRequest()); err != nil {
+	if err := m.opts.Ops.CheckCreate(c, req); err != nil {
 		m.awsErr = err.Error()
 		var ie *engine.InputError
 		if errors.As(err, &ie) {
@@ -385,11 +385,12 @@ func (m *Model) submitCreate() tea.Cmd {
 		return m.focusForm(fieldConfig)
 	}
 	m.formErr = ""
-	req := CreateRequest{Provider: "kube", Name: name, Location: m.contexts[m.ctxSel],
-		ConfigPath: strings.TrimSpace(m.configIn.Value()), TokenDir: strings.TrimSpace(m.tokenIn.Value())}
+	c := engine.ClusterRef{Provider: "kube", Name: name, Location: m.contexts[m.ctxSel]}
+	req := engine.CreateRequest{ConfigPath: strings.TrimSpace(m.configIn.Value())}
+	req.TokenDir = strings.TrimSpace(m.tokenIn.Value())
 	m.blurForm()
-	cmd := m.start(opCreate, req.Name, req.Location, func(ctx context.Context, b Backend, br *Bridge) error {
-		return b.Create(ctx, req, br, br)
+	cmd := m.start(opCreate, c.Name, c.Location, func(o Ops) Op {
+		return o.Create(c, engine.Infra{}, req)
 	})
 	m.run.fromForm = true
 	return cmd
@@ -398,9 +399,9 @@ func (m *Model) submitCreate() tea.Cmd {
 // submitAWS creates an EKS cluster with the form's aws fields.
 func (m *Model) submitAWS(name string) tea.Cmd {
 	m.checkAWS()
-	req := m.awsRequest()
+	c, infra := m.awsRequest()
 	switch {
-	case req.Location == "":
+	case c.Location == "":
 		m.formErr = "type a region (like eu-west-1) in the Region field"
 		return m.focusForm(fieldRegion)
 	case m.awsErr != "":
@@ -410,10 +411,11 @@ func (m *Model) submitAWS(name string) tea.Cmd {
 		m.formErr = "fix the Config file field first (marked ✗ above)"
 		return m.focusForm(fieldConfig)
 	}
-	req.ConfigPath, req.TokenDir = strings.TrimSpace(m.configIn.Value()), strings.TrimSpace(m.tokenIn.Value())
+	req := engine.CreateRequest{ConfigPath: strings.TrimSpace(m.configIn.Value())}
+	req.TokenDir = strings.TrimSpace(m.tokenIn.Value())
 	m.blurForm()
-	cmd := m.start(opCreate, req.Name, req.Location, func(ctx context.Context, b Backend, br *Bridge) error {
-		return b.Create(ctx, req, br, br)
+	cmd := m.start(opCreate, c.Name, c.Location, func(o Ops) Op {
+		return o.Create(c, infra, req)
 	})
 	m.run.fromForm, m.run.provider = true, "aws"
 	return cmd

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"time"
 
 	"charm.land/bubbles/v2/key"
 	tea "charm.land/bubbletea/v2"
@@ -14,43 +13,6 @@ import (
 	"github.com/kilnctl/kiln/engine/input"
 	"github.com/kilnctl/kiln/internal/exit"
 )
-
-// DayTwo is the part of a Backend that changes an installed platform:
-// kiln upgrade and kiln rotate-key, run with the wizard's sink and
-// confirmer (the engine asks through the Bridge).
-type DayTwo interface {
-	Upgrade(ctx context.Context, t Target, req UpgradeRequest, sink engine.Sink, confirm engine.Confirmer) error
-	RotateKey(ctx context.Context, t Target, req RotateRequest, sink engine.Sink, confirm engine.Confirmer) error
-}
-
-// UpgradeRequest is what the upgrade screen collects.
-type UpgradeRequest struct {
-	// ConfigPath is the config to bring the platform to ("": the
-	// installed config, re-applied with this kiln's manifests).
-	ConfigPath string
-	// Restack restacks running projects whose stack changed.
-	Restack bool
-	// DeleteProjects lets a removed tenant go with its projects.
-	DeleteProjects bool
-	// The EKS fields (an aws cluster only): what its infrastructure goes
-	// to, as kiln upgrade aws's --kubernetes-version, --nodes and
-	// --instance-type set it; zero keeps what runs.
-	KubernetesVersion string
-	// Nodes is the node group's size; NodesGiven says the field was
-	// filled in (so 0 is refused, not kept); -1: not a number.
-	Nodes        int
-	NodesGiven   bool
-	InstanceType string
-}
-
-// RotateRequest is what the rotate key screen collects.
-type RotateRequest struct {
-	// KeepOld keeps the old key trusted this long after the swap (0:
-	// removed at once).
-	KeepOld time.Duration
-	// Finish ends a rotation under way (the old key goes now).
-	Finish bool
-}
 
 // dayTwoMsg is a message of the upgrade and rotate key screens; the model
 // hands it to the screens as it arrives.
@@ -245,7 +207,7 @@ func helpOf(bs []key.Binding) []keyHelp {
 // dayTwoKeyPress handles u and K on home and the inspect screens: open the
 // upgrade or rotate key screen of cluster t. keyIDs are the keys the
 // cluster trusts as last read (two: a rotation is under way).
-func (m *Model) dayTwoKeyPress(s string, t Target, keyIDs []string) tea.Cmd {
+func (m *Model) dayTwoKeyPress(s string, t engine.ClusterRef, keyIDs []string) tea.Cmd {
 	switch {
 	case bound(clusterKeys.Upgrade, s):
 		return m.openUpgrade(t)

@@ -1,18 +1,19 @@
 package tui
 
 import (
-	"context"
 	"strings"
 
 	"charm.land/bubbles/v2/key"
 	tea "charm.land/bubbletea/v2"
+
+	"github.com/kilnctl/kiln/engine"
 )
 
 // startDestroy destroys cluster t: the engine asks first (the typed
 // name), so a rerun from the run view asks again too.
-func (m *Model) startDestroy(t Target) tea.Cmd {
-	cmd := m.startOn(t.Provider, opDestroy, t.Name, t.Location, func(ctx context.Context, b Backend, br *Bridge) error {
-		return b.Destroy(ctx, t, br, br)
+func (m *Model) startDestroy(t engine.ClusterRef) tea.Cmd {
+	cmd := m.startOn(t.Provider, opDestroy, t.Name, t.Location, func(o Ops) Op {
+		return o.Destroy(t, engine.DestroyRequest{})
 	})
 	m.run.target = t
 	return cmd

@@ -5,6 +5,8 @@ import (
 
 	"charm.land/bubbles/v2/key"
 	tea "charm.land/bubbletea/v2"
+
+	"github.com/kilnctl/kiln/engine"
 )
 
 func (m *Model) viewFinal(p *page) {
@@ -20,7 +22,7 @@ func (m *Model) viewFinal(p *page) {
 	if prov == "" {
 		prov = "kube"
 	}
-	next := NextCommands(Target{Provider: prov, Name: r.name, Location: r.location})
+	next := NextCommands(engine.ClusterRef{Provider: prov, Name: r.name, Location: r.location})
 	if r.provider == "aws" {
 		p.hang(fmt.Sprintf("  Region        %s", r.location), 16)
 	} else {
@@ -45,7 +47,7 @@ func (m *Model) viewFinal(p *page) {
 // NextCommands are the commands the final screen of a create of cluster t
 // suggests, each with what it is for ("" for nothing to say): runnable as
 // shown, on the cluster at hand (its context or region named).
-func NextCommands(t Target) [][2]string {
+func NextCommands(t engine.ClusterRef) [][2]string {
 	at := locationFlag(t)
 	if t.Provider == "aws" {
 		return [][2]string{
@@ -65,7 +67,7 @@ func NextCommands(t Target) [][2]string {
 
 // locationFlag names t's location as the CLI takes it (" --context C",
 // " --region R"; "" when there is none).
-func locationFlag(t Target) string {
+func locationFlag(t engine.ClusterRef) string {
 	switch {
 	case t.Location == "":
 		return ""
@@ -113,14 +115,14 @@ func (m *Model) finalKey(msg tea.KeyPressMsg) tea.Cmd {
 }
 
 // finalTarget is the cluster the final screen is about.
-func (m *Model) finalTarget() (Target, bool) {
+func (m *Model) finalTarget() (engine.ClusterRef, bool) {
 	r := m.run
 	if r == nil || r.result == nil || !r.result.OK {
-		return Target{}, false
+		return engine.ClusterRef{}, false
 	}
 	prov := r.provider
 	if prov == "" {
 		prov = "kube"
 	}
-	return Target{Provider: prov, Name: r.name, Location: r.location}, true
+	return engine.ClusterRef{Provider: prov, Name: r.name, Location: r.location}, true
 }

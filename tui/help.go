@@ -72,6 +72,14 @@ var explain = map[string]string{
 	"enter confirm":                "give the focused answer",
 	"esc cancel (nothing changes)": "answer no: nothing changes",
 	"enter confirm typed name":     "go ahead when the typed name matches; otherwise say so",
+	// upgrade and rotate key
+	"space toggle option":  "turn the focused option on or off (restack running projects, delete removed tenants' projects)",
+	"enter next/plan":      "the next field; on Plan, read the cluster and show what would change, nothing applied yet",
+	"↑/↓ scroll the plan":  "scroll the plan's changes",
+	"home/end top/bottom":  "the first or the last change of the plan",
+	"tab/↑/↓ field/button": "move between the Keep old key field and the Continue button",
+	"enter next/continue":  "the next field; on Continue (or Finish rotation), read the cluster's keys and ask you to type its name before anything changes",
+	"pgup/pgdn scroll":     "scroll the screen",
 }
 
 // explained is k's help line: its short help and what it does.

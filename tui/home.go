@@ -1,7 +1,6 @@
 package tui
 
 import (
-	"context"
 	"fmt"
 	"strings"
 
@@ -95,7 +94,7 @@ func (m *Model) homeKey(msg tea.KeyPressMsg) tea.Cmd {
 			}
 			return nil
 		}
-		t := Target{Provider: c.Provider, Name: c.Name, Location: c.Location}
+		t := engine.ClusterRef{Provider: c.Provider, Name: c.Name, Location: c.Location}
 		if isDayTwoKey(s) {
 			return m.dayTwoKeyPress(s, t, c.KeyIDs)
 		}
@@ -103,8 +102,8 @@ func (m *Model) homeKey(msg tea.KeyPressMsg) tea.Cmd {
 		case key.Matches(msg, k.Continue):
 			// Continue goes through create: the engine finds the platform
 			// installed and asks, so the user sees what continuing means.
-			return m.startOn(c.Provider, opCreate, c.Name, c.Location, func(ctx context.Context, b Backend, br *Bridge) error {
-				return b.Create(ctx, CreateRequest{Provider: c.Provider, Name: c.Name, Location: c.Location}, br, br)
+			return m.startOn(c.Provider, opCreate, c.Name, c.Location, func(o Ops) Op {
+				return o.Create(t, engine.Infra{}, engine.CreateRequest{})
 			})
 		case key.Matches(msg, k.Destroy):
 			return m.startDestroy(t)

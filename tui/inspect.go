@@ -18,35 +18,18 @@ import (
 // DefaultInspectEvery is how often the inspect screens re-read the cluster.
 const DefaultInspectEvery = 3 * time.Second
 
-// Watcher is a Backend that keeps the inspect screens live from watches
+// Watcher is Ops that keeps the inspect screens live from watches
 // (engine.Watch): fn gets a fresh read after every change, until ctx ends.
-// A backend without it is re-read every Options.InspectEvery.
+// Ops without it is re-read every Options.InspectEvery.
 type Watcher interface {
-	Watch(ctx context.Context, t Target, fn func(*Inspection, error)) error
-}
-
-// Inspection is one read of a cluster for the inspect screens.
-type Inspection struct {
-	Status *engine.ClusterStatus
-	// Stacks are the stack names kiln-config lists, in order (restack).
-	Stacks []string
-}
-
-// ProjectOp is one project operation the inspect screens run.
-type ProjectOp struct {
-	// Op is engine.ProjectStart, engine.ProjectSuspend or
-	// engine.ProjectRestack.
-	Op string
-	// Ref is TENANT/PROJECT.
-	Ref   string
-	Stack string
+	Watch(ctx context.Context, c engine.ClusterRef, fn engine.WatchFunc) error
 }
 
 // inspectState is the inspect screens' state. It survives a project
 // operation's run view, so going back lands on the same project.
 type inspectState struct {
-	target  Target
-	data    *Inspection
+	target  engine.ClusterRef
+	data    *engine.ClusterStatus
 	err     string
 	loading bool
 	// gen numbers reads: a result or tick of an older generation is
@@ -72,7 +55,7 @@ type inspectState struct {
 	note string
 	// since is when the current read started (the progress line).
 	since time.Time
-	// stop ends the watch of a Watcher backend (nil when polling).
+	// stop ends the watch of Ops that are a Watcher (nil when polling).
 	stop context.CancelFunc
 	// filter narrows the project table to refs containing it; filtering
 	// is set while / is typing it.
@@ -97,7 +80,7 @@ type projectAsk struct {
 type (
 	inspectMsg struct {
 		gen  int
-		data *Inspection
+		data *engine.ClusterStatus
 		err  error
 		// watch is the channel of a watch's reads (nil for a polled
 		// read); ended says the watch stopped with err.
@@ -113,10 +96,10 @@ func ref(p engine.ProjectStatus) string { return p.Tenant + "/" + p.Project }
 // projects are the project table's rows: every project, or those whose
 // TENANT/PROJECT, state or stack contains the filter.
 func (s *inspectState) projects() []engine.ProjectStatus {
-	if s.data == nil || s.data.Status == nil {
+	if s.data == nil {
 		return nil
 	}
-	all := s.data.Status.Projects
+	all := s.data.Projects
 	if s.filter == "" {
 		return all
 	}
@@ -132,10 +115,10 @@ func (s *inspectState) projects() []engine.ProjectStatus {
 
 // project returns the project the detail screen shows.
 func (s *inspectState) allProjects() []engine.ProjectStatus {
-	if s.data == nil || s.data.Status == nil {
+	if s.data == nil {
 		return nil
 	}
-	return s.data.Status.Projects
+	return s.data.Projects
 }
 
 // project returns the project the detail screen shows.
@@ -204,11 +187,11 @@ func (s *inspectState) selected() *engine.ProjectStatus {
 	return &ps[s.sel]
 }
 
-func (m *Model) openInspect(t Target) tea.Cmd {
+func (m *Model) openInspect(t engine.ClusterRef) tea.Cmd {
 	m.closeInspect()
 	m.insp = &inspectState{target: t, table: m.newTable()}
 	m.screen, m.help = screenInspect, false
-	if w, ok := m.opts.Backend.(Watcher); ok {
+	if w, ok := m.opts.Ops.(Watcher); ok {
 		return m.watchInspect(w)
 	}
 	return m.restartInspect()
@@ -223,7 +206,7 @@ func (m *Model) closeInspect() {
 	}
 }
 
-// watchInspect starts the backend's watch once for the inspect screens:
+// watchInspect starts the Watcher's watch once for the inspect screens:
 // every read it delivers replaces the one waiting (only the newest
 // matters), and a command waits for the next one.
 func (m *Model) watchInspect(w Watcher) tea.Cmd {
@@ -239,7 +222,7 @@ func (m *Model) watchInspect(w Watcher) tea.Cmd {
 	m.ops.Add(1)
 	watch := func() tea.Msg {
 		defer m.ops.Done()
-		err := w.Watch(ctx, t, func(d *Inspection, err error) {
+		err := w.Watch(ctx, t, func(d *engine.ClusterStatus, err error) {
 			msg := inspectMsg{gen: gen, data: d, err: err, watch: ch}
 			for {
 				select {
@@ -307,7 +290,7 @@ func (m *Model) restartInspect() tea.Cmd {
 
 // loadInspect reads the cluster in a command.
 func (m *Model) loadInspect() tea.Cmd {
-	s, b := m.insp, m.opts.Backend
+	s, b := m.insp, m.opts.Ops
 	if s == nil || b == nil || s.loading {
 		return nil
 	}
@@ -428,15 +411,15 @@ func (m *Model) disabled(op string, p *engine.ProjectStatus) string {
 func (m *Model) runProject() tea.Cmd {
 	a, t := m.insp.ask, m.insp.target
 	m.insp.ask = nil
-	op := ProjectOp{Op: a.op, Ref: a.ref}
+	op := engine.ProjectRequest{Op: a.op, Ref: a.ref}
 	if a.op == engine.ProjectRestack {
 		if len(a.stacks) == 0 {
 			return nil
 		}
 		op.Stack = a.stacks[a.stackSel]
 	}
-	return m.startOn(t.Provider, opProject, a.op+" "+a.ref, t.Location, func(ctx context.Context, b Backend, br *Bridge) error {
-		return b.Project(ctx, t, op, br, br)
+	return m.startOn(t.Provider, opProject, a.op+" "+a.ref, t.Location, func(o Ops) Op {
+		return o.Project(t, op)
 	})
 }
 
@@ -579,8 +562,8 @@ func (m *Model) inspectKey(msg tea.KeyPressMsg) tea.Cmd {
 	}
 	if key.Matches(msg, clusterKeys.Upgrade, clusterKeys.Rotate) {
 		var keyIDs []string
-		if st.data != nil && st.data.Status != nil {
-			keyIDs = st.data.Status.KeyIDs
+		if st.data != nil {
+			keyIDs = st.data.KeyIDs
 		}
 		return m.dayTwoKeyPress(s, st.target, keyIDs)
 	}
@@ -664,7 +647,7 @@ func (m *Model) inspectHeader(p *page) *engine.ClusterStatus {
 	t := s.target
 	var st *engine.ClusterStatus
 	if s.data != nil {
-		st = s.data.Status
+		st = s.data
 	}
 	state := ""
 	switch {
@@ -920,12 +903,12 @@ func (m *Model) projectState(state string) lipgloss.Style {
 // shows the first few), each with its whole reference and message.
 func (m *Model) openObjects() {
 	st := m.insp
-	if st.data == nil || st.data.Status == nil {
+	if st.data == nil {
 		st.note = "objects: the cluster has not been read yet"
 		return
 	}
 	var lines []string
-	for _, o := range st.data.Status.Objects {
+	for _, o := range st.data.Objects {
 		r := o.Name
 		if o.Namespace != "" {
 			r = o.Namespace + "/" + o.Name

@@ -1,7 +1,7 @@
 package tui_test
 
 import (
-	"slices"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -15,7 +15,7 @@ import (
 
 func inspectBackend() *tuitest.Backend {
 	b := backend()
-	b.Inspections = []*tui.Inspection{tuitest.Inspection("dev1", "kiln-local")}
+	b.Inspections = []*engine.ClusterStatus{tuitest.Inspection("dev1", "kiln-local")}
 	return b
 }
 
@@ -51,9 +51,9 @@ func TestProjectDetailScreen(t *testing.T) {
 func TestInspectLiveUpdates(t *testing.T) {
 	b := inspectBackend()
 	next := tuitest.Inspection("dev1", "kiln-local")
-	next.Status.Projects[1].State, next.Status.Projects[1].Reasons = "running", []string{}
-	next.Status.Ready = false
-	next.Status.Objects[5].Status, next.Status.Objects[5].Message = engine.StatusInProgress, "0/1 replicas available"
+	next.Projects[1].State, next.Projects[1].Reasons = "running", []string{}
+	next.Ready = false
+	next.Objects[5].Status, next.Objects[5].Message = engine.StatusInProgress, "0/1 replicas available"
 	b.Inspections = append(b.Inspections, next)
 	// The first read is let through alone, so the test sees its state
 	// before the re-read replaces it.
@@ -117,8 +117,8 @@ func TestProjectActionsAreConfirmed(t *testing.T) {
 	h.WaitFor(t, "onto ‹ default ›?")
 	h.Key("enter")
 	h.WaitFor(t, "✓ project team-a/api suspend done") // the scripted result
-	want := []tui.ProjectOp{{Op: engine.ProjectSuspend, Ref: "team-a/api"}, {Op: engine.ProjectRestack, Ref: "team-a/api", Stack: "default"}}
-	if got := b.Ops(); !slices.Equal(got, want) {
+	want := []engine.ProjectRequest{{Op: engine.ProjectSuspend, Ref: "team-a/api"}, {Op: engine.ProjectRestack, Ref: "team-a/api", Stack: "default"}}
+	if got := b.Ops(); !reflect.DeepEqual(got, want) {
 		t.Errorf("project ops = %+v, want %+v", got, want)
 	}
 }
@@ -128,14 +128,14 @@ func TestProjectActionsAreConfirmed(t *testing.T) {
 func TestTokenSyncNeedsTheDeployment(t *testing.T) {
 	b := backend()
 	in := tuitest.Inspection("dev1", "kiln-local")
-	web := &in.Status.Projects[0]
+	web := &in.Projects[0]
 	web.TokenSync = engine.TokenInSync // stale or wrong: no Deployment in the read
 	for i := range web.Objects {
 		if web.Objects[i].Kind == "Deployment" {
 			web.Objects[i].Status, web.Objects[i].Message = engine.StatusNotFound, "not found"
 		}
 	}
-	b.Inspections = []*tui.Inspection{in}
+	b.Inspections = []*engine.ClusterStatus{in}
 	h := tuitest.Start(t, b, tui.Options{})
 	h.WaitFor(t, "dev1")
 	h.Key("i")
@@ -188,7 +188,7 @@ func TestNoOpActionsAreDisabled(t *testing.T) {
 	b := backend()
 	in := tuitest.Inspection("dev1", "kiln-local")
 	in.Stacks = []string{"default"}
-	b.Inspections = []*tui.Inspection{in}
+	b.Inspections = []*engine.ClusterStatus{in}
 	h := tuitest.Start(t, b, tui.Options{})
 	h.WaitFor(t, "dev1")
 	h.Key("i")
@@ -214,9 +214,9 @@ func TestNoOpActionsAreDisabled(t *testing.T) {
 func TestInspectShowsFrontDoorAndIsolation(t *testing.T) {
 	b := backend()
 	in := tuitest.Inspection("dev1", "kiln-local")
-	in.Status.FrontDoor = &engine.FrontDoor{Mode: "nodePort", Address: "10.0.0.2:31080", DNS: "*.dev1.kiln.test A 10.0.0.2", Ready: true}
-	in.Status.Isolation = &engine.Isolation{State: engine.IsolationNotEnforced, Plugin: "flannel", Reason: "flannel alone does not enforce NetworkPolicy"}
-	b.Inspections = []*tui.Inspection{in}
+	in.FrontDoor = &engine.FrontDoor{Mode: "nodePort", Address: "10.0.0.2:31080", DNS: "*.dev1.kiln.test A 10.0.0.2", Ready: true}
+	in.Isolation = &engine.Isolation{State: engine.IsolationNotEnforced, Plugin: "flannel", Reason: "flannel alone does not enforce NetworkPolicy"}
+	b.Inspections = []*engine.ClusterStatus{in}
 	h := tuitest.Start(t, b, tui.Options{})
 	h.WaitFor(t, "dev1")
 	h.Key("i")

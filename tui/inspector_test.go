@@ -24,9 +24,9 @@ func TestInspectWatchIsLive(t *testing.T) {
 	h.Key("i")
 	h.WaitFor(t, "degraded")
 	next := tuitest.Inspection("dev1", "kiln-local")
-	next.Status.Projects[1].State, next.Status.Projects[1].Reasons = "running", []string{}
-	next.Status.Ready = false
-	next.Status.Objects[5].Status, next.Status.Objects[5].Message = engine.StatusInProgress, "0/1 replicas available"
+	next.Projects[1].State, next.Projects[1].Reasons = "running", []string{}
+	next.Ready = false
+	next.Objects[5].Status, next.Objects[5].Message = engine.StatusInProgress, "0/1 replicas available"
 	w.Updates <- next
 	got := ansi.Strip(h.WaitFor(t, "platform not ready"))
 	if strings.Contains(got, "degraded") || !strings.Contains(got, "Platform objects (6 of 7 current)") {
@@ -96,7 +96,7 @@ func TestInspectMouseWheel(t *testing.T) {
 // directly and offers no action: s/p/r change nothing and say why.
 func TestInspectReadOnly(t *testing.T) {
 	w := tuitest.NewWatchBackend(inspectBackend())
-	h := tuitest.Start(t, w, tui.Options{ReadOnly: true, InspectOnly: true, Inspect: &tui.Target{Provider: "kube", Name: "dev1", Location: "kiln-local"}})
+	h := tuitest.Start(t, w, tui.Options{ReadOnly: true, InspectOnly: true, Inspect: &engine.ClusterRef{Provider: "kube", Name: "dev1", Location: "kiln-local"}})
 	got := h.WaitFor(t, "Projects (3)")
 	plain := ansi.Strip(got)
 	for _, bad := range []string{"[s] start", "[p] suspend", "[r] restack", "s start"} {
@@ -151,7 +151,7 @@ func TestInspectSelectionIsAProject(t *testing.T) {
 	h.WaitFor(t, "> team-a/api")
 
 	moved := tuitest.Inspection("dev1", "kiln-local")
-	moved.Status.Projects = append([]engine.ProjectStatus{{Tenant: "aaa", Project: "first", State: "running", Stack: "default"}}, moved.Status.Projects...)
+	moved.Projects = append([]engine.ProjectStatus{{Tenant: "aaa", Project: "first", State: "running", Stack: "default"}}, moved.Projects...)
 	w.Updates <- moved
 	got = ansi.Strip(h.WaitFor(t, "aaa/first"))
 	if !strings.Contains(got, "> team-a/api") {
@@ -159,7 +159,7 @@ func TestInspectSelectionIsAProject(t *testing.T) {
 	}
 
 	gone := tuitest.Inspection("dev1", "kiln-local")
-	gone.Status.Projects = slices.DeleteFunc(gone.Status.Projects, func(p engine.ProjectStatus) bool { return p.Project == "api" })
+	gone.Projects = slices.DeleteFunc(gone.Projects, func(p engine.ProjectStatus) bool { return p.Project == "api" })
 	w.Updates <- gone
 	got = ansi.Strip(h.WaitFor(t, "team-a/api is gone from the cluster"))
 	if strings.Contains(got, "> ") {

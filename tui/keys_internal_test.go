@@ -5,6 +5,8 @@ import (
 
 	"charm.land/bubbles/v2/key"
 	tea "charm.land/bubbletea/v2"
+
+	"github.com/kilnctl/kiln/engine"
 )
 
 // TestHelpBindingsMatchTheirKeys: a help entry's binding matches the keys
@@ -34,7 +36,7 @@ func TestHelpBindingsMatchTheirKeys(t *testing.T) {
 // without an explanation would show its two-word hint alone).
 func TestHelpExplainsEveryKey(t *testing.T) {
 	m := New(Options{})
-	ins := &inspectState{target: Target{Provider: "kube", Name: "dev1"}}
+	ins := &inspectState{target: engine.ClusterRef{Provider: "kube", Name: "dev1"}}
 	states := map[string]func(){
 		"home":           func() { m.screen = screenHome },
 		"home, last run": func() { m.screen, m.lastRun = screenHome, &runState{} },
@@ -54,6 +56,14 @@ func TestHelpExplainsEveryKey(t *testing.T) {
 		"create form":       func() { m.screen = screenCreate },
 		"continue":          func() { m.screen = screenContinue },
 		"destroy":           func() { m.screen = screenDestroy },
+		// The upgrade and rotate key screens (u and K).
+		"upgrade":      func() { m.screen, m.day2.up = screenUpgrade, &upgradeState{} },
+		"upgrade plan": func() { m.screen = screenUpgradePlan },
+		"rotate key":   func() { m.screen, m.day2.rot = screenRotate, &rotateState{} },
+		"rotate key, finishing": func() {
+			m.screen, m.day2.rot = screenRotate, &rotateState{keyIDs: []string{"sha256:a", "sha256:b"}}
+		},
+		"rotate key, confirm": func() { m.screen = screenRotateConfirm },
 	}
 	for name, set := range states {
 		set()

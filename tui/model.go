@@ -6,7 +6,6 @@
 package tui
 
 import (
-	"context"
 	"sync"
 	"time"
 
@@ -23,49 +22,6 @@ import (
 
 // Cluster is one row of the home screen.
 type Cluster = engine.ClusterSummary
-
-// CreateRequest is what the create form collects.
-type CreateRequest struct {
-	// Location is the kube context, or the AWS region.
-	Provider, Name, Location, ConfigPath string
-	// The aws provider's node group and credentials (provider aws): 0
-	// nodes and "" instance type are the provider's defaults; "" profile
-	// is the default credential chain. NodesGiven says the Nodes field
-	// was filled in (so 0 is refused, not the default); Nodes is -1 when
-	// it is not a number. The backend judges the count by the provider's
-	// rule (AWSChecker): the form holds no range of its own.
-	Nodes        int
-	NodesGiven   bool
-	InstanceType string
-	Profile      string
-	// TokenDir is the form's Token dir field ("" for the default and the
-	// keyring's entry).
-	TokenDir string
-}
-
-// Target names one existing cluster.
-type Target struct {
-	Provider, Name, Location string
-}
-
-// Backend runs the engine for the wizard. Calls that take a Sink and a
-// Confirmer run the engine with them; all are called from commands, never
-// from Update.
-type Backend interface {
-	// Locations lists the kubeconfig contexts and the current one.
-	Locations() (names []string, current string, err error)
-	// Clusters discovers the kiln clusters across every location.
-	Clusters(ctx context.Context) ([]Cluster, error)
-	Create(ctx context.Context, req CreateRequest, sink engine.Sink, confirm engine.Confirmer) error
-	// Status reads a cluster's live state for the inspect screens, quietly
-	// (no events): it is called every few seconds.
-	Status(ctx context.Context, t Target) (*Inspection, error)
-	// Project runs one project operation (start, suspend, restack).
-	Project(ctx context.Context, t Target, op ProjectOp, sink engine.Sink, confirm engine.Confirmer) error
-	Destroy(ctx context.Context, t Target, sink engine.Sink, confirm engine.Confirmer) error
-	// DayTwo upgrades a platform and rotates its key.
-	DayTwo
-}
 
 type screen int
 
@@ -116,7 +72,8 @@ func (k opKind) String() string {
 
 // Options configure a Model.
 type Options struct {
-	Backend Backend
+	// Ops runs the engine for the wizard (the CLI's).
+	Ops Ops
 	// Bridge is the engine's sink and confirmer for this program.
 	Bridge *Bridge
 	// Now is the clock (default time.Now); tests fix it.
@@ -126,7 +83,7 @@ type Options struct {
 	// Record keeps every event received, for the parity test.
 	Record bool
 	// InspectEvery is how often the inspect screens re-read the cluster
-	// (default DefaultInspectEvery) when the backend is no Watcher.
+	// (default DefaultInspectEvery) when Ops is no Watcher.
 	InspectEvery time.Duration
 	// ReadOnly offers no action that changes a cluster on the inspect
 	// screens (kiln inspect --read-only).
@@ -134,7 +91,7 @@ type Options struct {
 	// Inspect, when set, opens the inspect screen of this cluster at
 	// start (kiln inspect PROVIDER NAME); with InspectOnly, leaving it
 	// quits instead of going to the home screen.
-	Inspect     *Target
+	Inspect     *engine.ClusterRef
 	InspectOnly bool
 }
 
@@ -170,7 +127,7 @@ type Model struct {
 	homeTable   table.Model
 	homeLoaded  bool   // the first discovery arrived (initial selection made)
 	homeNote    string // why the last key did nothing
-	// regions are the locations a SearchReporter's discovery searches
+	// regions are the locations the discovery searches
 	// (aws regions), as they go; homeGen numbers discoveries.
 	regions []regionState
 	homeGen int
@@ -219,13 +176,6 @@ type Model struct {
 	recorded []engine.Event
 	// ops counts operations whose engine call has not returned.
 	ops sync.WaitGroup
-}
-
-// AWSChecker is a Backend that checks the create form's aws fields as
-// they are typed, with the aws provider's own rules (no AWS call): nil, or
-// an engine.InputError naming the field.
-type AWSChecker interface {
-	CheckAWS(req CreateRequest) error
 }
 
 // detailView is a full-text view of something the current screen shows
@@ -334,24 +284,16 @@ func (m *Model) tick() tea.Cmd {
 }
 
 func (m *Model) refresh() tea.Cmd {
-	b := m.opts.Backend
+	b := m.opts.Ops
 	if b == nil {
 		return nil
 	}
 	m.homeLoading = true
-	if r, ok := b.(SearchReporter); ok {
-		return m.refreshWithProgress(r)
-	}
-	return func() tea.Msg {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		cs, err := b.Clusters(ctx)
-		return clustersMsg{clusters: cs, err: err}
-	}
+	return m.refreshWithProgress(b)
 }
 
 func (m *Model) loadLocations() tea.Cmd {
-	b := m.opts.Backend
+	b := m.opts.Ops
 	if b == nil {
 		return nil
 	}

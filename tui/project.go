@@ -14,18 +14,18 @@ import (
 	"github.com/kilnctl/kiln/internal/human"
 )
 
-// ProjectFeed is a Backend that shows the project screen why a project is
+// ProjectFeed is Ops that shows the project screen why a project is
 // in its state: the Kubernetes Events of its objects and pods, and its
-// pods' log lines as they come. A backend without it shows neither.
+// pods' log lines as they come. Ops without it show neither.
 type ProjectFeed interface {
 	// ProjectEvents reads the Events of project ref (TENANT/PROJECT),
 	// newest first.
-	ProjectEvents(ctx context.Context, t Target, ref string) ([]engine.EventInfo, error)
+	ProjectEvents(ctx context.Context, t engine.ClusterRef, ref string) ([]engine.EventInfo, error)
 	// FollowLogs calls fn with the last tail lines of each container of
 	// each of the project's pods, then with every new line (and the lines
 	// of pods that start later), from one goroutine at a time, until ctx
 	// ends (which returns nil).
-	FollowLogs(ctx context.Context, t Target, ref string, tail int, fn func(engine.PodLogLine)) error
+	FollowLogs(ctx context.Context, t engine.ClusterRef, ref string, tail int, fn func(engine.PodLogLine)) error
 }
 
 // logTail is how many lines of each container the project screen starts
@@ -143,7 +143,7 @@ func (m *Model) syncFeed() tea.Cmd {
 	if want == "" || s.feed != nil {
 		return nil
 	}
-	f, ok := m.opts.Backend.(ProjectFeed)
+	f, ok := m.opts.Ops.(ProjectFeed)
 	if !ok {
 		return nil
 	}
@@ -182,7 +182,7 @@ func (m *Model) stopFeed() {
 // makes the next one wait for it (one more read when it lands).
 func (m *Model) readEvents() tea.Cmd {
 	s := m.insp
-	f, ok := m.opts.Backend.(ProjectFeed)
+	f, ok := m.opts.Ops.(ProjectFeed)
 	if s == nil || s.feed == nil || !ok {
 		return nil
 	}

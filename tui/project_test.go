@@ -19,7 +19,7 @@ import (
 // crash looping), two Events and a log.
 func feedBackend() *tuitest.FeedBackend {
 	b := inspectBackend()
-	api := &b.Inspections[0].Status.Projects[1]
+	api := &b.Inspections[0].Projects[1]
 	api.Pods = []engine.PodInfo{
 		{Name: "api-7d9f5-x2k4p", Phase: "Running", Ready: true, Restarts: 0},
 		{Name: "api-7d9f5-q8w1z", Phase: "Running", Restarts: 4, Waiting: "CrashLoopBackOff", LastTermination: "Error", LastExitCode: 1},

@@ -1,7 +1,6 @@
 package tui
 
 import (
-	"context"
 	"fmt"
 	"strings"
 
@@ -38,7 +37,7 @@ const (
 
 // newProjectState is the new project form.
 type newProjectState struct {
-	target  Target
+	target  engine.ClusterRef
 	tenants []string
 	stacks  []string
 	// existing are the refs (TENANT/PROJECT) of the projects the last
@@ -53,7 +52,7 @@ type newProjectState struct {
 
 // deleteProjectState is the typed confirmation of a project's deletion.
 type deleteProjectState struct {
-	target  Target
+	target  engine.ClusterRef
 	project engine.ProjectStatus
 	back    screen
 	in      textinput.Model
@@ -122,11 +121,11 @@ func (m *Model) projectLifecycleKey(k tea.KeyPressMsg, p *engine.ProjectStatus) 
 // openNewProject opens the new project form of the inspected cluster.
 func (m *Model) openNewProject() tea.Cmd {
 	st := m.insp
-	if st.data == nil || st.data.Status == nil {
+	if st.data == nil {
 		st.note = "new project: the cluster has not been read yet"
 		return nil
 	}
-	cs := st.data.Status
+	cs := st.data
 	if len(cs.Tenants) == 0 || len(st.data.Stacks) == 0 {
 		st.note = "new project: the platform's config lists no tenant or no stack (add them with u upgrade)"
 		return nil
@@ -253,11 +252,11 @@ func (m *Model) submitNewProject() tea.Cmd {
 		return m.focusNewProject(npName)
 	}
 	t, r := f.target, f.newRef()
-	op := ProjectOp{Op: engine.ProjectCreate, Ref: r, Stack: f.stacks[f.stack]}
+	op := engine.ProjectRequest{Op: engine.ProjectCreate, Ref: r, Stack: f.stacks[f.stack]}
 	m.insp.create = nil
 	m.insp.selRef, m.insp.ref = r, ""
-	return m.startOn(t.Provider, opProject, "create "+r, t.Location, func(ctx context.Context, b Backend, br *Bridge) error {
-		return b.Project(ctx, t, op, br, br)
+	return m.startOn(t.Provider, opProject, "create "+r, t.Location, func(o Ops) Op {
+		return o.Project(t, op)
 	})
 }
 
@@ -322,8 +321,8 @@ func (m *Model) deleteProjectKey(k tea.KeyPressMsg) tea.Cmd {
 		m.insp.del = nil
 		// The project will be gone: back on the table, not its screen.
 		m.insp.ref = ""
-		return m.startOn(t.Provider, opProject, "delete "+r, t.Location, func(ctx context.Context, b Backend, br *Bridge) error {
-			return b.Project(ctx, t, ProjectOp{Op: engine.ProjectDelete, Ref: r}, br, br)
+		return m.startOn(t.Provider, opProject, "delete "+r, t.Location, func(o Ops) Op {
+			return o.Project(t, engine.ProjectRequest{Op: engine.ProjectDelete, Ref: r})
 		})
 	}
 	var cmd tea.Cmd

@@ -1,7 +1,7 @@
 package tui_test
 
 import (
-	"slices"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -20,7 +20,7 @@ func typeText(h *tuitest.Harness, s string) {
 
 // onAPI starts the wizard over b and selects team-a/api on the inspect
 // screen of dev1.
-func onAPI(t *testing.T, b tui.Backend, opts tui.Options) *tuitest.Harness {
+func onAPI(t *testing.T, b tui.Ops, opts tui.Options) *tuitest.Harness {
 	t.Helper()
 	h := tuitest.Start(t, b, opts)
 	h.WaitFor(t, "dev1")
@@ -82,8 +82,8 @@ func TestNewProjectForm(t *testing.T) {
 	h.Key("enter")
 	h.WaitFor(t, "✓ project team-a/shop create done")
 	h.WaitFor(t, "esc back")
-	want := []tui.ProjectOp{{Op: engine.ProjectCreate, Ref: "team-a/shop", Stack: "gpu"}}
-	if got := b.Ops(); !slices.Equal(got, want) {
+	want := []engine.ProjectRequest{{Op: engine.ProjectCreate, Ref: "team-a/shop", Stack: "gpu"}}
+	if got := b.Ops(); !reflect.DeepEqual(got, want) {
 		t.Errorf("project ops = %+v, want %+v", got, want)
 	}
 	h.Key("esc")
@@ -135,8 +135,8 @@ func TestDeleteProjectIsTyped(t *testing.T) {
 	typeText(h, "api")
 	h.Key("enter")
 	h.WaitFor(t, "✓ project team-a/api delete done")
-	want := []tui.ProjectOp{{Op: engine.ProjectDelete, Ref: "team-a/api"}}
-	if got := b.Ops(); !slices.Equal(got, want) {
+	want := []engine.ProjectRequest{{Op: engine.ProjectDelete, Ref: "team-a/api"}}
+	if got := b.Ops(); !reflect.DeepEqual(got, want) {
 		t.Errorf("project ops = %+v, want %+v", got, want)
 	}
 }
@@ -156,8 +156,8 @@ func TestRotateProjectTokenIsConfirmed(t *testing.T) {
 	h.WaitFor(t, "Rotate the token of project team-a/api?")
 	h.Key("y")
 	h.WaitFor(t, "✓ project team-a/api rotate-token done")
-	want := []tui.ProjectOp{{Op: engine.ProjectRotateToken, Ref: "team-a/api"}}
-	if got := b.Ops(); !slices.Equal(got, want) {
+	want := []engine.ProjectRequest{{Op: engine.ProjectRotateToken, Ref: "team-a/api"}}
+	if got := b.Ops(); !reflect.DeepEqual(got, want) {
 		t.Errorf("project ops = %+v, want %+v", got, want)
 	}
 }

@@ -7,13 +7,15 @@ import (
 	"time"
 
 	tea "charm.land/bubbletea/v2"
+
+	"github.com/kilnctl/kiln/engine"
 )
 
-// blockingWatcher is a Backend (the interface embedded, unused) whose
-// Watch blocks until its context ends.
-type blockingWatcher struct{ Backend }
+// blockingWatcher is Ops (the interface embedded, unused) whose Watch
+// blocks until its context ends.
+type blockingWatcher struct{ Ops }
 
-func (blockingWatcher) Watch(ctx context.Context, _ Target, _ func(*Inspection, error)) error {
+func (blockingWatcher) Watch(ctx context.Context, _ engine.ClusterRef, _ engine.WatchFunc) error {
 	<-ctx.Done()
 	return nil
 }
@@ -22,7 +24,7 @@ func (blockingWatcher) Watch(ctx context.Context, _ Target, _ func(*Inspection, 
 // watch) starts nothing inside Update: the watch is a command Bubble Tea
 // runs, as every operation is.
 func TestUpdateStartsNoGoroutine(t *testing.T) {
-	m := New(Options{Backend: blockingWatcher{}})
+	m := New(Options{Ops: blockingWatcher{}})
 	m.clusters = []Cluster{{Provider: "kube", Name: "dev1", Location: "kiln-local"}}
 	before := runtime.NumGoroutine()
 	_, cmd := m.Update(tea.KeyPressMsg{Code: 'i', Text: "i"})

@@ -12,13 +12,6 @@ import (
 	"github.com/kilnctl/kiln/engine"
 )
 
-// SearchReporter is a Backend whose discovery reports each location's
-// search as it goes (the aws provider's regions): the home screen shows
-// a spinner per region being searched and says which failed, and why.
-type SearchReporter interface {
-	ClustersProgress(ctx context.Context, fn func(engine.SearchProgress)) ([]Cluster, error)
-}
-
 // regionState is one location's search on the home screen.
 type regionState struct {
 	provider, name string
@@ -61,9 +54,9 @@ type searchMsg struct {
 	final *clustersMsg
 }
 
-// refreshWithProgress runs the discovery with a SearchReporter: progress
-// arrives as searchMsgs until the result, which ends them.
-func (m *Model) refreshWithProgress(r SearchReporter) tea.Cmd {
+// refreshWithProgress runs the discovery: progress arrives as searchMsgs
+// until the result, which ends them.
+func (m *Model) refreshWithProgress(o Ops) tea.Cmd {
 	m.homeGen++
 	m.regions = nil
 	gen := m.homeGen
@@ -74,7 +67,7 @@ func (m *Model) refreshWithProgress(r SearchReporter) tea.Cmd {
 	// goroutine); its progress and result come through buf and done.
 	search := func() tea.Msg {
 		defer cancel()
-		cs, err := r.ClustersProgress(ctx, buf.add)
+		cs, err := o.Clusters(ctx, buf.add)
 		done <- clustersMsg{clusters: cs, err: err}
 		return nil
 	}

@@ -1,7 +1,6 @@
 package tui
 
 import (
-	"context"
 	"fmt"
 	"strings"
 	"time"
@@ -24,7 +23,7 @@ const (
 // its confirmation (the engine's question, answered by typing the
 // cluster name).
 type rotateState struct {
-	target Target
+	target engine.ClusterRef
 	back   screen
 	// keyIDs are the keys the cluster trusted when the screen opened;
 	// two mean a rotation is under way, which the screen offers to
@@ -69,7 +68,7 @@ var rotateConfirmKeys = rotateConfirmKeyMap{
 
 // openRotate opens the rotate key screen of cluster t; keyIDs are the
 // keys it trusts as last read.
-func (m *Model) openRotate(t Target, keyIDs []string) tea.Cmd {
+func (m *Model) openRotate(t engine.ClusterRef, keyIDs []string) tea.Cmd {
 	r := &rotateState{target: t, back: m.screen, keyIDs: append([]string(nil), keyIDs...)}
 	r.keepIn = m.newInput("(optional) e.g. 24h or 30m")
 	r.nameIn = m.newInput("")
@@ -150,12 +149,12 @@ func (m *Model) submitRotate() tea.Cmd {
 	}
 	r.err = ""
 	t := r.target
-	req := RotateRequest{KeepOld: r.keepOld, Finish: r.finishing()}
+	req := engine.RotateKeyRequest{KeepOld: r.keepOld, Finish: r.finishing()}
 	if req.Finish {
 		req.KeepOld = 0
 	}
-	return m.startOn(t.Provider, opRotate, t.Name, t.Location, func(ctx context.Context, b Backend, br *Bridge) error {
-		return b.RotateKey(ctx, t, req, br, br)
+	return m.startOn(t.Provider, opRotate, t.Name, t.Location, func(o Ops) Op {
+		return o.RotateKey(t, req)
 	})
 }
 
@@ -165,7 +164,7 @@ func (msg rotateAsk) applyTo(m *Model) tea.Cmd {
 	}
 	r := m.day2.rot
 	if r == nil {
-		r = &rotateState{target: Target{Provider: msg.q.Provider, Name: msg.q.Name, Location: msg.q.Location}, back: screenHome}
+		r = &rotateState{target: engine.ClusterRef{Provider: msg.q.Provider, Name: msg.q.Name, Location: msg.q.Location}, back: screenHome}
 		r.nameIn = m.newInput("")
 		m.day2.rot = r
 		m.fitDayTwo()

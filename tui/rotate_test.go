@@ -50,7 +50,7 @@ func TestRotateKeyTypedConfirmation(t *testing.T) {
 	h.Key("enter")
 	h.WaitFor(t, "✓ key of dev1 rotated to")
 	h.WaitFor(t, "esc back")
-	if got, want := b.Rotations(), []tui.RotateRequest{{KeepOld: 24 * time.Hour}}; !reflect.DeepEqual(got, want) {
+	if got, want := b.Rotations(), []engine.RotateKeyRequest{{KeepOld: 24 * time.Hour}}; !reflect.DeepEqual(got, want) {
 		t.Errorf("rotate requests %+v, want %+v", got, want)
 	}
 	if got := b.Answers(); !reflect.DeepEqual(got, []bool{true}) {
@@ -87,7 +87,7 @@ func TestRotateFinishPending(t *testing.T) {
 	if strings.Contains(end, "✗") {
 		t.Errorf("Esc on the rotate question is shown as a failure:\n%s", end)
 	}
-	if got, want := b.Rotations(), []tui.RotateRequest{{Finish: true}}; !reflect.DeepEqual(got, want) {
+	if got, want := b.Rotations(), []engine.RotateKeyRequest{{Finish: true}}; !reflect.DeepEqual(got, want) {
 		t.Errorf("rotate requests %+v, want %+v", got, want)
 	}
 	if got := b.Answers(); !reflect.DeepEqual(got, []bool{false}) {

@@ -59,7 +59,7 @@ type runState struct {
 	// to the form as it was typed.
 	fromForm bool
 	// target is the cluster a destroy run is about (what d runs again).
-	target Target
+	target engine.ClusterRef
 
 	focusLog  bool
 	logOffset int // lines scrolled up from the bottom
@@ -176,9 +176,10 @@ func (r *runState) phase(name string) *phaseRow {
 	return nil
 }
 
-// start begins an operation: the engine runs in a command, reporting
-// through the bridge, which queues the operation's end behind its events.
-func (m *Model) start(kind opKind, name, location string, op func(context.Context, Backend, *Bridge) error) tea.Cmd {
+// start begins an operation: op asks Ops for it, and the engine runs it
+// in a command, reporting through the bridge, which queues the
+// operation's end behind its events.
+func (m *Model) start(kind opKind, name, location string, op func(Ops) Op) tea.Cmd {
 	ctx, cancel := context.WithCancel(context.Background())
 	m.run = newRunState(kind, name, location, cancel, m.opts.Now())
 	m.askCancel, m.cancelling, m.help, m.runReopened = false, false, false, false
@@ -186,14 +187,15 @@ func (m *Model) start(kind opKind, name, location string, op func(context.Contex
 	if kind == opCreate {
 		m.screen = screenDiscover
 	}
-	b, br := m.opts.Backend, m.opts.Bridge
-	if b == nil || br == nil {
+	ops, br := m.opts.Ops, m.opts.Bridge
+	if ops == nil || br == nil {
 		return nil
 	}
+	run := op(ops)
 	m.ops.Add(1)
 	return func() tea.Msg {
 		defer m.ops.Done()
-		err := op(ctx, b, br)
+		err := run(ctx, br, br)
 		br.Done(err)
 		return nil
 	}
@@ -201,7 +203,7 @@ func (m *Model) start(kind opKind, name, location string, op func(context.Contex
 
 // startOn is start of an operation on a cluster of provider (the run
 // view names it).
-func (m *Model) startOn(provider string, kind opKind, name, location string, op func(context.Context, Backend, *Bridge) error) tea.Cmd {
+func (m *Model) startOn(provider string, kind opKind, name, location string, op func(Ops) Op) tea.Cmd {
 	cmd := m.start(kind, name, location, op)
 	m.run.provider = provider
 	return cmd

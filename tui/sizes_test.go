@@ -20,7 +20,7 @@ import (
 // name, long reasons and Events.
 func longBackend() *tuitest.FeedBackend {
 	f := feedBackend()
-	st := f.Inspections[0].Status
+	st := f.Inspections[0]
 	st.Objects = append(st.Objects, engine.ObjectStatus{Kind: "NetworkPolicy", Namespace: "kiln-tenant-default", Name: "kiln-tenant-isolation", Status: engine.StatusCurrent, Message: "ingress only from kiln-system/kiln-gateway"})
 	p := &st.Projects[0]
 	p.Project = "a-rather-long-project-name"

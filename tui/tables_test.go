@@ -51,7 +51,7 @@ func TestTablesMeasureDisplayWidth(t *testing.T) {
 // project table scrolls to keep the selection in view, both ways.
 func TestInspectTableScrollsToSelection(t *testing.T) {
 	b := inspectBackend()
-	st := b.Inspections[0].Status
+	st := b.Inspections[0]
 	base := st.Projects[0]
 	st.Projects = nil
 	for i := range 60 {

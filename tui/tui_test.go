@@ -3,6 +3,7 @@ package tui_test
 import (
 	"context"
 	"io"
+	"reflect"
 	"regexp"
 	"strings"
 	"testing"
@@ -93,7 +94,7 @@ func TestCreateFreshRunAndFinal(t *testing.T) {
 	t.Run("final", func(t *testing.T) {
 		requireGolden(t, h.WaitFor(t, "Next"))
 	})
-	if got := b.Requests; len(got) != 1 || got[0] != (tui.CreateRequest{Provider: "kube", Name: "dev2", Location: "lab"}) {
+	if got := b.Requests; len(got) != 1 || !reflect.DeepEqual(got[0], tuitest.Create{Cluster: engine.ClusterRef{Provider: "kube", Name: "dev2", Location: "lab"}}) {
 		t.Errorf("create requests = %+v", got)
 	}
 	// The wizard's next step first: i inspects the new cluster (where n

@@ -1,7 +1,6 @@
 package tui
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"sort"
@@ -35,7 +34,7 @@ const (
 // upgradeState is the upgrade screen (config file and options) and its
 // plan screen (the engine's question).
 type upgradeState struct {
-	target Target
+	target engine.ClusterRef
 	// back is the screen Esc returns to (home, inspect, project).
 	back           screen
 	focus          int
@@ -97,16 +96,8 @@ var upgradePlanKeys = upgradePlanKeyMap{
 	Cancel: key.NewBinding(key.WithKeys("esc", "q", "n"), key.WithHelp("esc", "cancel (nothing changes)")),
 }
 
-// AWSUpgradeChecker is a Backend that checks the upgrade screen's EKS
-// fields as they are typed, with the aws provider's own rules (no AWS
-// call), as kiln upgrade aws checks its flags: nil, or an
-// engine.InputError naming the field.
-type AWSUpgradeChecker interface {
-	CheckAWSUpgrade(t Target, req UpgradeRequest) error
-}
-
 // openUpgrade opens the upgrade screen of cluster t, empty.
-func (m *Model) openUpgrade(t Target) tea.Cmd {
+func (m *Model) openUpgrade(t engine.ClusterRef) tea.Cmd {
 	u := &upgradeState{target: t, back: m.screen, planFocus: 1}
 	u.configIn = m.newInput("(optional) path to a ClusterConfig file")
 	if u.eks() {
@@ -149,11 +140,11 @@ func (u *upgradeState) labelWidth() int {
 
 // runningVersion is the Kubernetes version (MAJOR.MINOR) cluster t runs,
 // as the inspect screen last read it ("" when not read).
-func (m *Model) runningVersion(t Target) string {
-	if m.insp == nil || m.insp.target != t || m.insp.data == nil || m.insp.data.Status == nil {
+func (m *Model) runningVersion(t engine.ClusterRef) string {
+	if m.insp == nil || m.insp.target != t || m.insp.data == nil {
 		return ""
 	}
-	v := strings.TrimPrefix(m.insp.data.Status.KubernetesVersion, "v")
+	v := strings.TrimPrefix(m.insp.data.KubernetesVersion, "v")
 	parts := strings.SplitN(v, ".", 3)
 	if len(parts) < 2 || parts[0] == "" || parts[1] == "" {
 		return ""
@@ -181,35 +172,40 @@ func (u *upgradeState) input(f int) *textinput.Model {
 	return nil
 }
 
-// request is what the upgrade screen asks (Nodes -1 when the field is
-// not a number).
-func (u *upgradeState) request() UpgradeRequest {
-	req := UpgradeRequest{ConfigPath: strings.TrimSpace(u.configIn.Value()), Restack: u.restack, DeleteProjects: u.deleteProjects}
+// request is what the upgrade screen asks.
+func (u *upgradeState) request() engine.UpgradeRequest {
+	return engine.UpgradeRequest{ConfigPath: strings.TrimSpace(u.configIn.Value()), Restack: u.restack, DeleteProjects: u.deleteProjects}
+}
+
+// infra is what the upgrade screen's EKS fields ask of the
+// infrastructure (Nodes -1 when the field is not a number).
+func (u *upgradeState) infra() engine.Infra {
+	var in engine.Infra
 	if !u.eks() {
-		return req
+		return in
 	}
-	req.KubernetesVersion = strings.TrimSpace(u.versionIn.Value())
-	req.InstanceType = strings.TrimSpace(u.typeIn.Value())
+	in.KubernetesVersion = strings.TrimSpace(u.versionIn.Value())
+	in.InstanceType = strings.TrimSpace(u.typeIn.Value())
 	if v := strings.TrimSpace(u.nodesIn.Value()); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 0 {
 			n = -1
 		}
-		req.Nodes, req.NodesGiven = n, true
+		in.Nodes, in.NodesGiven = n, true
 	}
-	return req
+	return in
 }
 
-// checkUpgradeAWS checks the EKS fields with the backend's aws rules as
-// they are typed (no AWS call), worded with the upgrade screen's fields.
+// checkUpgradeAWS checks the EKS fields with the aws provider's rules
+// (Ops.CheckUpgrade) as they are typed (no AWS call), worded with the
+// upgrade screen's fields.
 func (m *Model) checkUpgradeAWS() {
 	u := m.day2.up
 	u.awsErr, u.awsErrIn = "", ""
-	c, ok := m.opts.Backend.(AWSUpgradeChecker)
-	if !u.eks() || !ok {
+	if !u.eks() || m.opts.Ops == nil {
 		return
 	}
-	if err := c.CheckAWSUpgrade(u.target, u.request()); err != nil {
+	if err := m.opts.Ops.CheckUpgrade(u.target, u.infra()); err != nil {
 		u.awsErr = err.Error()
 		var ie *engine.InputError
 		if errors.As(err, &ie) {
@@ -383,9 +379,9 @@ func (m *Model) submitUpgrade() tea.Cmd {
 	m.blurUpgrade()
 	u.err = ""
 	t := u.target
-	req := u.request()
-	return m.startOn(t.Provider, opUpgrade, t.Name, t.Location, func(ctx context.Context, b Backend, br *Bridge) error {
-		return b.Upgrade(ctx, t, req, br, br)
+	req, infra := u.request(), u.infra()
+	return m.startOn(t.Provider, opUpgrade, t.Name, t.Location, func(o Ops) Op {
+		return o.Upgrade(t, infra, req)
 	})
 }
 
@@ -397,7 +393,7 @@ func (msg upgradeAsk) applyTo(m *Model) tea.Cmd {
 	if u == nil {
 		// Not opened from the upgrade screen (cannot happen today): still
 		// answerable, never left waiting.
-		u = &upgradeState{target: Target{Provider: msg.q.Provider, Name: msg.q.Name, Location: msg.q.Location}, back: screenHome}
+		u = &upgradeState{target: engine.ClusterRef{Provider: msg.q.Provider, Name: msg.q.Name, Location: msg.q.Location}, back: screenHome}
 		m.day2.up = u
 	}
 	u.ask, u.planFocus = &msg, 1 // focus starts on Cancel
@@ -557,7 +553,7 @@ func (m *Model) viewUpgradePlan(p *page, rows int) {
 	}
 	p.hang(m.st.faint.Render("Config "+cfg+" · "+strings.Join(opts, " · ")), 2)
 	if u.eks() {
-		p.hang(m.st.faint.Render("EKS "+eksAsked(u.request())), 2)
+		p.hang(m.st.faint.Render("EKS "+eksAsked(u.infra())), 2)
 	}
 	n := len(q.Changes)
 	b1, b2 := fmt.Sprintf("[ Apply %d change%s ]", n, human.Plural(n)), "[ Cancel ]"
@@ -583,7 +579,7 @@ func (m *Model) viewUpgradePlan(p *page, rows int) {
 }
 
 // eksAsked words the EKS fields of an upgrade request.
-func eksAsked(req UpgradeRequest) string {
+func eksAsked(req engine.Infra) string {
 	var parts []string
 	if req.KubernetesVersion != "" {
 		parts = append(parts, "Kubernetes version "+req.KubernetesVersion)

@@ -65,7 +65,7 @@ func TestUpgradeFormPlanAndApply(t *testing.T) {
 	h.Key("enter")
 	h.WaitFor(t, "✓ platform dev1 upgraded: 7 changes applied")
 	h.WaitFor(t, "esc back") // the run has ended
-	want := []tui.UpgradeRequest{{ConfigPath: "testdata/upgrade.yaml", Restack: true}}
+	want := []tuitest.Upgrade{{Req: engine.UpgradeRequest{ConfigPath: "testdata/upgrade.yaml", Restack: true}}}
 	if got := b.Upgrades(); !reflect.DeepEqual(got, want) {
 		t.Errorf("upgrade requests %+v, want %+v", got, want)
 	}
@@ -105,7 +105,7 @@ func TestUpgradePlanCancelChangesNothing(t *testing.T) {
 			if got := b.Answers(); !reflect.DeepEqual(got, []bool{false}) {
 				t.Errorf("answers %v, want [false]", got)
 			}
-			if got := b.Upgrades(); len(got) != 1 || got[0] != (tui.UpgradeRequest{}) {
+			if got := b.Upgrades(); len(got) != 1 || !reflect.DeepEqual(got[0], tuitest.Upgrade{}) {
 				t.Errorf("upgrade requests %+v, want one with no config and no options", got)
 			}
 			h.Key("esc")
@@ -209,7 +209,7 @@ func TestReadOnlyInspectOffersNoUpgradeOrRotate(t *testing.T) {
 	b := inspectBackend()
 	b.OnUpgrade = tuitest.UpgradeScript("dev1", "kiln-local", tuitest.UpgradePlan("dev1"))
 	b.OnRotate = tuitest.RotateScript("dev1", "kiln-local", engine.RotateStart, 0)
-	h := tuitest.Start(t, b, tui.Options{ReadOnly: true, InspectOnly: true, Inspect: &tui.Target{Provider: "kube", Name: "dev1", Location: "kiln-local"}})
+	h := tuitest.Start(t, b, tui.Options{ReadOnly: true, InspectOnly: true, Inspect: &engine.ClusterRef{Provider: "kube", Name: "dev1", Location: "kiln-local"}})
 	got := ansi.Strip(h.WaitFor(t, "Projects (3)"))
 	h.Key("?")
 	got += ansi.Strip(h.WaitFor(t, "Keys on this screen"))

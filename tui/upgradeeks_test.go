@@ -19,7 +19,7 @@ import (
 func eksBackend() *tuitest.Backend {
 	b := backend()
 	b.List = append(b.List, tui.Cluster{Provider: "aws", Name: "eks1", Location: "eu-west-1", Platform: engine.PlatformInstalled, Projects: 1})
-	b.AWSUpgradeCheck = func(t tui.Target, req tui.UpgradeRequest) error {
+	b.AWSUpgradeCheck = func(t engine.ClusterRef, req engine.Infra) error {
 		if req.NodesGiven && req.Nodes < 0 {
 			return awsprovider.NotANodeCount()
 		}
@@ -147,7 +147,7 @@ func TestUpgradeEKSFields(t *testing.T) {
 	h.Key("left")                                                // Apply
 	h.Key("enter")
 	h.WaitFor(t, "✓ platform eks1 upgraded: 4 changes applied")
-	want := []tui.UpgradeRequest{{KubernetesVersion: "1.32", Nodes: 3, NodesGiven: true, InstanceType: "m6i.large"}}
+	want := []tuitest.Upgrade{{Infra: engine.Infra{KubernetesVersion: "1.32", Nodes: 3, NodesGiven: true, InstanceType: "m6i.large"}}}
 	if got := b.Upgrades(); !reflect.DeepEqual(got, want) {
 		t.Errorf("upgrade requests %+v, want %+v", got, want)
 	}
@@ -172,7 +172,7 @@ func TestUpgradeEKSFieldsEmptyKeepWhatRuns(t *testing.T) {
 	}
 	h.Key("esc")
 	h.WaitFor(t, "○ cancelled — nothing was changed")
-	if got := b.Upgrades(); len(got) != 1 || got[0] != (tui.UpgradeRequest{}) {
+	if got := b.Upgrades(); len(got) != 1 || !reflect.DeepEqual(got[0], tuitest.Upgrade{}) {
 		t.Errorf("upgrade requests %+v, want one asking nothing", got)
 	}
 }
@@ -230,8 +230,8 @@ func TestUpgradeEKSRefusalFocusesTheField(t *testing.T) {
 func TestUpgradeEKSShowsTheRunningVersion(t *testing.T) {
 	b := eksBackend()
 	in := tuitest.Inspection("eks1", "eu-west-1")
-	in.Status.Provider, in.Status.KubernetesVersion = "aws", "v1.31.4-eks-0f1e2d3"
-	b.Inspections = []*tui.Inspection{in}
+	in.Provider, in.KubernetesVersion = "aws", "v1.31.4-eks-0f1e2d3"
+	b.Inspections = []*engine.ClusterStatus{in}
 	h := tuitest.Start(t, b, tui.Options{})
 	selectEKS(t, h)
 	h.Key("i")

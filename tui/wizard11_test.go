@@ -228,7 +228,7 @@ func TestFailedSubmitKeepsTheForm(t *testing.T) {
 			t.Errorf("the form lost %q:\n%s", want, got)
 		}
 	}
-	if r := b.Requests; len(r) != 1 || r[0].TokenDir != "/tmp/tokens" {
+	if r := b.Requests; len(r) != 1 || r[0].Req.TokenDir != "/tmp/tokens" {
 		t.Errorf("requests %+v", r)
 	}
 }

@@ -143,7 +143,7 @@ func Drift(ctx context.Context, cs kubernetes.Interface, obj Object) (string, er
 		return "", err
 	}
 	if !equality.Semantic.DeepEqual(normalize(want), normalize(live.Spec)) {
-		return "rules differ from what kiln applied (kiln upgrade, or create --continue, of this cluster restores them)", nil
+		return "rules differ from what kiln applied (an upgrade of this cluster, or continuing its create, restores them)", nil
 	}
 	return "", nil
 }

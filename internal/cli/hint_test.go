@@ -130,7 +130,7 @@ func TestEngineHintsAreRunnableCommands(t *testing.T) {
 // The wizard's final screen suggests commands a user copies: each kiln
 // one parses, naming the cluster's context or region.
 func TestWizardNextCommandsAreRunnable(t *testing.T) {
-	for _, target := range []tui.Target{{Provider: "kube", Name: "dev1", Location: "kind-dev1"}, {Provider: "aws", Name: "dev2", Location: "eu-west-1"}} {
+	for _, target := range []engine.ClusterRef{{Provider: "kube", Name: "dev1", Location: "kind-dev1"}, {Provider: "aws", Name: "dev2", Location: "eu-west-1"}} {
 		for _, c := range tui.NextCommands(target) {
 			if !strings.HasPrefix(c[0], "kiln ") {
 				continue // kubectl

@@ -41,7 +41,7 @@ view of the same state.`,
 			if !g.interactive() {
 				return exit.Usage("kiln inspect needs a terminal on stdin and stdout (and no --headless); for a headless view run `%s`", engine.Command(engine.Target{Provider: p, Name: args[1], TokenDir: g.tokenDir}, p.Target(), []string{"status"}, "--watch"))
 			}
-			t := tui.Target{Provider: p.Name(), Name: args[1], Location: p.Target()}
+			t := engine.ClusterRef{Provider: p.Name(), Name: args[1], Location: p.Target()}
 			return g.runWizardWith(cmd.Context(), tui.Options{Inspect: &t, InspectOnly: true, ReadOnly: readOnly})
 		},
 	}

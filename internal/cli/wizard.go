@@ -21,7 +21,7 @@ func (g *globals) runWizard(ctx context.Context) error {
 // runWizardWith opens the wizard with opts (kiln inspect opens it on one
 // cluster's inspector).
 func (g *globals) runWizardWith(ctx context.Context, opts tui.Options) error {
-	b := &wizardBackend{g: g, hooks: engine.HooksFrom(ctx)}
+	b := &wizardOps{g: g, hooks: engine.HooksFrom(ctx)}
 	// The wizard owns the terminal, so the file keyring cannot prompt for
 	// its passphrase: it is read from KILN_KEYRING_PASSPHRASE, and an
 	// unavailable keyring is reported in each operation's log.
@@ -31,23 +31,23 @@ func (g *globals) runWizardWith(ctx context.Context, opts tui.Options) error {
 	} else {
 		b.keyring = store
 	}
-	opts.Backend = b
+	opts.Ops = b
 	return tui.RunWith(ctx, opts, g.stdin, g.stdout, os.Environ())
 }
 
-// The wizard's backend is live (Watch), feeds the project screen (Events,
-// followed logs) and reports each AWS region's search.
+// The wizard's Ops are live (Watch) and feed the project screen (Events,
+// followed logs).
 var (
-	_ tui.Watcher           = (*wizardBackend)(nil)
-	_ tui.ProjectFeed       = (*wizardBackend)(nil)
-	_ tui.SearchReporter    = (*wizardBackend)(nil)
-	_ tui.AWSChecker        = (*wizardBackend)(nil)
-	_ tui.AWSUpgradeChecker = (*wizardBackend)(nil)
+	_ tui.Ops         = (*wizardOps)(nil)
+	_ tui.Watcher     = (*wizardOps)(nil)
+	_ tui.ProjectFeed = (*wizardOps)(nil)
 )
 
-// wizardBackend runs the engine for the wizard with the global flags
-// (--kubeconfig, --token-dir, --timeout, --keyring-backend).
-type wizardBackend struct {
+// wizardOps are the engine operations the wizard runs, built as the
+// commands build them with the global flags (--kubeconfig, --token-dir,
+// --timeout, --keyring-backend): the wizard fills in the engine's
+// requests, wizardOps their Target and Timeout.
+type wizardOps struct {
 	g              *globals
 	keyring        engine.Keyring
 	keyringWarning string
@@ -58,7 +58,7 @@ type wizardBackend struct {
 	newProvider func(name, location string) (engine.Provider, error)
 }
 
-func (b *wizardBackend) engine(sink engine.Sink, confirm engine.Confirmer) *engine.Engine {
+func (b *wizardOps) engine(sink engine.Sink, confirm engine.Confirmer) *engine.Engine {
 	if b.keyringWarning != "" {
 		sink.Emit(engine.Event{Type: engine.TypeLog, Level: engine.LevelWarn, Message: b.keyringWarning})
 	}
@@ -70,13 +70,13 @@ func (b *wizardBackend) engine(sink engine.Sink, confirm engine.Confirmer) *engi
 // opContext is the context of one wizard operation: the test hooks kiln
 // was started with (none in a release build) and the API request trace of
 // -v/--log-file, which the wizard's own contexts do not inherit.
-func (b *wizardBackend) opContext(ctx context.Context) context.Context {
+func (b *wizardOps) opContext(ctx context.Context) context.Context {
 	return b.g.rec.context(engine.WithHooks(ctx, b.hooks))
 }
 
 // providerAt builds the provider for a cluster at location, as the
 // commands do with --context / --region.
-func (b *wizardBackend) providerAt(name, location string) (engine.Provider, error) {
+func (b *wizardOps) providerAt(name, location string) (engine.Provider, error) {
 	if b.newProvider != nil {
 		return b.newProvider(name, location)
 	}
@@ -96,7 +96,7 @@ func (b *wizardBackend) providerAt(name, location string) (engine.Provider, erro
 	return nil, exit.Usage("PROVIDER %q: must be kube or aws", name)
 }
 
-func (b *wizardBackend) target(provider, location, name string) (engine.Target, error) {
+func (b *wizardOps) target(provider, location, name string) (engine.Target, error) {
 	p, err := b.providerAt(provider, location)
 	if err != nil {
 		return engine.Target{}, err
@@ -104,7 +104,7 @@ func (b *wizardBackend) target(provider, location, name string) (engine.Target, 
 	return engine.Target{Provider: p, Name: name, TokenDir: b.g.tokenDir}, nil
 }
 
-func (b *wizardBackend) Locations() ([]string, string, error) {
+func (b *wizardOps) Locations() ([]string, string, error) {
 	p := b.g.kubeProvider(b.g.context)
 	names, err := p.Contexts()
 	return names, p.Target(), err
@@ -116,13 +116,9 @@ func (b *wizardBackend) Locations() ([]string, string, error) {
 // token dir the engine would use for each (events discarded: the home
 // screen shows the list). An AWS that cannot be searched is one row with
 // its cause.
-func (b *wizardBackend) Clusters(ctx context.Context) ([]tui.Cluster, error) {
-	return b.ClustersProgress(ctx, nil)
-}
-
-// ClustersProgress is Clusters reporting each AWS region's search as it
-// starts and ends (the home screen's spinner per region).
-func (b *wizardBackend) ClustersProgress(ctx context.Context, progress func(engine.SearchProgress)) ([]tui.Cluster, error) {
+// Each AWS region's search is reported to progress as it starts and ends
+// (the home screen's spinner per region).
+func (b *wizardOps) Clusters(ctx context.Context, progress func(engine.SearchProgress)) ([]tui.Cluster, error) {
 	kp, err := b.providerAt("kube", "")
 	if err != nil {
 		return nil, err
@@ -167,11 +163,25 @@ func awsConfigured(g *globals, getenv func(string) string) bool {
 	return false
 }
 
+// op is an operation on cluster t, ready to run: run gets the cluster's
+// Target, built as the commands build it (the provider at t's location,
+// --token-dir), and the engine as the wizard runs it.
+func (b *wizardOps) op(t engine.ClusterRef, run func(ctx context.Context, e *engine.Engine, r engine.Target) error) tui.Op {
+	return func(ctx context.Context, sink engine.Sink, confirm engine.Confirmer) error {
+		ctx = b.opContext(ctx)
+		r, err := b.target(t.Provider, t.Location, t.Name)
+		if err != nil {
+			return err
+		}
+		return run(ctx, b.engine(sink, confirm), r)
+	}
+}
+
 // awsCreateProvider is the aws provider kiln create aws would build with
 // the form's region, nodes, instance type and profile in place of the
 // flags (the other aws flags still apply).
-func (b *wizardBackend) awsCreateProvider(req tui.CreateRequest) (*awsprovider.Provider, error) {
-	p, err := b.providerAt("aws", req.Location)
+func (b *wizardOps) awsCreateProvider(c engine.ClusterRef, infra engine.Infra) (*awsprovider.Provider, error) {
+	p, err := b.providerAt("aws", c.Location)
 	if err != nil {
 		return nil, err
 	}
@@ -179,36 +189,39 @@ func (b *wizardBackend) awsCreateProvider(req tui.CreateRequest) (*awsprovider.P
 	if !ok {
 		return nil, fmt.Errorf("aws provider: unexpected %T", p)
 	}
-	if err := checkFormNodes(req); err != nil {
+	if err := checkFormNodes(infra); err != nil {
 		return nil, err
 	}
 	// A fresh provider each call (providerAt builds one): the form's
 	// values replace the flags'.
-	if req.Nodes != 0 {
-		ap.Nodes = req.Nodes
+	if infra.Nodes != 0 {
+		ap.Nodes = infra.Nodes
 	}
-	if req.InstanceType != "" {
-		ap.InstanceType = req.InstanceType
+	if infra.InstanceType != "" {
+		ap.InstanceType = infra.InstanceType
 	}
-	if req.Profile != "" {
-		ap.Profile = req.Profile
+	if infra.Profile != "" {
+		ap.Profile = infra.Profile
 	}
 	return ap, nil
 }
 
-// CheckAWS checks the create form's aws fields with the aws provider's
+// CheckCreate checks the create form's aws fields with the aws provider's
 // own rules (ValidateFlags: region spelling, node count, instance type);
 // no AWS call.
-func (b *wizardBackend) CheckAWS(req tui.CreateRequest) error {
-	if err := checkFormNodes(req); err != nil {
+func (b *wizardOps) CheckCreate(c engine.ClusterRef, infra engine.Infra) error {
+	if c.Provider != "aws" {
+		return nil
+	}
+	if err := checkFormNodes(infra); err != nil {
 		return err
 	}
 	if b.newProvider != nil {
 		// Tests: validate with a plain provider of the form's values.
-		p := &awsprovider.Provider{Region: req.Location, Nodes: req.Nodes, InstanceType: req.InstanceType, Profile: req.Profile}
+		p := &awsprovider.Provider{Region: c.Location, Nodes: infra.Nodes, InstanceType: infra.InstanceType, Profile: infra.Profile}
 		return p.ValidateFlags()
 	}
-	p, err := b.awsCreateProvider(req)
+	p, err := b.awsCreateProvider(c, infra)
 	if err != nil {
 		return err
 	}
@@ -217,96 +230,90 @@ func (b *wizardBackend) CheckAWS(req tui.CreateRequest) error {
 
 // checkFormNodes is the aws provider's node-count rule for the create
 // form's Nodes field: a typed 0 is refused, as --nodes 0 is.
-func checkFormNodes(req tui.CreateRequest) error {
-	if req.Nodes < 0 {
+func checkFormNodes(infra engine.Infra) error {
+	if infra.Nodes < 0 {
 		return awsprovider.NotANodeCount()
 	}
-	return awsprovider.CheckNodes(req.Nodes, req.NodesGiven)
+	return awsprovider.CheckNodes(infra.Nodes, infra.NodesGiven)
 }
 
-func (b *wizardBackend) Create(ctx context.Context, req tui.CreateRequest, sink engine.Sink, confirm engine.Confirmer) error {
-	ctx = b.opContext(ctx)
-	var t engine.Target
-	var err error
-	if req.Provider == "aws" && b.newProvider == nil {
-		var p *awsprovider.Provider
-		if p, err = b.awsCreateProvider(req); err == nil {
-			if err = p.ValidateFlags(); err == nil {
-				t = engine.Target{Provider: p, Name: req.Name, TokenDir: b.g.tokenDir}
+// Create runs kiln create of cluster c: an aws cluster's provider gets
+// the form's aws fields in place of the flags; the form's Token dir
+// (req.TokenDir) in place of --token-dir.
+func (b *wizardOps) Create(c engine.ClusterRef, infra engine.Infra, req engine.CreateRequest) tui.Op {
+	return func(ctx context.Context, sink engine.Sink, confirm engine.Confirmer) error {
+		ctx = b.opContext(ctx)
+		var t engine.Target
+		var err error
+		if c.Provider == "aws" && b.newProvider == nil {
+			var p *awsprovider.Provider
+			if p, err = b.awsCreateProvider(c, infra); err == nil {
+				if err = p.ValidateFlags(); err == nil {
+					t = engine.Target{Provider: p, Name: c.Name, TokenDir: b.g.tokenDir}
+				}
 			}
+		} else {
+			t, err = b.target(c.Provider, c.Location, c.Name)
 		}
-	} else {
-		t, err = b.target(req.Provider, req.Location, req.Name)
+		if err != nil {
+			return err
+		}
+		if req.TokenDir != "" {
+			t.TokenDir = req.TokenDir // the form's Token dir field
+		}
+		req.Target, req.Timeout = t, b.g.timeout
+		return b.engine(sink, confirm).Create(ctx, req)
 	}
-	if err != nil {
-		return err
-	}
-	if req.TokenDir != "" {
-		t.TokenDir = req.TokenDir // the form's Token dir field
-	}
-	return b.engine(sink, confirm).Create(ctx, engine.CreateRequest{Target: t, ConfigPath: req.ConfigPath, Timeout: b.g.timeout})
 }
 
 // Status reads the cluster for the inspect screens with engine.Inspect at
 // the cluster's known location (events discarded: it runs every few
 // seconds).
-func (b *wizardBackend) Status(ctx context.Context, t tui.Target) (*tui.Inspection, error) {
+func (b *wizardOps) Status(ctx context.Context, t engine.ClusterRef) (*engine.ClusterStatus, error) {
 	ctx = b.opContext(ctx)
 	r, err := b.target(t.Provider, t.Location, t.Name)
 	if err != nil {
 		return nil, err
 	}
 	quiet := engine.SinkFunc(func(engine.Event) {})
-	st, err := b.engine(quiet, nil).Inspect(ctx, r)
-	if err != nil {
-		return nil, err
-	}
-	return &tui.Inspection{Status: st, Stacks: st.Stacks}, nil
+	return b.engine(quiet, nil).Inspect(ctx, r)
 }
 
 // Watch keeps the inspect screens live with engine.Watch at the cluster's
 // known location: one discovery there, then a read after every change the
 // informers report (events discarded, as for Status).
-func (b *wizardBackend) Watch(ctx context.Context, t tui.Target, fn func(*tui.Inspection, error)) error {
+func (b *wizardOps) Watch(ctx context.Context, t engine.ClusterRef, fn engine.WatchFunc) error {
 	ctx = b.opContext(ctx)
 	r, err := b.target(t.Provider, t.Location, t.Name)
 	if err != nil {
 		return err
 	}
 	quiet := engine.SinkFunc(func(engine.Event) {})
-	return b.engine(quiet, nil).Watch(ctx, r, func(st *engine.ClusterStatus, err error) {
-		if err != nil {
-			fn(nil, err)
-			return
-		}
-		fn(&tui.Inspection{Status: st, Stacks: st.Stacks}, nil)
-	})
+	return b.engine(quiet, nil).Watch(ctx, r, fn)
 }
 
 // Project runs one project operation, as kiln project OP does.
-func (b *wizardBackend) Project(ctx context.Context, t tui.Target, op tui.ProjectOp, sink engine.Sink, confirm engine.Confirmer) error {
-	ctx = b.opContext(ctx)
-	r, err := b.target(t.Provider, t.Location, t.Name)
-	if err != nil {
+func (b *wizardOps) Project(t engine.ClusterRef, req engine.ProjectRequest) tui.Op {
+	return b.op(t, func(ctx context.Context, e *engine.Engine, r engine.Target) error {
+		req.Target, req.Timeout = r, b.g.timeout
+		_, err := e.Project(ctx, req)
 		return err
-	}
-	_, err = b.engine(sink, confirm).Project(ctx, engine.ProjectRequest{Target: r, Timeout: b.g.timeout, Op: op.Op, Ref: op.Ref, Stack: op.Stack})
-	return err
+	})
 }
 
-func (b *wizardBackend) Destroy(ctx context.Context, t tui.Target, sink engine.Sink, confirm engine.Confirmer) error {
-	ctx = b.opContext(ctx)
-	r, err := b.target(t.Provider, t.Location, t.Name)
-	if err != nil {
-		return err
-	}
-	return b.engine(sink, confirm).Destroy(ctx, engine.DestroyRequest{Target: r, Timeout: b.g.timeout})
+// Destroy runs kiln destroy; the engine asks through the wizard's typed
+// confirmation.
+func (b *wizardOps) Destroy(t engine.ClusterRef, req engine.DestroyRequest) tui.Op {
+	return b.op(t, func(ctx context.Context, e *engine.Engine, r engine.Target) error {
+		req.Target, req.Timeout = r, b.g.timeout
+		return e.Destroy(ctx, req)
+	})
 }
 
 // ProjectEvents reads the project's Kubernetes Events for the project
 // screen, as kiln project inspect does (events discarded: the screen
 // shows the result).
-func (b *wizardBackend) ProjectEvents(ctx context.Context, t tui.Target, ref string) ([]engine.EventInfo, error) {
+func (b *wizardOps) ProjectEvents(ctx context.Context, t engine.ClusterRef, ref string) ([]engine.EventInfo, error) {
 	ctx = b.opContext(ctx)
 	r, err := b.target(t.Provider, t.Location, t.Name)
 	if err != nil {
@@ -322,7 +329,7 @@ func (b *wizardBackend) ProjectEvents(ctx context.Context, t tui.Target, ref str
 
 // FollowLogs follows the project's pod logs for the project screen, as
 // kiln project logs -f --tail N does, until ctx ends.
-func (b *wizardBackend) FollowLogs(ctx context.Context, t tui.Target, ref string, tail int, fn func(engine.PodLogLine)) error {
+func (b *wizardOps) FollowLogs(ctx context.Context, t engine.ClusterRef, ref string, tail int, fn func(engine.PodLogLine)) error {
 	ctx = b.opContext(ctx)
 	r, err := b.target(t.Provider, t.Location, t.Name)
 	if err != nil {

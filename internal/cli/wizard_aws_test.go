@@ -17,37 +17,39 @@ import (
 // for Create carries the form's region, nodes, instance type and profile.
 func TestWizardAWSFormUsesTheProvidersRules(t *testing.T) {
 	t.Setenv("AWS_CONFIG_FILE", "/nonexistent")
-	b := &wizardBackend{g: &globals{}}
+	b := &wizardOps{g: &globals{}}
+	at := engine.ClusterRef{Provider: "aws", Name: "eks1", Location: "eu-west-1"}
 	cases := []struct {
-		req  tui.CreateRequest
-		in   engine.Input
-		word string
+		region string
+		req    engine.Infra
+		in     engine.Input
+		word   string
 	}{
-		{tui.CreateRequest{Provider: "aws", Name: "eks1", Location: "mars-1"}, engine.InputRegion, "Region field"},
-		{tui.CreateRequest{Provider: "aws", Name: "eks1", Location: "eu-west-1", Nodes: 101}, engine.InputNodes, "Nodes field"},
-		{tui.CreateRequest{Provider: "aws", Name: "eks1", Location: "eu-west-1", Nodes: -1}, engine.InputNodes, "Nodes field"},
+		{"mars-1", engine.Infra{}, engine.InputRegion, "Region field"},
+		{"eu-west-1", engine.Infra{Nodes: 101}, engine.InputNodes, "Nodes field"},
+		{"eu-west-1", engine.Infra{Nodes: -1}, engine.InputNodes, "Nodes field"},
 		// A typed 0 is refused as --nodes 0 is (left empty, the field
 		// is the default), with the provider's range.
-		{tui.CreateRequest{Provider: "aws", Name: "eks1", Location: "eu-west-1", Nodes: 0, NodesGiven: true}, engine.InputNodes, fmt.Sprintf("0 is out of range; a node group has 1 to %d nodes", awsprovider.MaxNodes)},
-		{tui.CreateRequest{Provider: "aws", Name: "eks1", Location: "eu-west-1", Nodes: awsprovider.MaxNodes + 1, NodesGiven: true}, engine.InputNodes, fmt.Sprintf("a node group has 1 to %d nodes", awsprovider.MaxNodes)},
-		{tui.CreateRequest{Provider: "aws", Name: "eks1", Location: "eu-west-1", InstanceType: "T3 large"}, engine.InputInstanceType, "Node type (EC2 instance type) field"},
+		{"eu-west-1", engine.Infra{Nodes: 0, NodesGiven: true}, engine.InputNodes, fmt.Sprintf("0 is out of range; a node group has 1 to %d nodes", awsprovider.MaxNodes)},
+		{"eu-west-1", engine.Infra{Nodes: awsprovider.MaxNodes + 1, NodesGiven: true}, engine.InputNodes, fmt.Sprintf("a node group has 1 to %d nodes", awsprovider.MaxNodes)},
+		{"eu-west-1", engine.Infra{InstanceType: "T3 large"}, engine.InputInstanceType, "Node type (EC2 instance type) field"},
 	}
 	for _, c := range cases {
-		err := b.CheckAWS(c.req)
+		err := b.CheckCreate(engine.ClusterRef{Provider: "aws", Name: "eks1", Location: c.region}, c.req)
 		var ie *engine.InputError
 		if !errors.As(err, &ie) || ie.Input != c.in {
-			t.Errorf("CheckAWS(%+v) = %v, want an input error on %s", c.req, err, c.in)
+			t.Errorf("CheckCreate(%s, %+v) = %v, want an input error on %s", c.region, c.req, err, c.in)
 			continue
 		}
 		if msg := ie.Render(tui.InputName); !strings.Contains(msg, c.word) || strings.Contains(msg, "--") {
-			t.Errorf("CheckAWS(%+v) says %q, want it to name the %s and no flag", c.req, msg, c.word)
+			t.Errorf("CheckCreate(%s, %+v) says %q, want it to name the %s and no flag", c.region, c.req, msg, c.word)
 		}
 	}
-	ok := tui.CreateRequest{Provider: "aws", Name: "eks1", Location: "eu-west-1", Nodes: 3, InstanceType: "m6i.large", Profile: "team"}
-	if err := b.CheckAWS(ok); err != nil {
-		t.Fatalf("CheckAWS(%+v) = %v, want nil", ok, err)
+	ok := engine.Infra{Nodes: 3, InstanceType: "m6i.large", Profile: "team"}
+	if err := b.CheckCreate(at, ok); err != nil {
+		t.Fatalf("CheckCreate(%+v) = %v, want nil", ok, err)
 	}
-	p, err := b.awsCreateProvider(ok)
+	p, err := b.awsCreateProvider(at, ok)
 	if err != nil {
 		t.Fatal(err)
 	}

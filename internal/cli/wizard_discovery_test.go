@@ -46,10 +46,10 @@ func TestWizardDiscoveryIsBoundedAndNeverInteractive(t *testing.T) {
 	if err := clientcmd.WriteToFile(*cfg, kc); err != nil {
 		t.Fatal(err)
 	}
-	b := &wizardBackend{g: &globals{kubeconfig: kc, discoveryTO: time.Second}}
+	b := &wizardOps{g: &globals{kubeconfig: kc, discoveryTO: time.Second}}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	rows, err := b.Clusters(ctx)
+	rows, err := b.Clusters(ctx, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,8 +90,8 @@ func (p *failingProvider) Discover(context.Context, string) ([]engine.Location, 
 func TestWizardHomeSearchesEveryConfiguredProvider(t *testing.T) {
 	asked := map[string]int{}
 	var mu sync.Mutex
-	newBackend := func(g *globals) *wizardBackend {
-		return &wizardBackend{g: g, newProvider: func(name, location string) (engine.Provider, error) {
+	newOps := func(g *globals) *wizardOps {
+		return &wizardOps{g: g, newProvider: func(name, location string) (engine.Provider, error) {
 			mu.Lock()
 			asked[name]++
 			mu.Unlock()
@@ -106,7 +106,7 @@ func TestWizardHomeSearchesEveryConfiguredProvider(t *testing.T) {
 	for _, v := range []string{"AWS_PROFILE", "AWS_ACCESS_KEY_ID", "AWS_WEB_IDENTITY_TOKEN_FILE", "AWS_CONTAINER_CREDENTIALS_FULL_URI", "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", "AWS_CONFIG_FILE", "AWS_SHARED_CREDENTIALS_FILE"} {
 		t.Setenv(v, "")
 	}
-	rows, err := newBackend(&globals{}).Clusters(ctx)
+	rows, err := newOps(&globals{}).Clusters(ctx, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,7 +118,7 @@ func TestWizardHomeSearchesEveryConfiguredProvider(t *testing.T) {
 	}
 
 	g := &globals{region: "eu-west-1"}
-	rows, err = newBackend(g).Clusters(ctx)
+	rows, err = newOps(g).Clusters(ctx, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -45,22 +45,22 @@ func (p *memProvider) DestroyInfrastructure(ctx context.Context, name, location 
 
 // TestWizardAndHeadlessDriveTheEngineAlike runs the real engine with an
 // in-memory provider through the headless NDJSON frontend and through the
-// wizard's backend and bridge, and compares the event sequences (times and
+// wizard's Ops and bridge, and compares the event sequences (times and
 // elapsed milliseconds normalized, the state dir and generated key ids
 // replaced).
 func TestWizardAndHeadlessDriveTheEngineAlike(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
 		headless func(context.Context, *engine.Engine, engine.Target) error
-		wizard   func(context.Context, *wizardBackend, *tui.Bridge) error
+		wizard   func(context.Context, *wizardOps, *tui.Bridge) error
 	}{
 		{
 			name: "destroy-not-found",
 			headless: func(ctx context.Context, e *engine.Engine, t engine.Target) error {
 				return e.Destroy(ctx, engine.DestroyRequest{Target: t, Yes: true, Timeout: time.Minute})
 			},
-			wizard: func(ctx context.Context, b *wizardBackend, br *tui.Bridge) error {
-				return b.Destroy(ctx, tui.Target{Provider: "kube", Name: "demo", Location: "mem-a"}, br, br)
+			wizard: func(ctx context.Context, b *wizardOps, br *tui.Bridge) error {
+				return b.Destroy(engine.ClusterRef{Provider: "kube", Name: "demo", Location: "mem-a"}, engine.DestroyRequest{})(ctx, br, br)
 			},
 		},
 		{
@@ -68,8 +68,8 @@ func TestWizardAndHeadlessDriveTheEngineAlike(t *testing.T) {
 			headless: func(ctx context.Context, e *engine.Engine, t engine.Target) error {
 				return e.Create(ctx, engine.CreateRequest{Target: t, Timeout: time.Minute})
 			},
-			wizard: func(ctx context.Context, b *wizardBackend, br *tui.Bridge) error {
-				return b.Create(ctx, tui.CreateRequest{Provider: "kube", Name: "demo", Location: "mem-c"}, br, br)
+			wizard: func(ctx context.Context, b *wizardOps, br *tui.Bridge) error {
+				return b.Create(engine.ClusterRef{Provider: "kube", Name: "demo", Location: "mem-c"}, engine.Infra{}, engine.CreateRequest{})(ctx, br, br)
 			},
 		},
 	} {
@@ -92,7 +92,7 @@ func TestWizardAndHeadlessDriveTheEngineAlike(t *testing.T) {
 
 			wizardState := t.TempDir()
 			t.Setenv("XDG_STATE_HOME", wizardState)
-			b := &wizardBackend{g: &globals{timeout: time.Minute}, newProvider: func(name, location string) (engine.Provider, error) {
+			b := &wizardOps{g: &globals{timeout: time.Minute}, newProvider: func(name, location string) (engine.Provider, error) {
 				return &memProvider{target: location}, nil
 			}}
 			var mu sync.Mutex

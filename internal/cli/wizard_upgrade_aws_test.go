@@ -37,18 +37,18 @@ func headlessUpgradeProvider(t *testing.T, args ...string) (*awsprovider.Provide
 // the flag.
 func TestWizardUpgradeBuildsTheHeadlessChange(t *testing.T) {
 	t.Setenv("AWS_CONFIG_FILE", "/nonexistent")
-	at := tui.Target{Provider: "aws", Name: "eks1", Location: "eu-west-1"}
+	at := engine.ClusterRef{Provider: "aws", Name: "eks1", Location: "eu-west-1"}
 	ok := []struct {
 		flags []string
-		req   tui.UpgradeRequest
+		req   engine.Infra
 		want  awsprovider.Change
 	}{
-		{nil, tui.UpgradeRequest{}, awsprovider.Change{}},
-		{[]string{"--nodes", "3"}, tui.UpgradeRequest{Nodes: 3, NodesGiven: true}, awsprovider.Change{Nodes: 3}},
-		{[]string{"--kubernetes-version", "1.32"}, tui.UpgradeRequest{KubernetesVersion: "1.32"}, awsprovider.Change{KubernetesVersion: "1.32"}},
-		{[]string{"--instance-type", "m6i.large"}, tui.UpgradeRequest{InstanceType: "m6i.large"}, awsprovider.Change{InstanceType: "m6i.large"}},
+		{nil, engine.Infra{}, awsprovider.Change{}},
+		{[]string{"--nodes", "3"}, engine.Infra{Nodes: 3, NodesGiven: true}, awsprovider.Change{Nodes: 3}},
+		{[]string{"--kubernetes-version", "1.32"}, engine.Infra{KubernetesVersion: "1.32"}, awsprovider.Change{KubernetesVersion: "1.32"}},
+		{[]string{"--instance-type", "m6i.large"}, engine.Infra{InstanceType: "m6i.large"}, awsprovider.Change{InstanceType: "m6i.large"}},
 		{[]string{"--kubernetes-version", "1.32", "--nodes", "5", "--instance-type", "m6i.large"},
-			tui.UpgradeRequest{KubernetesVersion: "1.32", Nodes: 5, NodesGiven: true, InstanceType: "m6i.large", Restack: true},
+			engine.Infra{KubernetesVersion: "1.32", Nodes: 5, NodesGiven: true, InstanceType: "m6i.large"},
 			awsprovider.Change{Nodes: 5, InstanceType: "m6i.large", KubernetesVersion: "1.32"}},
 	}
 	for _, c := range ok {
@@ -56,9 +56,9 @@ func TestWizardUpgradeBuildsTheHeadlessChange(t *testing.T) {
 		if err != nil {
 			t.Fatalf("kiln upgrade aws %v: %v", c.flags, err)
 		}
-		b := &wizardBackend{g: &globals{}}
-		if err := b.CheckAWSUpgrade(at, c.req); err != nil {
-			t.Errorf("CheckAWSUpgrade(%+v) = %v, want nil", c.req, err)
+		b := &wizardOps{g: &globals{}}
+		if err := b.CheckUpgrade(at, c.req); err != nil {
+			t.Errorf("CheckUpgrade(%+v) = %v, want nil", c.req, err)
 		}
 		r, err := b.upgradeTarget(at, c.req)
 		if err != nil {
@@ -75,14 +75,14 @@ func TestWizardUpgradeBuildsTheHeadlessChange(t *testing.T) {
 
 	bad := []struct {
 		flags []string
-		req   tui.UpgradeRequest
+		req   engine.Infra
 		in    engine.Input
 		field string
 	}{
-		{[]string{"--nodes", "0"}, tui.UpgradeRequest{NodesGiven: true}, engine.InputNodes, "the Nodes field of the upgrade screen"},
-		{[]string{"--nodes", "101"}, tui.UpgradeRequest{Nodes: 101, NodesGiven: true}, engine.InputNodes, "the Nodes field of the upgrade screen"},
-		{[]string{"--instance-type", "M6i large"}, tui.UpgradeRequest{InstanceType: "M6i large"}, engine.InputInstanceType, "the Node type (EC2 instance type) field of the upgrade screen"},
-		{[]string{"--kubernetes-version", "v1.32"}, tui.UpgradeRequest{KubernetesVersion: "v1.32"}, "kubernetes-version", "the Kubernetes version field of the upgrade screen"},
+		{[]string{"--nodes", "0"}, engine.Infra{NodesGiven: true}, engine.InputNodes, "the Nodes field of the upgrade screen"},
+		{[]string{"--nodes", "101"}, engine.Infra{Nodes: 101, NodesGiven: true}, engine.InputNodes, "the Nodes field of the upgrade screen"},
+		{[]string{"--instance-type", "M6i large"}, engine.Infra{InstanceType: "M6i large"}, engine.InputInstanceType, "the Node type (EC2 instance type) field of the upgrade screen"},
+		{[]string{"--kubernetes-version", "v1.32"}, engine.Infra{KubernetesVersion: "v1.32"}, "kubernetes-version", "the Kubernetes version field of the upgrade screen"},
 	}
 	for _, c := range bad {
 		_, herr := headlessUpgradeProvider(t, c.flags...)
@@ -90,15 +90,15 @@ func TestWizardUpgradeBuildsTheHeadlessChange(t *testing.T) {
 		if !errors.As(herr, &hie) || hie.Input != c.in || exit.Code(herr) != exit.BadInput || !strings.Contains(herr.Error(), c.flags[0]) {
 			t.Errorf("kiln upgrade aws %v: %v, want exit 2 on %s naming the flag", c.flags, herr, c.in)
 		}
-		b := &wizardBackend{g: &globals{}}
-		werr := b.CheckAWSUpgrade(at, c.req)
+		b := &wizardOps{g: &globals{}}
+		werr := b.CheckUpgrade(at, c.req)
 		var wie *engine.InputError
 		if !errors.As(werr, &wie) || wie.Input != c.in || exit.Code(werr) != exit.BadInput {
-			t.Errorf("CheckAWSUpgrade(%+v) = %v, want exit 2 on %s", c.req, werr, c.in)
+			t.Errorf("CheckUpgrade(%+v) = %v, want exit 2 on %s", c.req, werr, c.in)
 			continue
 		}
 		if msg := wie.Render(tui.UpgradeInputName); !strings.Contains(msg, c.field) || strings.Contains(msg, "--") {
-			t.Errorf("CheckAWSUpgrade(%+v) says %q, want it to name %s and no flag", c.req, msg, c.field)
+			t.Errorf("CheckUpgrade(%+v) says %q, want it to name %s and no flag", c.req, msg, c.field)
 		}
 		if herr != nil && werr.Error() != herr.Error() {
 			t.Errorf("the wizard refuses %+v otherwise than the flags %v: %q vs %q", c.req, c.flags, werr, herr)
@@ -112,7 +112,7 @@ func TestWizardUpgradeBuildsTheHeadlessChange(t *testing.T) {
 				results = append(results, ev)
 			}
 		})
-		if err := b.Upgrade(context.Background(), at, c.req, sink, nil); exit.Code(err) != exit.BadInput {
+		if err := b.Upgrade(at, c.req, engine.UpgradeRequest{})(context.Background(), sink, nil); exit.Code(err) != exit.BadInput {
 			t.Errorf("Upgrade(%+v) = %v, want exit 2", c.req, err)
 		}
 		if len(results) != 1 || results[0].ExitCode != exit.BadInput || !strings.Contains(results[0].Message, c.field) || strings.Contains(results[0].Message, "--") {
@@ -121,14 +121,14 @@ func TestWizardUpgradeBuildsTheHeadlessChange(t *testing.T) {
 	}
 
 	// Not a number (the flag parser refuses such a --nodes).
-	b := &wizardBackend{g: &globals{}}
-	err := b.CheckAWSUpgrade(at, tui.UpgradeRequest{Nodes: -1, NodesGiven: true})
+	b := &wizardOps{g: &globals{}}
+	err := b.CheckUpgrade(at, engine.Infra{Nodes: -1, NodesGiven: true})
 	var ie *engine.InputError
 	if !errors.As(err, &ie) || ie.Input != engine.InputNodes || !strings.Contains(ie.Render(tui.UpgradeInputName), "not a number") {
 		t.Errorf("Nodes not a number: %v", err)
 	}
 	// A kube cluster has no EKS fields to check.
-	if err := b.CheckAWSUpgrade(tui.Target{Provider: "kube", Name: "dev1", Location: "kind-dev1"}, tui.UpgradeRequest{Nodes: 101, NodesGiven: true}); err != nil {
+	if err := b.CheckUpgrade(engine.ClusterRef{Provider: "kube", Name: "dev1", Location: "kind-dev1"}, engine.Infra{Nodes: 101, NodesGiven: true}); err != nil {
 		t.Errorf("kube cluster: %v", err)
 	}
 }

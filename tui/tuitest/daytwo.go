@@ -12,39 +12,50 @@ import (
 
 // dayTwoCalls records the upgrades and rotations a Backend ran.
 type dayTwoCalls struct {
-	upgrades []tui.UpgradeRequest
-	rotates  []tui.RotateRequest
+	upgrades []Upgrade
+	rotates  []engine.RotateKeyRequest
 	answers  []bool
 }
 
-// Upgrade implements tui.DayTwo with OnUpgrade.
-func (b *Backend) Upgrade(ctx context.Context, _ tui.Target, req tui.UpgradeRequest, sink engine.Sink, c engine.Confirmer) error {
-	b.mu.Lock()
-	b.day2.upgrades = append(b.day2.upgrades, req)
-	b.mu.Unlock()
-	return run(ctx, b.OnUpgrade, sink, &recording{Confirmer: c, b: b})
+// Upgrade is one upgrade the wizard asked for: the request and what the
+// EKS fields asked of the infrastructure.
+type Upgrade struct {
+	Req   engine.UpgradeRequest
+	Infra engine.Infra
 }
 
-// RotateKey implements tui.DayTwo with OnRotate.
-func (b *Backend) RotateKey(ctx context.Context, _ tui.Target, req tui.RotateRequest, sink engine.Sink, c engine.Confirmer) error {
-	b.mu.Lock()
-	b.day2.rotates = append(b.day2.rotates, req)
-	b.mu.Unlock()
-	return run(ctx, b.OnRotate, sink, &recording{Confirmer: c, b: b})
+// Upgrade runs OnUpgrade.
+func (b *Backend) Upgrade(_ engine.ClusterRef, in engine.Infra, req engine.UpgradeRequest) tui.Op {
+	return func(ctx context.Context, sink engine.Sink, c engine.Confirmer) error {
+		b.mu.Lock()
+		b.day2.upgrades = append(b.day2.upgrades, Upgrade{Req: req, Infra: in})
+		b.mu.Unlock()
+		return run(ctx, b.OnUpgrade, sink, &recording{Confirmer: c, b: b})
+	}
 }
 
-// Upgrades are the upgrade requests run so far.
-func (b *Backend) Upgrades() []tui.UpgradeRequest {
+// RotateKey runs OnRotate.
+func (b *Backend) RotateKey(_ engine.ClusterRef, req engine.RotateKeyRequest) tui.Op {
+	return func(ctx context.Context, sink engine.Sink, c engine.Confirmer) error {
+		b.mu.Lock()
+		b.day2.rotates = append(b.day2.rotates, req)
+		b.mu.Unlock()
+		return run(ctx, b.OnRotate, sink, &recording{Confirmer: c, b: b})
+	}
+}
+
+// Upgrades are the upgrades run so far.
+func (b *Backend) Upgrades() []Upgrade {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return append([]tui.UpgradeRequest(nil), b.day2.upgrades...)
+	return append([]Upgrade(nil), b.day2.upgrades...)
 }
 
 // Rotations are the rotate-key requests run so far.
-func (b *Backend) Rotations() []tui.RotateRequest {
+func (b *Backend) Rotations() []engine.RotateKeyRequest {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return append([]tui.RotateRequest(nil), b.day2.rotates...)
+	return append([]engine.RotateKeyRequest(nil), b.day2.rotates...)
 }
 
 // Answers are the wizard's answers to the upgrade and rotate questions.

@@ -33,14 +33,14 @@ func NewFeedBackend(b *Backend) *FeedBackend {
 		Following: make(chan string, 8), Followed: make(chan struct{}, 8)}
 }
 
-func (f *FeedBackend) ProjectEvents(ctx context.Context, _ tui.Target, _ string) ([]engine.EventInfo, error) {
+func (f *FeedBackend) ProjectEvents(ctx context.Context, _ engine.ClusterRef, _ string) ([]engine.EventInfo, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.eventReads++
 	return f.Events, nil
 }
 
-func (f *FeedBackend) FollowLogs(ctx context.Context, _ tui.Target, ref string, tail int, fn func(engine.PodLogLine)) error {
+func (f *FeedBackend) FollowLogs(ctx context.Context, _ engine.ClusterRef, ref string, tail int, fn func(engine.PodLogLine)) error {
 	f.mu.Lock()
 	f.tails = append(f.tails, tail)
 	f.mu.Unlock()
@@ -66,8 +66,7 @@ func (f *FeedBackend) EventReads() int {
 	return f.eventReads
 }
 
-// RegionBackend is a Backend whose discovery reports AWS regions' search
-// (tui.SearchReporter): every region starts, those before Gate's close
+// RegionBackend is a Backend whose discovery reports AWS regions' search: every region starts, those before Gate's close
 // end first (Early), the rest after; Failed regions end with their cause.
 type RegionBackend struct {
 	*Backend
@@ -77,7 +76,9 @@ type RegionBackend struct {
 	Gate    chan struct{}
 }
 
-func (r *RegionBackend) ClustersProgress(ctx context.Context, fn func(engine.SearchProgress)) ([]tui.Cluster, error) {
+// Clusters reports the regions' search to fn, then returns List and a
+// row per failed region.
+func (r *RegionBackend) Clusters(ctx context.Context, fn func(engine.SearchProgress)) ([]tui.Cluster, error) {
 	for _, reg := range r.Regions {
 		fn(engine.SearchProgress{Provider: "aws", Location: reg})
 	}

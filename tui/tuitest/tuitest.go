@@ -1,5 +1,5 @@
-// Package tuitest drives the wizard in tests: a scripted Backend that
-// emits a fixed create through any Sink, and a Harness that runs the model
+// Package tuitest drives the wizard in tests: scripted Ops (Backend) that
+// emit a fixed create through any Sink, and a Harness that runs the model
 // under teatest and reads its screen without racing the program.
 package tuitest
 
@@ -26,9 +26,10 @@ import (
 var T0 = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 
 // Script emits an operation's events through sink and asks confirm.
-type Script func(ctx context.Context, sink engine.Sink, confirm engine.Confirmer) error
+type Script = tui.Op
 
-// Backend is a tui.Backend whose operations run scripts.
+// Backend is tui.Ops whose operations run scripts and record the
+// requests they were asked with.
 type Backend struct {
 	Contexts             []string
 	Current              string
@@ -37,55 +38,72 @@ type Backend struct {
 	OnDestroy, OnProject Script
 	// Inspections are what successive Status reads return; the last one
 	// repeats. Empty: Status fails.
-	Inspections []*tui.Inspection
+	Inspections []*engine.ClusterStatus
 	// StatusGate, when set, holds every Status read until it receives or
 	// is closed (a test looks at the screen while a read is under way).
 	StatusGate chan struct{}
 	// AWSCheck, when set, checks the create form's aws fields
-	// (tui.AWSChecker); nil accepts everything.
-	AWSCheck func(tui.CreateRequest) error
+	// (CheckCreate); nil accepts everything.
+	AWSCheck func(engine.ClusterRef, engine.Infra) error
 	// AWSUpgradeCheck, when set, checks the upgrade screen's EKS fields
-	// (tui.AWSUpgradeChecker); nil accepts everything.
-	AWSUpgradeCheck func(tui.Target, tui.UpgradeRequest) error
+	// (CheckUpgrade); nil accepts everything.
+	AWSUpgradeCheck func(engine.ClusterRef, engine.Infra) error
 
 	// OnUpgrade and OnRotate run kiln upgrade and rotate-key (daytwo.go).
 	OnUpgrade, OnRotate Script
 
-	mu         sync.Mutex
-	Requests   []tui.CreateRequest
-	ProjectOps []tui.ProjectOp
+	mu sync.Mutex
+	// Requests are the creates asked for, ProjectOps the project
+	// operations.
+	Requests   []Create
+	ProjectOps []engine.ProjectRequest
 	reads      int
 	day2       dayTwoCalls
 }
 
-// CheckAWS implements tui.AWSChecker with AWSCheck.
-func (b *Backend) CheckAWS(req tui.CreateRequest) error {
+// Create is one create the wizard asked for.
+type Create struct {
+	Cluster engine.ClusterRef
+	Infra   engine.Infra
+	Req     engine.CreateRequest
+}
+
+var _ tui.Ops = (*Backend)(nil)
+
+// CheckCreate checks with AWSCheck.
+func (b *Backend) CheckCreate(c engine.ClusterRef, in engine.Infra) error {
 	if b.AWSCheck == nil {
 		return nil
 	}
-	return b.AWSCheck(req)
+	return b.AWSCheck(c, in)
 }
 
-// CheckAWSUpgrade implements tui.AWSUpgradeChecker with AWSUpgradeCheck.
-func (b *Backend) CheckAWSUpgrade(t tui.Target, req tui.UpgradeRequest) error {
+// CheckUpgrade checks with AWSUpgradeCheck.
+func (b *Backend) CheckUpgrade(c engine.ClusterRef, in engine.Infra) error {
 	if b.AWSUpgradeCheck == nil {
 		return nil
 	}
-	return b.AWSUpgradeCheck(t, req)
+	return b.AWSUpgradeCheck(c, in)
 }
 
 func (b *Backend) Locations() ([]string, string, error) { return b.Contexts, b.Current, nil }
 
-func (b *Backend) Clusters(context.Context) ([]tui.Cluster, error) { return b.List, nil }
-
-func (b *Backend) Create(ctx context.Context, req tui.CreateRequest, sink engine.Sink, c engine.Confirmer) error {
-	b.mu.Lock()
-	b.Requests = append(b.Requests, req)
-	b.mu.Unlock()
-	return run(ctx, b.OnCreate, sink, c)
+// Clusters returns List, reporting no search.
+func (b *Backend) Clusters(context.Context, func(engine.SearchProgress)) ([]tui.Cluster, error) {
+	return b.List, nil
 }
 
-func (b *Backend) Status(ctx context.Context, t tui.Target) (*tui.Inspection, error) {
+// Create runs OnCreate.
+func (b *Backend) Create(c engine.ClusterRef, in engine.Infra, req engine.CreateRequest) tui.Op {
+	return func(ctx context.Context, sink engine.Sink, confirm engine.Confirmer) error {
+		b.mu.Lock()
+		b.Requests = append(b.Requests, Create{Cluster: c, Infra: in, Req: req})
+		b.mu.Unlock()
+		return run(ctx, b.OnCreate, sink, confirm)
+	}
+}
+
+func (b *Backend) Status(ctx context.Context, t engine.ClusterRef) (*engine.ClusterStatus, error) {
 	if b.StatusGate != nil {
 		select {
 		case <-b.StatusGate:
@@ -110,22 +128,28 @@ func (b *Backend) Reads() int {
 	return b.reads
 }
 
-func (b *Backend) Project(ctx context.Context, _ tui.Target, op tui.ProjectOp, sink engine.Sink, c engine.Confirmer) error {
-	b.mu.Lock()
-	b.ProjectOps = append(b.ProjectOps, op)
-	b.mu.Unlock()
-	return run(ctx, b.OnProject, sink, c)
+// Project runs OnProject.
+func (b *Backend) Project(_ engine.ClusterRef, req engine.ProjectRequest) tui.Op {
+	return func(ctx context.Context, sink engine.Sink, c engine.Confirmer) error {
+		b.mu.Lock()
+		b.ProjectOps = append(b.ProjectOps, req)
+		b.mu.Unlock()
+		return run(ctx, b.OnProject, sink, c)
+	}
 }
 
 // Ops returns the project operations run so far.
-func (b *Backend) Ops() []tui.ProjectOp {
+func (b *Backend) Ops() []engine.ProjectRequest {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return append([]tui.ProjectOp(nil), b.ProjectOps...)
+	return append([]engine.ProjectRequest(nil), b.ProjectOps...)
 }
 
-func (b *Backend) Destroy(ctx context.Context, _ tui.Target, sink engine.Sink, c engine.Confirmer) error {
-	return run(ctx, b.OnDestroy, sink, c)
+// Destroy runs OnDestroy.
+func (b *Backend) Destroy(engine.ClusterRef, engine.DestroyRequest) tui.Op {
+	return func(ctx context.Context, sink engine.Sink, c engine.Confirmer) error {
+		return run(ctx, b.OnDestroy, sink, c)
+	}
 }
 
 func run(ctx context.Context, s Script, sink engine.Sink, c engine.Confirmer) error {
@@ -212,7 +236,7 @@ func CreateScript(name, location string, installed bool, gate <-chan struct{}) S
 // tenants default and team-a, and three projects (running, degraded with
 // its token out of sync, suspended), created a few hours to days before T0.
 // Stacks are default and gpu.
-func Inspection(name, location string) *tui.Inspection {
+func Inspection(name, location string) *engine.ClusterStatus {
 	ns := func(t string) string { return "kiln-tenant-" + t }
 	obj := func(kind, namespace, n, status, msg string) engine.ObjectStatus {
 		return engine.ObjectStatus{Kind: kind, Namespace: namespace, Name: n, Status: status, Message: msg}
@@ -262,8 +286,9 @@ func Inspection(name, location string) *tui.Inspection {
 		KeyIDs:   []string{"sha256:3f1c0a9be2d47d6b1e0f5a8c9d2e7b4a6c1f0e9d8b7a6c5d4e3f2a1b0c9d8e7f"},
 		TokenDir: "/home/dev/.local/state/kiln/kube/" + name + "/tokens", KeyTrusted: true,
 		Projects: []engine.ProjectStatus{web, api, batch},
+		Stacks:   []string{"default", "gpu"},
 	}
-	return &tui.Inspection{Status: st, Stacks: []string{"default", "gpu"}}
+	return st
 }
 
 // ProjectScript is the event sequence of a project operation that
@@ -317,11 +342,11 @@ type Harness struct {
 	Bridge *tui.Bridge
 }
 
-// Start runs a model over backend; opts.Backend and opts.Bridge are set.
-func Start(t testing.TB, backend tui.Backend, opts tui.Options) *Harness {
+// Start runs a model over ops; opts.Ops and opts.Bridge are set.
+func Start(t testing.TB, ops tui.Ops, opts tui.Options) *Harness {
 	t.Helper()
 	br := tui.NewBridge()
-	opts.Backend, opts.Bridge = backend, br
+	opts.Ops, opts.Bridge = ops, br
 	if opts.Now == nil {
 		opts.Now = func() time.Time { return T0 }
 	}
@@ -411,7 +436,7 @@ func Ascii(s string) string {
 // until its context ends; Stopped receives once per watch that ended.
 type WatchBackend struct {
 	*Backend
-	Updates chan *tui.Inspection
+	Updates chan *engine.ClusterStatus
 	Stopped chan struct{}
 	mu      sync.Mutex
 	started int
@@ -419,10 +444,10 @@ type WatchBackend struct {
 
 // NewWatchBackend wraps b.
 func NewWatchBackend(b *Backend) *WatchBackend {
-	return &WatchBackend{Backend: b, Updates: make(chan *tui.Inspection), Stopped: make(chan struct{}, 8)}
+	return &WatchBackend{Backend: b, Updates: make(chan *engine.ClusterStatus), Stopped: make(chan struct{}, 8)}
 }
 
-func (w *WatchBackend) Watch(ctx context.Context, t tui.Target, fn func(*tui.Inspection, error)) error {
+func (w *WatchBackend) Watch(ctx context.Context, t engine.ClusterRef, fn engine.WatchFunc) error {
 	w.mu.Lock()
 	w.started++
 	w.mu.Unlock()

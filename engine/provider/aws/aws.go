@@ -127,8 +127,10 @@ var azSuffixes = map[string][2]string{
 // Provider creates and finds kiln clusters on EKS.
 type Provider struct {
 	// actions words the provider's hints (engine.ActionsTaker; nil: the
-	// kiln command).
+	// kiln command); namer the inputs its events name (engine.NamerTaker;
+	// nil: the flags).
 	actions engine.Actions
+	namer   engine.Namer
 	// Region is --region ("" = the AWS configuration's default region).
 	Region string
 	// SearchRegions is --regions ("" = DescribeRegions or the built-in list).

@@ -15,3 +15,7 @@ func (p *Provider) command(verb, name, region string, args ...string) string {
 // TakeActions implements engine.ActionsTaker: the provider's hints are
 // worded by the frontend's Actions.
 func (p *Provider) TakeActions(a engine.Actions) { p.actions = a }
+
+// TakeNamer implements engine.NamerTaker: the inputs the provider's
+// progress events name are worded by the frontend's Namer.
+func (p *Provider) TakeNamer(n engine.Namer) { p.namer = n }

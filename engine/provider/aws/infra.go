@@ -23,6 +23,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/iam"
 
 	"github.com/kilnctl/kiln/engine"
+	"github.com/kilnctl/kiln/engine/input"
 )
 
 // Kinds of the resource events the aws provider emits.
@@ -154,8 +155,10 @@ func (in *infra) emit(kind, name, status, format string, args ...any) {
 	emit(in.sink, kind, name, status, fmt.Sprintf(format, args...))
 }
 
+// fail reports the resource failed with err, an input it names worded by
+// the frontend (the wizard's field, the CLI's flag), and returns err.
 func (in *infra) fail(kind, name string, err error) error {
-	in.emit(kind, name, engine.StatusFailed, "%v", err)
+	in.emit(kind, name, engine.StatusFailed, "%s", input.Render(err, in.p.namer))
 	return err
 }
 
