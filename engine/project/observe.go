@@ -137,6 +137,19 @@ func (o *Ops) read(ctx context.Context, namespace, tenant, selector string) (*sn
 	if tenant != "" {
 		routeOpts.LabelSelector += "," + LabelTenant + "=" + tenant
 	}
+	return o.readScope(ctx, namespace, scope{cms: opts, deps: opts, svcs: opts, ings: routeOpts, leases: opts, slices: opts, pods: opts, secrets: opts})
+}
+
+// scope is what each of a snapshot's LISTs asks for: the options of each
+// kind's LIST (the routes' in kiln-system, the rest in one namespace).
+type scope struct {
+	cms, deps, svcs, ings, leases, slices, pods, secrets metav1.ListOptions
+}
+
+// readScope reads the snapshot of namespace that sc selects: eight LISTs,
+// in parallel.
+func (o *Ops) readScope(ctx context.Context, namespace string, sc scope) (*snapshot, error) {
+	selector := sc.cms.LabelSelector
 	cs := o.Client
 	s := newSnapshot()
 	// The lists are independent: they run in parallel (one round trip of
@@ -160,20 +173,23 @@ func (o *Ops) read(ctx context.Context, namespace, tenant, selector string) (*sn
 			errs[i] = f()
 		}()
 	}
-	list(0, func() (err error) { cms, err = cs.CoreV1().ConfigMaps(namespace).List(ctx, opts); return err })
-	list(1, func() (err error) { deps, err = cs.AppsV1().Deployments(namespace).List(ctx, opts); return err })
-	list(2, func() (err error) { svcs, err = cs.CoreV1().Services(namespace).List(ctx, opts); return err })
+	list(0, func() (err error) { cms, err = cs.CoreV1().ConfigMaps(namespace).List(ctx, sc.cms); return err })
+	list(1, func() (err error) { deps, err = cs.AppsV1().Deployments(namespace).List(ctx, sc.deps); return err })
+	list(2, func() (err error) { svcs, err = cs.CoreV1().Services(namespace).List(ctx, sc.svcs); return err })
 	list(3, func() (err error) {
-		ings, err = cs.NetworkingV1().Ingresses(platform.Namespace).List(ctx, routeOpts)
+		ings, err = cs.NetworkingV1().Ingresses(platform.Namespace).List(ctx, sc.ings)
 		return err
 	})
-	list(4, func() (err error) { leases, err = cs.CoordinationV1().Leases(namespace).List(ctx, opts); return err })
+	list(4, func() (err error) {
+		leases, err = cs.CoordinationV1().Leases(namespace).List(ctx, sc.leases)
+		return err
+	})
 	list(5, func() (err error) {
-		slices, err = cs.DiscoveryV1().EndpointSlices(namespace).List(ctx, opts)
+		slices, err = cs.DiscoveryV1().EndpointSlices(namespace).List(ctx, sc.slices)
 		return err
 	})
-	list(6, func() (err error) { pods, err = cs.CoreV1().Pods(namespace).List(ctx, opts); return err })
-	list(7, func() (err error) { secs, err = listSecretMetadata(ctx, cs, namespace, opts); return err })
+	list(6, func() (err error) { pods, err = cs.CoreV1().Pods(namespace).List(ctx, sc.pods); return err })
+	list(7, func() (err error) { secs, err = listSecretMetadata(ctx, cs, namespace, sc.secrets); return err })
 	wg.Wait()
 	wrap := func(what string, err error) error { return fmt.Errorf("list %s (%s): %w", what, selector, err) }
 	if err := errs[0]; err != nil {
