@@ -171,9 +171,8 @@ func (e *Engine) Watch(ctx context.Context, t Target, fn WatchFunc) error {
 			full(fmt.Sprintf("%d projects changed", len(refs)))
 		case !last.Installed || loc.State.Config == nil:
 			full("the platform is not installed")
-		case len(refs) == 0 && !routes:
-			// An update that changed nothing kiln maps (the old and new
-			// object of a resync): nothing to read.
+		case len(refs) == 0:
+			// A kick whose change an earlier pass took already.
 		default:
 			e.logf(LevelDebug, "inspector: re-read %d project%s (%s)", len(refs), human.Plural(len(refs)), refList(refs))
 			st, err := e.patch(ctx, loc, t, last, refs, routes)
