@@ -58,8 +58,9 @@ func BenchmarkInspector(b *testing.B) {
 	defer cancel()
 
 	// One polled read, as the inspect screens made every 3 s before; and
-	// the wall time of three: what every change cost when Watch read
-	// everything again (that read, discovery aside).
+	// the wall time of three: about what every change cost when Watch read
+	// everything again (that read, plus Inspect's discovery, which Watch
+	// does once).
 	p.take()
 	var poll apiCounts
 	var full durations
@@ -238,7 +239,7 @@ idleLoop:
 	b.ReportMetric(float64(poll.Total())*20, "polling-requests/min")
 	b.Logf("%d projects; start: %s", n, short(start))
 	b.Logf("idle %s: %d requests (%s), %d status deliveries", idle, idleCounts.Total(), short(idleCounts), idleUpdates)
-	b.Logf("one engine.Inspect read (polled every 3 s before): %s; 3 reads took mean %.0f ms, max %.0f ms (a full re-read, what every change cost before)", short(poll), full.meanMS(), full.maxMS())
+	b.Logf("one engine.Inspect read (polled every 3 s before): %s; 3 reads took mean %.0f ms, max %.0f ms (a full read with discovery: about what every change cost when Watch re-read everything)", short(poll), full.meanMS(), full.maxMS())
 	b.Logf("%d changes: latency mean %.0f ms, max %.0f ms; requests for the re-reads: %s (%.1f per change)", len(lat), lat.meanMS(), lat.maxMS(), short(changes), perChange)
 	b.Logf("peer (a plain informer on the Services): mean %.0f ms, max %.0f ms; inspector/peer %.1f× (mean)", peer.meanMS(), peer.maxMS(), lat.meanMS()/max(peer.meanMS(), 0.001))
 	fmt.Println() // keep the benchmark line on its own
