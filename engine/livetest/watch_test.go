@@ -6,6 +6,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -18,7 +19,48 @@ import (
 
 var cluster *testcluster.Cluster
 
-func TestMain(m *testing.M) { os.Exit(testcluster.Main(m, testcluster.Options{}, &cluster)) }
+// state holds what the tests' kiln platform leaves on this machine (its
+// token dir, XDG_STATE_HOME), for every test of the package.
+var state string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "kiln-livetest-")
+	if err != nil {
+		panic(err)
+	}
+	state = dir
+	code := testcluster.Main(m, testcluster.Options{}, &cluster)
+	_ = os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// The control plane hosts one kiln platform, live1, made by the first
+// test that needs it and shared by the others (they run one at a time).
+var (
+	platformOnce sync.Once
+	platformErr  error
+)
+
+// livePlatform returns the target of platform live1, creating it the
+// first time.
+func livePlatform(t *testing.T) engine.Target {
+	t.Helper()
+	target := engine.Target{Provider: kube.New(cluster.KubeconfigPath, cluster.ContextName), Name: "live1", TokenDir: filepath.Join(state, "tokens")}
+	platformOnce.Do(func() {
+		platformErr = os.Setenv("XDG_STATE_HOME", filepath.Join(state, "xdg"))
+		if platformErr != nil {
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+		defer cancel()
+		e := &engine.Engine{Sink: engine.SinkFunc(func(engine.Event) {})}
+		platformErr = e.Create(ctx, engine.CreateRequest{Target: target, Timeout: 2 * time.Minute})
+	})
+	if platformErr != nil {
+		t.Fatalf("create platform live1: %v", platformErr)
+	}
+	return target
+}
 
 type update struct {
 	st  *engine.ClusterStatus
@@ -49,15 +91,11 @@ func objectStatus(p *engine.ProjectStatus, kind string) string {
 // someone else (a project created through the engine, a Service deleted
 // behind kiln's back), and returns nil when its context ends.
 func TestWatchFollowsChangesWithoutPolling(t *testing.T) {
-	t.Setenv("XDG_STATE_HOME", t.TempDir())
+	target := livePlatform(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	quiet := engine.SinkFunc(func(engine.Event) {})
 	e := &engine.Engine{Sink: quiet}
-	target := engine.Target{Provider: kube.New(cluster.KubeconfigPath, cluster.ContextName), Name: "live1", TokenDir: filepath.Join(t.TempDir(), "tokens")}
-	if err := e.Create(ctx, engine.CreateRequest{Target: target, Timeout: 2 * time.Minute}); err != nil {
-		t.Fatalf("create: %v", err)
-	}
 
 	updates := make(chan update, 64)
 	wctx, stop := context.WithCancel(ctx)
@@ -87,8 +125,8 @@ func TestWatchFollowsChangesWithoutPolling(t *testing.T) {
 		}
 	}
 	first := next("the platform ready", func(st *engine.ClusterStatus) bool { return st.Installed && st.Ready })
-	if len(first.st.Projects) != 0 || first.st.Name != "live1" || first.st.Location != cluster.ContextName {
-		t.Fatalf("first status %+v, want live1 in %s with no project", first.st, cluster.ContextName)
+	if project(first.st, "default/web") != nil || first.st.Name != "live1" || first.st.Location != cluster.ContextName {
+		t.Fatalf("first status %+v, want live1 in %s without project default/web", first.st, cluster.ContextName)
 	}
 
 	// A project created by another client appears.

@@ -137,6 +137,18 @@ func (o *Ops) read(ctx context.Context, namespace, tenant, selector string) (*sn
 	if tenant != "" {
 		routeOpts.LabelSelector += "," + LabelTenant + "=" + tenant
 	}
+	return o.readScope(ctx, namespace, scope{cms: opts, deps: opts, svcs: opts, ings: routeOpts, leases: opts, slices: opts, pods: opts, secrets: opts})
+}
+
+// scope is what each of a snapshot's LISTs asks for: the options of each
+// kind's LIST (the routes' in kiln-system, the rest in one namespace).
+type scope struct {
+	cms, deps, svcs, ings, leases, slices, pods, secrets metav1.ListOptions
+}
+
+// readScope reads the snapshot of namespace that sc selects: eight LISTs,
+// in parallel.
+func (o *Ops) readScope(ctx context.Context, namespace string, sc scope) (*snapshot, error) {
 	cs := o.Client
 	s := newSnapshot()
 	// The lists are independent: they run in parallel (one round trip of
@@ -160,24 +172,33 @@ func (o *Ops) read(ctx context.Context, namespace, tenant, selector string) (*sn
 			errs[i] = f()
 		}()
 	}
-	list(0, func() (err error) { cms, err = cs.CoreV1().ConfigMaps(namespace).List(ctx, opts); return err })
-	list(1, func() (err error) { deps, err = cs.AppsV1().Deployments(namespace).List(ctx, opts); return err })
-	list(2, func() (err error) { svcs, err = cs.CoreV1().Services(namespace).List(ctx, opts); return err })
+	list(0, func() (err error) { cms, err = cs.CoreV1().ConfigMaps(namespace).List(ctx, sc.cms); return err })
+	list(1, func() (err error) { deps, err = cs.AppsV1().Deployments(namespace).List(ctx, sc.deps); return err })
+	list(2, func() (err error) { svcs, err = cs.CoreV1().Services(namespace).List(ctx, sc.svcs); return err })
 	list(3, func() (err error) {
-		ings, err = cs.NetworkingV1().Ingresses(platform.Namespace).List(ctx, routeOpts)
+		ings, err = cs.NetworkingV1().Ingresses(platform.Namespace).List(ctx, sc.ings)
 		return err
 	})
-	list(4, func() (err error) { leases, err = cs.CoordinationV1().Leases(namespace).List(ctx, opts); return err })
+	list(4, func() (err error) {
+		leases, err = cs.CoordinationV1().Leases(namespace).List(ctx, sc.leases)
+		return err
+	})
 	list(5, func() (err error) {
-		slices, err = cs.DiscoveryV1().EndpointSlices(namespace).List(ctx, opts)
+		slices, err = cs.DiscoveryV1().EndpointSlices(namespace).List(ctx, sc.slices)
 		return err
 	})
-	list(6, func() (err error) { pods, err = cs.CoreV1().Pods(namespace).List(ctx, opts); return err })
-	list(7, func() (err error) { secs, err = listSecretMetadata(ctx, cs, namespace, opts); return err })
+	list(6, func() (err error) { pods, err = cs.CoreV1().Pods(namespace).List(ctx, sc.pods); return err })
+	list(7, func() (err error) { secs, err = listSecretMetadata(ctx, cs, namespace, sc.secrets); return err })
 	wg.Wait()
-	wrap := func(what string, err error) error { return fmt.Errorf("list %s (%s): %w", what, selector, err) }
+	wrap := func(what string, o metav1.ListOptions, err error) error {
+		sel := o.LabelSelector
+		if o.FieldSelector != "" {
+			sel += "; " + o.FieldSelector
+		}
+		return fmt.Errorf("list %s (%s): %w", what, sel, err)
+	}
 	if err := errs[0]; err != nil {
-		return nil, wrap("configmaps", err)
+		return nil, wrap("configmaps", sc.cms, err)
 	}
 	for _, cm := range cms.Items {
 		if strings.HasPrefix(cm.Name, specPrefix) {
@@ -185,28 +206,28 @@ func (o *Ops) read(ctx context.Context, namespace, tenant, selector string) (*sn
 		}
 	}
 	if err := errs[1]; err != nil {
-		return nil, wrap("deployments", err)
+		return nil, wrap("deployments", sc.deps, err)
 	}
 	for i := range deps.Items {
 		x := &deps.Items[i]
 		s.deps[key(x.Namespace, x.Name)] = x
 	}
 	if err := errs[2]; err != nil {
-		return nil, wrap("services", err)
+		return nil, wrap("services", sc.svcs, err)
 	}
 	for i := range svcs.Items {
 		x := &svcs.Items[i]
 		s.svcs[key(x.Namespace, x.Name)] = x
 	}
 	if err := errs[3]; err != nil {
-		return nil, wrap("ingresses in "+platform.Namespace, err)
+		return nil, wrap("ingresses in "+platform.Namespace, sc.ings, err)
 	}
 	for i := range ings.Items {
 		x := &ings.Items[i]
 		s.ings[key(x.Namespace, x.Name)] = x
 	}
 	if err := errs[4]; err != nil {
-		return nil, wrap("leases", err)
+		return nil, wrap("leases", sc.leases, err)
 	}
 	for i := range leases.Items {
 		x := &leases.Items[i]
@@ -215,14 +236,14 @@ func (o *Ops) read(ctx context.Context, namespace, tenant, selector string) (*sn
 	// EndpointSlices carry their Service's labels (the controller copies
 	// them), so the same selector finds them.
 	if err := errs[5]; err != nil {
-		return nil, wrap("endpointslices", err)
+		return nil, wrap("endpointslices", sc.slices, err)
 	}
 	for _, x := range slices.Items {
 		k := key(x.Namespace, x.Labels[discoveryv1.LabelServiceName])
 		s.slices[k] = append(s.slices[k], x)
 	}
 	if err := errs[6]; err != nil {
-		return nil, wrap("pods", err)
+		return nil, wrap("pods", sc.pods, err)
 	}
 	for _, x := range pods.Items {
 		k := key(x.Namespace, x.Labels[LabelProject])
@@ -232,7 +253,7 @@ func (o *Ops) read(ctx context.Context, namespace, tenant, selector string) (*sn
 	case apierrors.IsForbidden(err):
 		s.secretsErr = errors.New("not permitted to read secrets")
 	case err != nil:
-		return nil, wrap("secrets (metadata)", err)
+		return nil, wrap("secrets (metadata)", sc.secrets, err)
 	default:
 		for i := range secs.Items {
 			x := &secs.Items[i]

@@ -104,6 +104,10 @@ type Options struct {
 	Script []Kind
 	// Observe, if set, sees every request before a fault is decided.
 	Observe func(*http.Request)
+	// Refuse, if set, answers 403 Forbidden to every request it returns
+	// true for, without forwarding, before any other fault: for tests
+	// that need one kind of request to fail for as long as they say.
+	Refuse func(*http.Request) bool
 	// Latency delays every request before it is forwarded or answered (a
 	// slow control plane); SetLatency changes it.
 	Latency time.Duration
@@ -317,6 +321,10 @@ func (p *Proxy) serve(w http.ResponseWriter, r *http.Request) {
 			panic(http.ErrAbortHandler)
 		case <-time.After(delay):
 		}
+	}
+	if p.opts.Refuse != nil && p.opts.Refuse(r) {
+		writeStatus(w, http.StatusForbidden, "Forbidden", "injected fault: refused by the test")
+		return
 	}
 	kind, cut := p.decide(r)
 	switch kind {
