@@ -10,12 +10,12 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/kilnctl/kiln/internal/faultproxy"
-	"github.com/kilnctl/kiln/internal/testcluster"
+	"github.com/kilnctl/kiln/internal/testenv/faultproxy"
+	"github.com/kilnctl/kiln/internal/testenv/testcluster"
 )
 
 // apiProxy is a counting reverse proxy in front of the API server: the
-// project's fault proxy (internal/faultproxy), with no faults unless a
+// project's fault proxy (internal/testenv/faultproxy), with no faults unless a
 // benchmark sets them through Fault. Clients reach it through Kubeconfig
 // (context ContextName); it terminates TLS itself and forwards with the
 // cluster's own transport, so what it counts is exactly what the client

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kilnctl/kiln/internal/testcluster"
+	"github.com/kilnctl/kiln/internal/testenv/testcluster"
 )
 
 // BenchmarkCreateContinueReady re-runs an install on a cluster whose

@@ -14,7 +14,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
-	"github.com/kilnctl/kiln/internal/testcluster"
+	"github.com/kilnctl/kiln/internal/testenv/testcluster"
 )
 
 // BenchmarkDiscovery times `kiln create` and then `kiln status` with an

@@ -1,5 +1,5 @@
 // Package bench holds kiln's benchmarks against a real local control plane
-// (internal/testcluster), each against a peer measured in the same run:
+// (internal/testenv/testcluster), each against a peer measured in the same run:
 // readiness (kiln wait as a process against kubectl rollout status and
 // kubectl wait; kiln's in-process watcher as the engine overhead),
 // create --continue on a ready cluster against kubectl apply (server-side

@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kilnctl/kiln/internal/faultproxy"
-	"github.com/kilnctl/kiln/internal/testcluster"
+	"github.com/kilnctl/kiln/internal/testenv/faultproxy"
+	"github.com/kilnctl/kiln/internal/testenv/testcluster"
 )
 
 // BenchmarkFaultCompletion is the share of runs that complete (exit 0)

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kilnctl/kiln/internal/testcluster"
+	"github.com/kilnctl/kiln/internal/testenv/testcluster"
 )
 
 // cluster is the one control plane every benchmark of the package runs

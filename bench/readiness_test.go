@@ -14,7 +14,7 @@ import (
 
 	"github.com/kilnctl/kiln/engine/platform"
 	"github.com/kilnctl/kiln/engine/readiness"
-	"github.com/kilnctl/kiln/internal/testcluster"
+	"github.com/kilnctl/kiln/internal/testenv/testcluster"
 )
 
 // pace is the interval at which iterations start (the wait is not timed).

@@ -6,7 +6,7 @@ import "context"
 // act at named points of its run (kill the process there, or hold it until
 // the test lets it go). A release build has none, so every checkpoint is a
 // no-op. The implementation that reads KILN_TEST_CRASH_AT and
-// KILN_TEST_PAUSE_AT lives in internal/testhooks, which only _test.go files
+// KILN_TEST_PAUSE_AT lives in internal/testenv/testhooks, which only _test.go files
 // import: the kiln binary does not contain it.
 type Hooks interface {
 	// At is called when an operation reaches the checkpoint named point.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# What a real node needs (internal/testcluster, Options.RealNode): the Debian
+# What a real node needs (internal/testenv/testcluster, Options.RealNode): the Debian
 # packages below, installed when missing, then `make testbin-realnode`.
 # Used by .ci/run (the tests' real node) and by `make demo` (whose cluster's
 # only node is real when this machine can run one).

@@ -14,8 +14,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	awsprovider "github.com/kilnctl/kiln/engine/provider/aws"
-	"github.com/kilnctl/kiln/internal/awsemu"
-	"github.com/kilnctl/kiln/internal/testhooks"
+	"github.com/kilnctl/kiln/internal/testenv/awsemu"
+	"github.com/kilnctl/kiln/internal/testenv/testhooks"
 )
 
 // Rules of the EKS API reference the requests kiln sends are checked

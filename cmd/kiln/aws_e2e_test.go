@@ -1,7 +1,7 @@
 package main
 
 // End-to-end tests of `kiln … aws …` against the multi-region kumo emulator
-// (internal/awsemu) with the platform phase on the kiln-b control plane
+// (internal/testenv/awsemu) with the platform phase on the kiln-b control plane
 // through the endpoint mapping (KILN_AWS_KUBE_CONTEXT /
 // --kube-context-override). The tests run one after another (no
 // t.Parallel): kiln-b hosts one aws cluster's platform at a time.
@@ -25,8 +25,8 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	awsprovider "github.com/kilnctl/kiln/engine/provider/aws"
-	"github.com/kilnctl/kiln/internal/awsemu"
-	"github.com/kilnctl/kiln/internal/testhooks"
+	"github.com/kilnctl/kiln/internal/testenv/awsemu"
+	"github.com/kilnctl/kiln/internal/testenv/testhooks"
 )
 
 var awsRegions = []string{"us-east-1", "eu-west-1", "ap-northeast-1"}

@@ -11,8 +11,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/eks"
 
-	"github.com/kilnctl/kiln/internal/awsemu"
-	"github.com/kilnctl/kiln/internal/testhooks"
+	"github.com/kilnctl/kiln/internal/testenv/awsemu"
+	"github.com/kilnctl/kiln/internal/testenv/testhooks"
 )
 
 // eksView is what EKS reports of a kiln cluster: the control plane's

@@ -9,7 +9,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/eks"
 
 	awsprovider "github.com/kilnctl/kiln/engine/provider/aws"
-	"github.com/kilnctl/kiln/internal/testhooks"
+	"github.com/kilnctl/kiln/internal/testenv/testhooks"
 )
 
 // TestAWSKubernetesVersion: create aws --kubernetes-version sets the EKS

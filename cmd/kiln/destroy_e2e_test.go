@@ -12,7 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/kilnctl/kiln/internal/testhooks"
+	"github.com/kilnctl/kiln/internal/testenv/testhooks"
 )
 
 // A destroy killed after it asked for kiln-system's deletion leaves a

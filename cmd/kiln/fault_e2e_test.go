@@ -16,7 +16,7 @@ import (
 
 	"github.com/kilnctl/kiln/creds"
 	"github.com/kilnctl/kiln/engine/platform"
-	"github.com/kilnctl/kiln/internal/faultproxy"
+	"github.com/kilnctl/kiln/internal/testenv/faultproxy"
 )
 
 // faultSeed fixes the proxy's decisions (given the same requests in the same

@@ -29,8 +29,8 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
-	"github.com/kilnctl/kiln/internal/testcluster"
-	"github.com/kilnctl/kiln/internal/testhooks"
+	"github.com/kilnctl/kiln/internal/testenv/testcluster"
+	"github.com/kilnctl/kiln/internal/testenv/testhooks"
 )
 
 var (

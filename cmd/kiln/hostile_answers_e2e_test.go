@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kilnctl/kiln/internal/faultproxy"
+	"github.com/kilnctl/kiln/internal/testenv/faultproxy"
 )
 
 // Hostile answers from a control plane that is up (issue #26, item 3),

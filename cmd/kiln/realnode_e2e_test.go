@@ -19,11 +19,11 @@ import (
 	"github.com/kilnctl/kiln/creds"
 	"github.com/kilnctl/kiln/engine/platform"
 	"github.com/kilnctl/kiln/engine/project"
-	"github.com/kilnctl/kiln/internal/testcluster"
+	"github.com/kilnctl/kiln/internal/testenv/testcluster"
 )
 
 // realWebImage is the stack image of TestKilnOnARealNode: the real node's
-// test web server (internal/testcluster/images/web) as a numeric non-root
+// test web server (internal/testenv/testcluster/images/web) as a numeric non-root
 // user, so the Pod Security restricted profile of kiln's tenant namespaces
 // admits it.
 const realWebImage = "docker.io/kiln/e2e-web:1"
@@ -89,7 +89,7 @@ func TestKilnOnARealNode(t *testing.T) {
 	if err := c.ImportImage(ctx, platform.GatewayImage(version), img); err != nil {
 		t.Fatal(err)
 	}
-	web, err := testcluster.BuildGoBinary(ctx, "github.com/kilnctl/kiln/internal/testcluster/images/web", dir)
+	web, err := testcluster.BuildGoBinary(ctx, "github.com/kilnctl/kiln/internal/testenv/testcluster/images/web", dir)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,15 +8,15 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/kilnctl/kiln/internal/testhooks"
+	"github.com/kilnctl/kiln/internal/testenv/testhooks"
 )
 
 // testhooksPkg is the package that holds the crash and pause hooks.
-const testhooksPkg = "github.com/kilnctl/kiln/internal/testhooks"
+const testhooksPkg = "github.com/kilnctl/kiln/internal/testenv/testhooks"
 
 // TestReleaseBuildHasNoTestHooks builds kiln as `make build` and goreleaser
 // do (no build tags) and proves the crash and pause hooks are not in it:
-// no build of cmd/kiln for any released OS imports internal/testhooks, the
+// no build of cmd/kiln for any released OS imports internal/testenv/testhooks, the
 // binary does not contain the hooks' variable names, and a create run with
 // KILN_TEST_CRASH_AT and KILN_TEST_PAUSE_AT at points it passes is neither
 // killed nor held. The same variables do kill the test binary there, so the

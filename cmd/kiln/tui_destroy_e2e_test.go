@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kilnctl/kiln/internal/testhooks"
+	"github.com/kilnctl/kiln/internal/testenv/testhooks"
 )
 
 // A destroy cancelled in the wizard (Ctrl-C, confirmed) after it removed

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/kilnctl/kiln/internal/awsemu"
+	"github.com/kilnctl/kiln/internal/testenv/awsemu"
 )
 
 // logEvents reads an NDJSON log file.

@@ -18,8 +18,8 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/kilnctl/kiln/engine/kubeapi"
-	"github.com/kilnctl/kiln/internal/faultproxy"
-	"github.com/kilnctl/kiln/internal/testcluster"
+	"github.com/kilnctl/kiln/internal/testenv/faultproxy"
+	"github.com/kilnctl/kiln/internal/testenv/testcluster"
 )
 
 var cluster *testcluster.Cluster

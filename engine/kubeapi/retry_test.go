@@ -15,7 +15,7 @@ import (
 	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/client-go/rest"
 
-	"github.com/kilnctl/kiln/internal/faultproxy"
+	"github.com/kilnctl/kiln/internal/testenv/faultproxy"
 )
 
 var fast = Policy{Attempts: 5, Base: time.Millisecond, Max: 4 * time.Millisecond, MaxRetryAfter: 3 * time.Second}

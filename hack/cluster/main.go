@@ -34,7 +34,7 @@ import (
 	"time"
 
 	"github.com/kilnctl/kiln/engine/platform"
-	"github.com/kilnctl/kiln/internal/testcluster"
+	"github.com/kilnctl/kiln/internal/testenv/testcluster"
 )
 
 const contextName = "kiln-local"
@@ -252,7 +252,7 @@ func images(root, dir string) error {
 		return err
 	}
 	fmt.Printf("images: %s (kiln's gateway: bin/kiln)\n", gw)
-	web, err := testcluster.BuildGoBinary(ctx, "github.com/kilnctl/kiln/internal/testcluster/images/web", scratch)
+	web, err := testcluster.BuildGoBinary(ctx, "github.com/kilnctl/kiln/internal/testenv/testcluster/images/web", scratch)
 	if err != nil {
 		return err
 	}

@@ -29,7 +29,7 @@ func envReads(t *testing.T) map[string]string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	skip := []string{"internal/testcluster", "internal/awsemu", "internal/testhooks", "hack", "bench", ".cache", "docs"}
+	skip := []string{"internal/testenv/testcluster", "internal/testenv/awsemu", "internal/testenv/testhooks", "hack", "bench", ".cache", "docs"}
 	fset := token.NewFileSet()
 	var files []*ast.File
 	var names []string

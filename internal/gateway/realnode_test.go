@@ -23,7 +23,7 @@ import (
 
 	"github.com/kilnctl/kiln/engine/config"
 	"github.com/kilnctl/kiln/engine/platform"
-	"github.com/kilnctl/kiln/internal/testcluster"
+	"github.com/kilnctl/kiln/internal/testenv/testcluster"
 )
 
 // TestGatewayImageRunsOnARealNode runs the gateway as the platform deploys

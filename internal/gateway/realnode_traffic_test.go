@@ -26,10 +26,10 @@ import (
 	"github.com/kilnctl/kiln/engine/config"
 	"github.com/kilnctl/kiln/engine/platform"
 	"github.com/kilnctl/kiln/engine/project"
-	"github.com/kilnctl/kiln/internal/testcluster"
+	"github.com/kilnctl/kiln/internal/testenv/testcluster"
 )
 
-// realWebImage is the real node's test web server (internal/testcluster/
+// realWebImage is the real node's test web server (internal/testenv/testcluster/
 // images/web), built here to run as a numeric non-root user so it passes
 // the Pod Security restricted profile of kiln's tenant namespaces.
 const realWebImage = "docker.io/kiln/web-nonroot:test"
@@ -82,7 +82,7 @@ func TestGatewayServesProjectsOnARealNode(t *testing.T) {
 	layoutDir := filepath.Join(t.TempDir(), "oci")
 	buildImage(t, bin, layoutDir, platform.GatewayImage("v"+testVersion))
 	must(t, c.ImportImageLayout(ctx, layoutDir))
-	webBin, err := testcluster.BuildGoBinary(ctx, "github.com/kilnctl/kiln/internal/testcluster/images/web", t.TempDir())
+	webBin, err := testcluster.BuildGoBinary(ctx, "github.com/kilnctl/kiln/internal/testenv/testcluster/images/web", t.TempDir())
 	must(t, err)
 	webImg, err := testcluster.BinaryImage(webBin, "/web", imageUser)
 	must(t, err)

@@ -14,8 +14,8 @@ import (
 
 	"github.com/kilnctl/kiln/docs"
 	"github.com/kilnctl/kiln/engine"
-	"github.com/kilnctl/kiln/internal/awsemu"
 	"github.com/kilnctl/kiln/internal/exit"
+	"github.com/kilnctl/kiln/internal/testenv/awsemu"
 )
 
 // TestCheckPrincipal: --admin and --viewer take IAM role and user ARNs as

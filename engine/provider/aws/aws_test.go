@@ -30,8 +30,8 @@ import (
 	"github.com/kilnctl/kiln/engine"
 	"github.com/kilnctl/kiln/engine/input"
 	"github.com/kilnctl/kiln/engine/provider/kube"
-	"github.com/kilnctl/kiln/internal/awsemu"
 	"github.com/kilnctl/kiln/internal/exit"
+	"github.com/kilnctl/kiln/internal/testenv/awsemu"
 )
 
 // uniq makes a cluster name unique in this process: kumo keeps route

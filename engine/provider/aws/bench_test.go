@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kilnctl/kiln/internal/awsemu"
+	"github.com/kilnctl/kiln/internal/testenv/awsemu"
 )
 
 // benchLatency is injected before every request to every region.

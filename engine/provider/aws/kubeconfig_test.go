@@ -18,7 +18,7 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/kilnctl/kiln/engine"
-	"github.com/kilnctl/kiln/internal/testhooks"
+	"github.com/kilnctl/kiln/internal/testenv/testhooks"
 )
 
 // kubectl runs the real kubectl on the kubeconfig at path.

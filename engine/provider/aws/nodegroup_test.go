@@ -15,7 +15,7 @@ import (
 
 	"github.com/kilnctl/kiln/engine"
 	"github.com/kilnctl/kiln/engine/input"
-	"github.com/kilnctl/kiln/internal/awsemu"
+	"github.com/kilnctl/kiln/internal/testenv/awsemu"
 )
 
 // kilnTemplates are the emulator's launch templates tagged for name.

@@ -12,7 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/eks"
 	ekstypes "github.com/aws/aws-sdk-go-v2/service/eks/types"
 
-	"github.com/kilnctl/kiln/internal/awsemu"
+	"github.com/kilnctl/kiln/internal/testenv/awsemu"
 )
 
 // sweepFixture is a complete kiln cluster in the emulator and its network.

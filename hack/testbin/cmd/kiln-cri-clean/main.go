@@ -1,7 +1,7 @@
 // Command kiln-cri-clean stops and removes every pod sandbox (and so every
 // container) of the container runtime at a CRI socket, the way the kubelet
 // tears a pod down: StopPodSandbox runs the CNI DEL that frees the pod's IP
-// and unmounts its network namespace. internal/testcluster runs it when a
+// and unmounts its network namespace. internal/testenv/testcluster runs it when a
 // real node stops, after the kubelet, so no container outlives the test.
 //
 //	kiln-cri-clean unix:///path/to/containerd.sock

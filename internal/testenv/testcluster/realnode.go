@@ -441,7 +441,7 @@ shutdownGracePeriod: 0s
 // importPause builds the sandbox image and imports it before the kubelet
 // creates any pod (containerd would try to pull it).
 func (c *Cluster) importPause(ctx context.Context) error {
-	return c.ImportGoImage(ctx, PauseImage, "github.com/kilnctl/kiln/internal/testcluster/images/pause")
+	return c.ImportGoImage(ctx, PauseImage, "github.com/kilnctl/kiln/internal/testenv/testcluster/images/pause")
 }
 
 // waitRealNode waits for the kubelet to register a Ready node and removes

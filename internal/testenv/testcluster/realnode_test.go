@@ -86,7 +86,7 @@ func TestRealNodeServesThroughClusterIP(t *testing.T) {
 	}
 
 	t0 := time.Now()
-	if err := c.ImportGoImage(ctx, webImage, "github.com/kilnctl/kiln/internal/testcluster/images/web"); err != nil {
+	if err := c.ImportGoImage(ctx, webImage, "github.com/kilnctl/kiln/internal/testenv/testcluster/images/web"); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("web image built and imported in %s", time.Since(t0).Round(time.Millisecond))
@@ -401,7 +401,7 @@ func orphanRealChild() {
 	if err != nil {
 		fail(err)
 	}
-	if err := c.ImportGoImage(ctx, webImage, "github.com/kilnctl/kiln/internal/testcluster/images/web"); err != nil {
+	if err := c.ImportGoImage(ctx, webImage, "github.com/kilnctl/kiln/internal/testenv/testcluster/images/web"); err != nil {
 		fail(err)
 	}
 	spec := corev1.PodSpec{
