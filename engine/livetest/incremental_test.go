@@ -19,7 +19,7 @@ import (
 
 	"github.com/kilnctl/kiln/engine"
 	"github.com/kilnctl/kiln/engine/provider/kube"
-	"github.com/kilnctl/kiln/internal/faultproxy"
+	"github.com/kilnctl/kiln/internal/testenv/faultproxy"
 )
 
 // inspector is an engine.Watch of live1 through a proxy that records every

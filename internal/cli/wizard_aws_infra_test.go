@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/kilnctl/kiln/engine"
-	"github.com/kilnctl/kiln/internal/awsemu"
+	"github.com/kilnctl/kiln/internal/testenv/awsemu"
 	"github.com/kilnctl/kiln/tui"
 )
 
