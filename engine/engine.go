@@ -168,6 +168,19 @@ func (e *Engine) finish(err error, okMessage, tokenDir string) error {
 		e.emit(Event{Type: TypeResult, OK: true, ExitCode: exit.OK, Message: okMessage, TokenDir: tokenDir})
 		return nil
 	}
-	e.emit(Event{Type: TypeResult, OK: false, ExitCode: exit.Code(err), Message: renderError(err, e.Namer), TokenDir: tokenDir})
+	e.emit(FailedResult(err, e.Namer, tokenDir))
 	return err
+}
+
+// FailedResult is the result event of an operation that failed with err:
+// its exit code, its message worded by n, and the input it names (so a
+// frontend can return the user to that field without reading the words).
+// A frontend that refuses a request before the engine runs emits it too.
+func FailedResult(err error, n Namer, tokenDir string) Event {
+	ev := Event{Type: TypeResult, OK: false, ExitCode: exit.Code(err), Message: renderError(err, n), TokenDir: tokenDir}
+	var ie *InputError
+	if errors.As(err, &ie) {
+		ev.Input = ie.Input
+	}
+	return ev
 }

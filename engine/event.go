@@ -133,6 +133,11 @@ type Event struct {
 	OK       bool
 	ExitCode int
 	TokenDir string // empty means null
+	// Input is the input a failed result's error names (an input error's
+	// Input: the flag, or the wizard's field, the user fixes), "" for
+	// none. Frontends decide from it, never from Message's words; it is
+	// not part of the NDJSON contract and MarshalJSON leaves it out.
+	Input Input
 }
 
 // ClusterInfo is one cluster found by discovery.

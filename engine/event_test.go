@@ -2,10 +2,15 @@ package engine
 
 import (
 	"encoding/json"
+	"errors"
+	"fmt"
 	"reflect"
 	"sort"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/kilnctl/kiln/internal/exit"
 )
 
 // The NDJSON schema of DESIGN.md §8 is a contract: each event type has
@@ -106,5 +111,38 @@ func TestPlanEventFieldsIsAnArray(t *testing.T) {
 	}
 	if f, ok := m["fields"].([]any); !ok || len(f) != 0 {
 		t.Errorf("fields = %#v in %s, want []", m["fields"], b)
+	}
+}
+
+// TestFailedResultCarriesTheInput: a failed result names the input its
+// error names (frontends decide from it, not from the words), worded by
+// the frontend's Namer, and the NDJSON result keeps DESIGN.md §8's fields
+// only.
+func TestFailedResultCarriesTheInput(t *testing.T) {
+	err := fmt.Errorf("plan: %w", NewInputError(exit.BadInput, InputNodes, "eks1", "{input}: 0 is out of range"))
+	ev := FailedResult(err, func(in Input) string { return "the " + string(in) + " field" }, "")
+	if ev.Input != InputNodes || ev.ExitCode != exit.BadInput || ev.OK {
+		t.Fatalf("FailedResult = %+v, want input %s, exit 2", ev, InputNodes)
+	}
+	if !strings.Contains(ev.Message, "the nodes field") || strings.Contains(ev.Message, "--nodes") {
+		t.Errorf("message %q is not worded by the frontend's Namer", ev.Message)
+	}
+	b, err := json.Marshal(ev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fields map[string]any
+	if err := json.Unmarshal(b, &fields); err != nil {
+		t.Fatal(err)
+	}
+	for k := range fields {
+		switch k {
+		case "time", "type", "ok", "exit_code", "message", "token_dir":
+		default:
+			t.Errorf("the result's JSON has field %q beyond DESIGN.md §8's: %s", k, b)
+		}
+	}
+	if plain := FailedResult(errors.New("boom"), nil, ""); plain.Input != "" || plain.ExitCode != exit.Failed {
+		t.Errorf("FailedResult of a plain error = %+v, want no input, exit 1", plain)
 	}
 }

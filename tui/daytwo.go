@@ -137,12 +137,13 @@ func (m *Model) backFromDayTwo(r *runState) tea.Cmd {
 		case r.kind == opUpgrade && m.day2.up != nil:
 			m.day2.up.err = r.result.Message
 			m.screen = screenUpgrade
-			// The focus goes where it is fixed.
+			// The focus goes to the field the refusal names (the result's
+			// Input, never its words).
 			for _, f := range []struct {
 				in    engine.Input
 				field int
 			}{{engine.InputDeleteProjects, upFieldDelete}, {input.KubernetesVersion, upFieldVersion}, {engine.InputNodes, upFieldNodes}, {engine.InputInstanceType, upFieldType}} {
-				if strings.Contains(r.result.Message, UpgradeInputName(f.in)) {
+				if r.result.Input == f.in {
 					return m.focusUpgrade(f.field)
 				}
 			}

@@ -5,9 +5,7 @@ import (
 	"fmt"
 
 	"github.com/kilnctl/kiln/engine"
-	"github.com/kilnctl/kiln/engine/input"
 	awsprovider "github.com/kilnctl/kiln/engine/provider/aws"
-	"github.com/kilnctl/kiln/internal/exit"
 	"github.com/kilnctl/kiln/tui"
 )
 
@@ -28,7 +26,7 @@ func (b *wizardOps) Upgrade(t engine.ClusterRef, infra engine.Infra, req engine.
 			// Refused before the engine runs (a field the checks as typed did
 			// not see): the result the engine would give, in the screen's
 			// words.
-			e.Sink.Emit(engine.Event{Type: engine.TypeResult, ExitCode: exit.Code(err), Message: input.Render(err, e.Namer)})
+			e.Sink.Emit(engine.FailedResult(err, e.Namer, ""))
 			return err
 		}
 		req.Target, req.Timeout = r, b.g.timeout
