@@ -22,6 +22,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -72,9 +73,18 @@ func waitListening(b *testing.B, addr string, done <-chan struct{}) {
 	b.Fatalf("nothing listens on %s", addr)
 }
 
+// pinned runs name on the CPUs of the environment variable cpusVar (a
+// taskset list such as "0" or "0,1") when it is set.
+func pinned(cpusVar, name string, args ...string) *exec.Cmd {
+	if cpus := os.Getenv(cpusVar); cpus != "" {
+		return exec.Command("taskset", append([]string{"-c", cpus, name}, args...)...)
+	}
+	return exec.Command(name, args...)
+}
+
 func start(b *testing.B, name string, args ...string) <-chan struct{} {
 	b.Helper()
-	cmd := exec.Command(name, args...)
+	cmd := pinned("KILN_BENCH_GATEWAY_PROXY_CPUS", name, args...)
 	logf, err := os.Create(filepath.Join(b.TempDir(), filepath.Base(name)+".log"))
 	if err != nil {
 		b.Fatal(err)
@@ -94,9 +104,16 @@ func start(b *testing.B, name string, args ...string) <-chan struct{} {
 }
 
 // load sends GETs to url with token from conc clients for d (at most
-// maxRequests) and reports requests/s and latency percentiles.
+// maxRequests) and reports requests/s and latency percentiles. With
+// KILN_BENCH_GATEWAY_LOAD=wrk the load generator is wrk (C, event loop;
+// not the bottleneck the Go client can be), run on the CPUs of
+// KILN_BENCH_GATEWAY_LOAD_CPUS when set.
 func load(b *testing.B, url, token string, conc int, d time.Duration) {
 	b.Helper()
+	if os.Getenv("KILN_BENCH_GATEWAY_LOAD") == "wrk" {
+		loadWrk(b, url, token, conc, d)
+		return
+	}
 	tr := &http.Transport{MaxIdleConns: conc, MaxIdleConnsPerHost: conc, Proxy: nil}
 	defer tr.CloseIdleConnections()
 	client := &http.Client{Transport: tr}
@@ -172,6 +189,71 @@ func load(b *testing.B, url, token string, conc int, d time.Duration) {
 	b.ReportMetric(float64(len(all)), "requests")
 }
 
+// loadWrk is load with wrk: one thread, conc connections, --latency for
+// the percentiles. Non-2xx answers fail the benchmark.
+func loadWrk(b *testing.B, url, token string, conc int, d time.Duration) {
+	b.Helper()
+	wrk, err := exec.LookPath("wrk")
+	if err != nil {
+		b.Skip("wrk not installed (apt-get install wrk)")
+	}
+	args := []string{"-t1", fmt.Sprintf("-c%d", conc), fmt.Sprintf("-d%ds", int(d.Seconds())), "--latency"}
+	if token != "" {
+		args = append(args, "-H", "Authorization: Bearer "+token)
+	}
+	// Warm-up: connections and the gateway's verified-token cache.
+	warm := pinned("KILN_BENCH_GATEWAY_LOAD_CPUS", wrk, "-t1", fmt.Sprintf("-c%d", conc), "-d1s", url)
+	if token != "" {
+		warm.Args = append(warm.Args, "-H", "Authorization: Bearer "+token)
+	}
+	if out, err := warm.CombinedOutput(); err != nil {
+		b.Fatalf("wrk warm-up: %v\n%s", err, out)
+	}
+	b.ResetTimer()
+	out, err := pinned("KILN_BENCH_GATEWAY_LOAD_CPUS", wrk, append(args, url)...).CombinedOutput()
+	b.StopTimer()
+	if err != nil {
+		b.Fatalf("wrk: %v\n%s", err, out)
+	}
+	var rps, p50, p99, requests float64
+	for _, line := range strings.Split(string(out), "\n") {
+		f := strings.Fields(line)
+		switch {
+		case len(f) == 2 && f[0] == "Requests/sec:":
+			rps, _ = strconv.ParseFloat(f[1], 64)
+		case len(f) == 2 && f[0] == "50%":
+			p50 = wrkMillis(f[1])
+		case len(f) == 2 && f[0] == "99%":
+			p99 = wrkMillis(f[1])
+		case len(f) >= 5 && f[1] == "requests" && f[2] == "in":
+			requests, _ = strconv.ParseFloat(f[0], 64)
+		case strings.HasPrefix(strings.TrimSpace(line), "Non-2xx"), strings.HasPrefix(strings.TrimSpace(line), "Socket errors"):
+			b.Fatalf("wrk: %s\n%s", strings.TrimSpace(line), out)
+		}
+	}
+	if rps == 0 || p99 == 0 {
+		b.Fatalf("wrk output not understood:\n%s", out)
+	}
+	b.ReportMetric(rps, "req/s")
+	b.ReportMetric(p50, "p50-ms")
+	b.ReportMetric(p99, "p99-ms")
+	b.ReportMetric(requests, "requests")
+}
+
+// wrkMillis parses a wrk latency ("812.00us", "1.20ms", "1.01s").
+func wrkMillis(s string) float64 {
+	for _, u := range []struct {
+		suffix string
+		ms     float64
+	}{{"us", 0.001}, {"ms", 1}, {"m", 60000}, {"s", 1000}} {
+		if v, ok := strings.CutSuffix(s, u.suffix); ok {
+			f, _ := strconv.ParseFloat(v, 64)
+			return f * u.ms
+		}
+	}
+	return 0
+}
+
 // BenchmarkGatewayProxy: the same backend behind nothing, behind nginx
 // (plain proxying, as the platform's old gateway), and behind kiln gateway
 // (every request authenticated with a tenant token, routed by path).
@@ -204,7 +286,7 @@ func BenchmarkGatewayProxy(b *testing.B) {
 		}
 		dir := b.TempDir()
 		port := freePort(b)
-		conf := fmt.Sprintf(`worker_processes auto;
+		conf := fmt.Sprintf(`worker_processes %[4]d;
 daemon off;
 pid %[1]s/nginx.pid;
 error_log %[1]s/error.log warn;
@@ -226,7 +308,7 @@ http {
     }
   }
 }
-`, dir, backendAddr, port)
+`, dir, backendAddr, port, proxyCPUs())
 		cf := filepath.Join(dir, "nginx.conf")
 		if err := os.WriteFile(cf, []byte(conf), 0o600); err != nil {
 			b.Fatal(err)
@@ -239,11 +321,16 @@ http {
 
 	b.Run("kiln-gateway", func(b *testing.B) {
 		dir := b.TempDir()
-		bin := filepath.Join(dir, "kiln")
-		build := exec.Command("go", "build", "-trimpath", "-o", bin, "../../cmd/kiln")
-		build.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := build.CombinedOutput(); err != nil {
-			b.Fatalf("go build: %v\n%s", err, out)
+		// KILN_BENCH_GATEWAY_BIN: a kiln built once for all rounds (or
+		// another version of it, to compare).
+		bin := os.Getenv("KILN_BENCH_GATEWAY_BIN")
+		if bin == "" {
+			bin = filepath.Join(dir, "kiln")
+			build := exec.Command("go", "build", "-trimpath", "-o", bin, "../../cmd/kiln")
+			build.Env = append(os.Environ(), "CGO_ENABLED=0")
+			if out, err := build.CombinedOutput(); err != nil {
+				b.Fatalf("go build: %v\n%s", err, out)
+			}
 		}
 		key, err := rsa.GenerateKey(rand.Reader, creds.KeyBits) // as kiln generates
 		if err != nil {
@@ -271,6 +358,27 @@ http {
 		waitListening(b, addr, done)
 		load(b, "http://"+addr+"/t/default/p/web/", token, conc, dur)
 	})
+}
+
+// proxyCPUs is the number of CPUs the proxies run on: nginx gets one worker
+// per CPU (as worker_processes auto would on a machine of that size), the
+// gateway as many Go threads (Go reads the affinity itself).
+func proxyCPUs() int {
+	cpus := os.Getenv("KILN_BENCH_GATEWAY_PROXY_CPUS")
+	if cpus == "" {
+		return runtime.NumCPU()
+	}
+	n := 0
+	for _, part := range strings.Split(cpus, ",") {
+		lo, hi, isRange := strings.Cut(part, "-")
+		a, _ := strconv.Atoi(lo)
+		z := a
+		if isRange {
+			z, _ = strconv.Atoi(hi)
+		}
+		n += z - a + 1
+	}
+	return max(n, 1)
 }
 
 // BenchmarkVerifyTenantToken is what a token costs the first time the
