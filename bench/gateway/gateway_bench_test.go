@@ -12,11 +12,15 @@ package gateway
 
 import (
 	"context"
+	"crypto"
 	"crypto/rand"
 	"crypto/rsa"
+	"crypto/sha256"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
+	"math/big"
 	"net"
 	"net/http"
 	"os"
@@ -189,6 +193,66 @@ func load(b *testing.B, url, token string, conc int, d time.Duration) {
 	b.ReportMetric(float64(len(all)), "requests")
 }
 
+// oauth2Proxy benchmarks oauth2-proxy (github.com/oauth2-proxy/oauth2-proxy,
+// the Go proxy users put in front of services to check tokens) as a peer:
+// OIDC provider, every request with a bearer JWT it verifies
+// (--skip-jwt-bearer-tokens), RS256 with an RSA key of kiln's size whose
+// JWKS a local server publishes, request log to a file. Its binary is
+// KILN_BENCH_OAUTH2_PROXY or oauth2-proxy on PATH
+// (go install github.com/oauth2-proxy/oauth2-proxy/v7@v7.15.6).
+func oauth2Proxy(b *testing.B, backendAddr string, conc int, dur time.Duration) {
+	bin := os.Getenv("KILN_BENCH_OAUTH2_PROXY")
+	if bin == "" {
+		var err error
+		if bin, err = exec.LookPath("oauth2-proxy"); err != nil {
+			b.Skip("oauth2-proxy not installed (go install github.com/oauth2-proxy/oauth2-proxy/v7@v7.15.6)")
+		}
+	}
+	key, err := rsa.GenerateKey(rand.Reader, creds.KeyBits)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b64 := base64.RawURLEncoding
+	jwks, _ := json.Marshal(map[string]any{"keys": []map[string]string{{
+		"kty": "RSA", "use": "sig", "alg": "RS256", "kid": "bench",
+		"n": b64.EncodeToString(key.N.Bytes()), "e": b64.EncodeToString(big.NewInt(int64(key.E)).Bytes()),
+	}}})
+	jl, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	js := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(jwks)
+	})}
+	go func() { _ = js.Serve(jl) }()
+	b.Cleanup(func() { _ = js.Close() })
+	issuer := "http://" + jl.Addr().String()
+	header, _ := json.Marshal(map[string]string{"alg": "RS256", "typ": "JWT", "kid": "bench"})
+	now := time.Now()
+	claims, _ := json.Marshal(map[string]any{"iss": issuer, "aud": "kiln-bench", "sub": "default", "email": "default@bench.kiln.test",
+		"email_verified": true, "iat": now.Unix(), "exp": now.Add(time.Hour).Unix()})
+	signing := b64.EncodeToString(header) + "." + b64.EncodeToString(claims)
+	digest := sha256.Sum256([]byte(signing))
+	sig, err := rsa.SignPKCS1v15(rand.Reader, key, crypto.SHA256, digest[:])
+	if err != nil {
+		b.Fatal(err)
+	}
+	token := signing + "." + b64.EncodeToString(sig)
+	port := freePort(b)
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	cookie := make([]byte, 32)
+	_, _ = rand.Read(cookie)
+	done := start(b, bin, "--http-address", addr, "--upstream", "http://"+backendAddr+"/",
+		"--provider", "oidc", "--oidc-issuer-url", issuer, "--skip-oidc-discovery",
+		"--oidc-jwks-url", issuer+"/jwks", "--login-url", issuer+"/login", "--redeem-url", issuer+"/token",
+		"--client-id", "kiln-bench", "--client-secret", "unused", "--cookie-secret", b64.EncodeToString(cookie),
+		"--email-domain", "*", "--skip-jwt-bearer-tokens", "--bearer-token-login-fallback=false",
+		"--skip-provider-button", "--request-logging", "--auth-logging=false", "--standard-logging=false")
+	waitListening(b, addr, done)
+	load(b, "http://"+addr+"/", token, conc, dur)
+}
+
 // loadWrk is load with wrk: one thread, conc connections, --latency for
 // the percentiles. Non-2xx answers fail the benchmark.
 func loadWrk(b *testing.B, url, token string, conc int, d time.Duration) {
@@ -317,6 +381,10 @@ http {
 		done := start(b, nginx, "-p", dir, "-c", cf)
 		waitListening(b, addr, done)
 		load(b, "http://"+addr+"/", "", conc, dur)
+	})
+
+	b.Run("oauth2-proxy", func(b *testing.B) {
+		oauth2Proxy(b, backendAddr, conc, dur)
 	})
 
 	b.Run("kiln-gateway", func(b *testing.B) {
