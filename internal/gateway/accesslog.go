@@ -86,6 +86,7 @@ func (l *logBuffer) run() {
 			return
 		}
 	}
+	l.flush(&spare) // closed: what is left
 }
 
 // flush writes what is pending; false once closed and empty.
@@ -140,7 +141,11 @@ func (l *logBuffer) Close() error {
 	}
 	l.closed = true
 	l.mu.Unlock()
-	l.wake <- struct{}{} // the writer's last round: it sees closed
+	// Writers send on wake only under mu and only while not closed, so
+	// none sends after this. (Sending a last wake-up instead could block
+	// for ever: the writer may already have seen closed and returned with
+	// a writer's wake-up still in the channel.)
+	close(l.wake)
 	<-l.done
 	return nil
 }
