@@ -33,6 +33,11 @@
 #                   (BEFORE_REF, default main) and after; bench/discovery.sh
 #                   runs this block alone
 #
+#   GATEWAY=1       (default 0) `kiln gateway` (token verified on every
+#                   request) against nginx as a plain proxy and oauth2-proxy
+#                   (if built) in front of the same backend, GATEWAY_ROUNDS
+#                   interleaved rounds; bench/gateway.sh runs this block alone
+#
 #   FAULT_RUNS=12 bench/run.sh  # runs per tool and rate (default 10)
 #
 # Needs the control-plane binaries (`make testbin`) and kubectl on PATH.
@@ -49,7 +54,8 @@ BULK_CYCLES=${BULK_CYCLES:-1}  # bulk starts per tool (each: 100 projects)
 DESTROY_CYCLES=${DESTROY_CYCLES:-2}  # destroys per tool (each installs first)
 FAULT_RUNS=${FAULT_RUNS:-10}   # runs per tool and fault rate
 BEFORE_REF=${BEFORE_REF:-main} # the "before" kiln of the discovery block
-MAIN=${MAIN:-1} SCALE=${SCALE:-1} PROJECTS=${PROJECTS:-1} FAULTS=${FAULTS:-1} DISCOVERY=${DISCOVERY:-0}
+MAIN=${MAIN:-1} SCALE=${SCALE:-1} PROJECTS=${PROJECTS:-1} FAULTS=${FAULTS:-1} DISCOVERY=${DISCOVERY:-0} GATEWAY=${GATEWAY:-0}
+GATEWAY_ROUNDS=${GATEWAY_ROUNDS:-5} # interleaved rounds of the gateway block
 export KILN_BENCH_PROJECTS=${KILN_BENCH_PROJECTS:-1000} KILN_BENCH_BULK=${KILN_BENCH_BULK:-100}
 export KILN_BENCH_CONCURRENCY=${KILN_BENCH_CONCURRENCY:-8} KILN_BENCH_SETTLE_S=${KILN_BENCH_SETTLE_S:-180}
 export KILN_BENCH_LIST_ITER=$LIST_ITER KILN_BENCH_SLOW_S=${KILN_BENCH_SLOW_S:-60}
@@ -67,11 +73,13 @@ fbegin='<!-- BEGIN GENERATED faults by bench/run.sh: do not edit by hand -->'
 fend='<!-- END GENERATED faults -->'
 dbegin='<!-- BEGIN GENERATED discovery by bench/run.sh: do not edit by hand -->'
 dend='<!-- END GENERATED discovery -->'
+gbegin='<!-- BEGIN GENERATED gateway by bench/run.sh: do not edit by hand -->'
+gend='<!-- END GENERATED gateway -->'
 
 # want BLOCK: whether a block runs. With any switch set to only, exactly
 # the blocks set to only run.
 only=
-for v in "$MAIN" "$SCALE" "$PROJECTS" "$FAULTS" "$DISCOVERY"; do [[ $v == only ]] && only=1; done
+for v in "$MAIN" "$SCALE" "$PROJECTS" "$FAULTS" "$DISCOVERY" "$GATEWAY"; do [[ $v == only ]] && only=1; done
 want() {
 	local v=${!1}
 	if [[ -n $only ]]; then [[ $v == only ]]; else [[ $v != 0 ]]; fi
@@ -81,10 +89,11 @@ run_scale=; want SCALE && run_scale=1
 run_proj=; want PROJECTS && run_proj=1
 run_fault=; want FAULTS && run_fault=1
 run_disc=; want DISCOVERY && run_disc=1
+run_gw=; want GATEWAY && run_gw=1
 
 if [[ -z ${NO_DOCS:-} ]]; then
 	for pair in "$run_main|$begin|$end" "$run_scale|$sbegin|$send" "$run_proj|$pbegin|$pend" \
-		"$run_fault|$fbegin|$fend" "$run_disc|$dbegin|$dend"; do
+		"$run_fault|$fbegin|$fend" "$run_disc|$dbegin|$dend" "$run_gw|$gbegin|$gend"; do
 		IFS='|' read -r on b e <<<"$pair"
 		if [[ -n $on ]] && ! { grep -qxF "$b" "$doc" && grep -qxF "$e" "$doc"; }; then
 			echo "run.sh: $doc lacks the markers $b … $e" >&2
@@ -483,6 +492,66 @@ section_disc() {
 	} >"$tmp/dsection.md"
 }
 
+section_gw() {
+	{
+		echo "$gbegin"
+		echo
+		echo "Written by \`bench/run.sh\` with GATEWAY ($GATEWAY_ROUNDS interleaved rounds; median, and the spread min–max of the rounds)."
+		echo "Load generator: ${KILN_BENCH_GATEWAY_LOAD}, ${KILN_BENCH_GATEWAY_CONCURRENCY} connections, ${KILN_BENCH_GATEWAY_SECONDS} s per peer and round;"
+		echo "proxies on CPU ${KILN_BENCH_GATEWAY_PROXY_CPUS:-any} ($(nginx -v 2>&1 | sed 's/^nginx version: //' || echo no nginx), oauth2-proxy ${oauth2_version:-not built}), load generator on CPU ${KILN_BENCH_GATEWAY_LOAD_CPUS:-any}, backend (Go, in the benchmark's process) on any."
+		echo
+		stamp gw
+		echo
+		awk '
+		/^BenchmarkGatewayProxy\// {
+			name = $1; sub(/^BenchmarkGatewayProxy\//, "", name); sub(/-[0-9]+$/, "", name)
+			for (i = 3; i < NF; i += 2) { u = $(i + 1); c = ++cnt[name, u]; v[name, u, c] = $i }
+			peers[name] = 1
+		}
+		/^BenchmarkVerifyTenantToken/ { verify = $3 / 1000 }
+		function sorted(name, u, a,   n, i, j, t) {
+			n = cnt[name, u]
+			for (i = 1; i <= n; i++) a[i] = v[name, u, i]
+			for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (a[j] < a[i]) { t = a[i]; a[i] = a[j]; a[j] = t }
+			return n
+		}
+		function median(name, u,   n, a) {
+			n = sorted(name, u, a); if (n == 0) return ""
+			return (n % 2) ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
+		}
+		function spread(name, u, f,   n, a) {
+			n = sorted(name, u, a); if (n == 0) return ""
+			return sprintf(f "–" f, a[1], a[n])
+		}
+		function r(x, y) { return (x == "" || y == "" || y + 0 == 0) ? "–" : sprintf("%.2f×", x / y) }
+		END {
+			print "| proxy | req/s (median) | req/s (min–max) | p50 ms | p99 ms (median) | p99 ms (min–max) | req/s ÷ nginx | p50 ÷ nginx | p99 ÷ nginx |"
+			print "|---|---:|---:|---:|---:|---:|---:|---:|---:|"
+			split("direct nginx oauth2-proxy kiln-gateway", order, " ")
+			for (k = 1; k <= 4; k++) {
+				p = order[k]; if (!(p in peers)) continue
+				label = (p == "direct") ? "none (load → backend)" : (p == "nginx") ? "nginx, plain proxy" : (p == "oauth2-proxy") ? "oauth2-proxy, JWT verified" : "`kiln gateway`, token verified"
+				printf "| %s | %.0f | %s | %.2f | %.2f | %s | %s | %s | %s |\n", label, median(p, "req/s"), spread(p, "req/s", "%.0f"), median(p, "p50-ms"), median(p, "p99-ms"), spread(p, "p99-ms", "%.2f"),
+					r(median(p, "req/s"), median("nginx", "req/s")), r(median(p, "p50-ms"), median("nginx", "p50-ms")), r(median(p, "p99-ms"), median("nginx", "p99-ms"))
+			}
+			# Per round: the ratios of that round alone (the peers of a
+			# round ran back to back, so they saw about the same load).
+			print ""
+			print "| round | kiln req/s ÷ nginx | kiln p99 ÷ nginx | kiln req/s ÷ oauth2-proxy |"
+			print "|---:|---:|---:|---:|"
+			for (i = 1; i <= cnt["kiln-gateway", "req/s"]; i++)
+				printf "| %d | %s | %s | %s |\n", i, r(v["kiln-gateway", "req/s", i], v["nginx", "req/s", i]), r(v["kiln-gateway", "p99-ms", i], v["nginx", "p99-ms", i]), r(v["kiln-gateway", "req/s", i], v["oauth2-proxy", "req/s", i])
+			if (verify != "") printf "\nOne RS256 verification of a new token (RSA-3072, `creds.VerifyTenantToken`, the uncached path): %.0f µs.\n", verify
+		}' "$tmp/gw.txt"
+		echo
+		echo '```text'
+		raw "$tmp/gw.txt"
+		echo '```'
+		echo
+		echo "$gend"
+	} >"$tmp/gsection.md"
+}
+
 replace() { # replace BEGIN END SECTIONFILE: the lines from BEGIN to END of $doc by the file
 	awk -v begin="$1" -v end="$2" -v section="$3" '
 		$0 == begin { while ((getline line < section) > 0) print line; skip = 1; next }
@@ -503,6 +572,7 @@ publish() {
 	proj) f=psection.md b=$pbegin e=$pend ;;
 	fault) f=fsection.md b=$fbegin e=$fend ;;
 	disc) f=dsection.md b=$dbegin e=$dend ;;
+	gw) f=gsection.md b=$gbegin e=$gend ;;
 	esac
 	"section_$1"
 	echo
@@ -532,7 +602,7 @@ replayed() {
 	publish "$1"
 }
 
-touch "$tmp/out.txt" "$tmp/scale.txt" "$tmp/proj.txt" "$tmp/fault.txt" "$tmp/disc.txt"
+touch "$tmp/out.txt" "$tmp/scale.txt" "$tmp/proj.txt" "$tmp/fault.txt" "$tmp/disc.txt" "$tmp/gw.txt"
 
 # Main: two invocations because -benchtime is per invocation: many short
 # iterations for detection, --continue and list (BenchmarkList runs
@@ -631,3 +701,37 @@ if [[ -n $run_disc ]]; then
 	fi
 fi
 
+# The gateway against nginx and oauth2-proxy: rounds interleave the peers
+# (direct, nginx, oauth2-proxy, gateway, direct, ...) so a change in the
+# machine's load hits all of them alike. wrk is the load generator when
+# installed (the Go client in the benchmark's process was itself the
+# bottleneck); on a 2-core machine the proxies run on CPU 0 and wrk on
+# CPU 1.
+if [[ -n $run_gw ]]; then
+	if replayed gw gw.txt; then :; else
+	block gw
+	if [[ -z ${KILN_BENCH_GATEWAY_LOAD:-} ]] && command -v wrk >/dev/null; then
+		export KILN_BENCH_GATEWAY_LOAD=wrk
+	fi
+	export KILN_BENCH_GATEWAY_LOAD=${KILN_BENCH_GATEWAY_LOAD:-go}
+	if (($(nproc) >= 2)) && command -v taskset >/dev/null; then
+		export KILN_BENCH_GATEWAY_PROXY_CPUS=${KILN_BENCH_GATEWAY_PROXY_CPUS-0}
+		export KILN_BENCH_GATEWAY_LOAD_CPUS=${KILN_BENCH_GATEWAY_LOAD_CPUS-1}
+	fi
+	export KILN_BENCH_GATEWAY_CONCURRENCY=${KILN_BENCH_GATEWAY_CONCURRENCY:-32} KILN_BENCH_GATEWAY_SECONDS=${KILN_BENCH_GATEWAY_SECONDS:-10}
+	export KILN_BENCH_GATEWAY_BIN="$tmp/kiln"
+	o2p=${KILN_BENCH_OAUTH2_PROXY:-$(command -v oauth2-proxy || true)}
+	if [[ -n $o2p ]]; then
+		export KILN_BENCH_OAUTH2_PROXY=$o2p
+		oauth2_version=$(go version -m "$o2p" 2>/dev/null | awk '$1 == "mod" { print $3; exit }')
+	fi
+	go test -c -o "$tmp/gateway.test" ./bench/gateway/
+	for _ in $(seq "$GATEWAY_ROUNDS"); do
+		(cd bench/gateway && "$tmp/gateway.test" -test.run '^$' -test.bench 'GatewayProxy' -test.benchtime=1x -test.timeout 30m) 2>&1 | tee -a "$tmp/gw.txt"
+	done
+	(cd bench/gateway && "$tmp/gateway.test" -test.run '^$' -test.bench 'VerifyTenantToken') 2>&1 | tee -a "$tmp/gw.txt"
+	need "$tmp/gw.txt" GatewayProxy/direct GatewayProxy/kiln-gateway
+	block_end gw
+	publish gw
+	fi
+fi

@@ -12,16 +12,21 @@ package gateway
 
 import (
 	"context"
+	"crypto"
 	"crypto/rand"
 	"crypto/rsa"
+	"crypto/sha256"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
+	"math/big"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -72,9 +77,18 @@ func waitListening(b *testing.B, addr string, done <-chan struct{}) {
 	b.Fatalf("nothing listens on %s", addr)
 }
 
+// pinned runs name on the CPUs of the environment variable cpusVar (a
+// taskset list such as "0" or "0,1") when it is set.
+func pinned(cpusVar, name string, args ...string) *exec.Cmd {
+	if cpus := os.Getenv(cpusVar); cpus != "" {
+		return exec.Command("taskset", append([]string{"-c", cpus, name}, args...)...)
+	}
+	return exec.Command(name, args...)
+}
+
 func start(b *testing.B, name string, args ...string) <-chan struct{} {
 	b.Helper()
-	cmd := exec.Command(name, args...)
+	cmd := pinned("KILN_BENCH_GATEWAY_PROXY_CPUS", name, args...)
 	logf, err := os.Create(filepath.Join(b.TempDir(), filepath.Base(name)+".log"))
 	if err != nil {
 		b.Fatal(err)
@@ -94,9 +108,16 @@ func start(b *testing.B, name string, args ...string) <-chan struct{} {
 }
 
 // load sends GETs to url with token from conc clients for d (at most
-// maxRequests) and reports requests/s and latency percentiles.
+// maxRequests) and reports requests/s and latency percentiles. With
+// KILN_BENCH_GATEWAY_LOAD=wrk the load generator is wrk (C, event loop;
+// not the bottleneck the Go client can be), run on the CPUs of
+// KILN_BENCH_GATEWAY_LOAD_CPUS when set.
 func load(b *testing.B, url, token string, conc int, d time.Duration) {
 	b.Helper()
+	if os.Getenv("KILN_BENCH_GATEWAY_LOAD") == "wrk" {
+		loadWrk(b, url, token, conc, d)
+		return
+	}
 	tr := &http.Transport{MaxIdleConns: conc, MaxIdleConnsPerHost: conc, Proxy: nil}
 	defer tr.CloseIdleConnections()
 	client := &http.Client{Transport: tr}
@@ -172,6 +193,131 @@ func load(b *testing.B, url, token string, conc int, d time.Duration) {
 	b.ReportMetric(float64(len(all)), "requests")
 }
 
+// oauth2Proxy benchmarks oauth2-proxy (github.com/oauth2-proxy/oauth2-proxy,
+// the Go proxy users put in front of services to check tokens) as a peer:
+// OIDC provider, every request with a bearer JWT it verifies
+// (--skip-jwt-bearer-tokens), RS256 with an RSA key of kiln's size whose
+// JWKS a local server publishes, request log to a file. Its binary is
+// KILN_BENCH_OAUTH2_PROXY or oauth2-proxy on PATH
+// (go install github.com/oauth2-proxy/oauth2-proxy/v7@v7.15.6).
+func oauth2Proxy(b *testing.B, backendAddr string, conc int, dur time.Duration) {
+	bin := os.Getenv("KILN_BENCH_OAUTH2_PROXY")
+	if bin == "" {
+		var err error
+		if bin, err = exec.LookPath("oauth2-proxy"); err != nil {
+			b.Skip("oauth2-proxy not installed (go install github.com/oauth2-proxy/oauth2-proxy/v7@v7.15.6)")
+		}
+	}
+	key, err := rsa.GenerateKey(rand.Reader, creds.KeyBits)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b64 := base64.RawURLEncoding
+	jwks, _ := json.Marshal(map[string]any{"keys": []map[string]string{{
+		"kty": "RSA", "use": "sig", "alg": "RS256", "kid": "bench",
+		"n": b64.EncodeToString(key.N.Bytes()), "e": b64.EncodeToString(big.NewInt(int64(key.E)).Bytes()),
+	}}})
+	jl, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	js := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(jwks)
+	})}
+	go func() { _ = js.Serve(jl) }()
+	b.Cleanup(func() { _ = js.Close() })
+	issuer := "http://" + jl.Addr().String()
+	header, _ := json.Marshal(map[string]string{"alg": "RS256", "typ": "JWT", "kid": "bench"})
+	now := time.Now()
+	claims, _ := json.Marshal(map[string]any{"iss": issuer, "aud": "kiln-bench", "sub": "default", "email": "default@bench.kiln.test",
+		"email_verified": true, "iat": now.Unix(), "exp": now.Add(time.Hour).Unix()})
+	signing := b64.EncodeToString(header) + "." + b64.EncodeToString(claims)
+	digest := sha256.Sum256([]byte(signing))
+	sig, err := rsa.SignPKCS1v15(rand.Reader, key, crypto.SHA256, digest[:])
+	if err != nil {
+		b.Fatal(err)
+	}
+	token := signing + "." + b64.EncodeToString(sig)
+	port := freePort(b)
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	cookie := make([]byte, 32)
+	_, _ = rand.Read(cookie)
+	done := start(b, bin, "--http-address", addr, "--upstream", "http://"+backendAddr+"/",
+		"--provider", "oidc", "--oidc-issuer-url", issuer, "--skip-oidc-discovery",
+		"--oidc-jwks-url", issuer+"/jwks", "--login-url", issuer+"/login", "--redeem-url", issuer+"/token",
+		"--client-id", "kiln-bench", "--client-secret", "unused", "--cookie-secret", b64.EncodeToString(cookie),
+		"--email-domain", "*", "--skip-jwt-bearer-tokens", "--bearer-token-login-fallback=false",
+		"--skip-provider-button", "--request-logging", "--auth-logging=false", "--standard-logging=false")
+	waitListening(b, addr, done)
+	load(b, "http://"+addr+"/", token, conc, dur)
+}
+
+// loadWrk is load with wrk: one thread, conc connections, --latency for
+// the percentiles. Non-2xx answers fail the benchmark.
+func loadWrk(b *testing.B, url, token string, conc int, d time.Duration) {
+	b.Helper()
+	wrk, err := exec.LookPath("wrk")
+	if err != nil {
+		b.Skip("wrk not installed (apt-get install wrk)")
+	}
+	args := []string{"-t1", fmt.Sprintf("-c%d", conc), fmt.Sprintf("-d%ds", int(d.Seconds())), "--latency"}
+	if token != "" {
+		args = append(args, "-H", "Authorization: Bearer "+token)
+	}
+	// Warm-up: connections and the gateway's verified-token cache.
+	warm := pinned("KILN_BENCH_GATEWAY_LOAD_CPUS", wrk, "-t1", fmt.Sprintf("-c%d", conc), "-d1s", url)
+	if token != "" {
+		warm.Args = append(warm.Args, "-H", "Authorization: Bearer "+token)
+	}
+	if out, err := warm.CombinedOutput(); err != nil {
+		b.Fatalf("wrk warm-up: %v\n%s", err, out)
+	}
+	b.ResetTimer()
+	out, err := pinned("KILN_BENCH_GATEWAY_LOAD_CPUS", wrk, append(args, url)...).CombinedOutput()
+	b.StopTimer()
+	if err != nil {
+		b.Fatalf("wrk: %v\n%s", err, out)
+	}
+	var rps, p50, p99, requests float64
+	for _, line := range strings.Split(string(out), "\n") {
+		f := strings.Fields(line)
+		switch {
+		case len(f) == 2 && f[0] == "Requests/sec:":
+			rps, _ = strconv.ParseFloat(f[1], 64)
+		case len(f) == 2 && f[0] == "50%":
+			p50 = wrkMillis(f[1])
+		case len(f) == 2 && f[0] == "99%":
+			p99 = wrkMillis(f[1])
+		case len(f) >= 5 && f[1] == "requests" && f[2] == "in":
+			requests, _ = strconv.ParseFloat(f[0], 64)
+		case strings.HasPrefix(strings.TrimSpace(line), "Non-2xx"), strings.HasPrefix(strings.TrimSpace(line), "Socket errors"):
+			b.Fatalf("wrk: %s\n%s", strings.TrimSpace(line), out)
+		}
+	}
+	if rps == 0 || p99 == 0 {
+		b.Fatalf("wrk output not understood:\n%s", out)
+	}
+	b.ReportMetric(rps, "req/s")
+	b.ReportMetric(p50, "p50-ms")
+	b.ReportMetric(p99, "p99-ms")
+	b.ReportMetric(requests, "requests")
+}
+
+// wrkMillis parses a wrk latency ("812.00us", "1.20ms", "1.01s").
+func wrkMillis(s string) float64 {
+	for _, u := range []struct {
+		suffix string
+		ms     float64
+	}{{"us", 0.001}, {"ms", 1}, {"m", 60000}, {"s", 1000}} {
+		if v, ok := strings.CutSuffix(s, u.suffix); ok {
+			f, _ := strconv.ParseFloat(v, 64)
+			return f * u.ms
+		}
+	}
+	return 0
+}
+
 // BenchmarkGatewayProxy: the same backend behind nothing, behind nginx
 // (plain proxying, as the platform's old gateway), and behind kiln gateway
 // (every request authenticated with a tenant token, routed by path).
@@ -204,7 +350,7 @@ func BenchmarkGatewayProxy(b *testing.B) {
 		}
 		dir := b.TempDir()
 		port := freePort(b)
-		conf := fmt.Sprintf(`worker_processes auto;
+		conf := fmt.Sprintf(`worker_processes %[4]d;
 daemon off;
 pid %[1]s/nginx.pid;
 error_log %[1]s/error.log warn;
@@ -226,7 +372,7 @@ http {
     }
   }
 }
-`, dir, backendAddr, port)
+`, dir, backendAddr, port, proxyCPUs())
 		cf := filepath.Join(dir, "nginx.conf")
 		if err := os.WriteFile(cf, []byte(conf), 0o600); err != nil {
 			b.Fatal(err)
@@ -237,13 +383,22 @@ http {
 		load(b, "http://"+addr+"/", "", conc, dur)
 	})
 
+	b.Run("oauth2-proxy", func(b *testing.B) {
+		oauth2Proxy(b, backendAddr, conc, dur)
+	})
+
 	b.Run("kiln-gateway", func(b *testing.B) {
 		dir := b.TempDir()
-		bin := filepath.Join(dir, "kiln")
-		build := exec.Command("go", "build", "-trimpath", "-o", bin, "../../cmd/kiln")
-		build.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := build.CombinedOutput(); err != nil {
-			b.Fatalf("go build: %v\n%s", err, out)
+		// KILN_BENCH_GATEWAY_BIN: a kiln built once for all rounds (or
+		// another version of it, to compare).
+		bin := os.Getenv("KILN_BENCH_GATEWAY_BIN")
+		if bin == "" {
+			bin = filepath.Join(dir, "kiln")
+			build := exec.Command("go", "build", "-trimpath", "-o", bin, "../../cmd/kiln")
+			build.Env = append(os.Environ(), "CGO_ENABLED=0")
+			if out, err := build.CombinedOutput(); err != nil {
+				b.Fatalf("go build: %v\n%s", err, out)
+			}
 		}
 		key, err := rsa.GenerateKey(rand.Reader, creds.KeyBits) // as kiln generates
 		if err != nil {
@@ -271,6 +426,27 @@ http {
 		waitListening(b, addr, done)
 		load(b, "http://"+addr+"/t/default/p/web/", token, conc, dur)
 	})
+}
+
+// proxyCPUs is the number of CPUs the proxies run on: nginx gets one worker
+// per CPU (as worker_processes auto would on a machine of that size), the
+// gateway as many Go threads (Go reads the affinity itself).
+func proxyCPUs() int {
+	cpus := os.Getenv("KILN_BENCH_GATEWAY_PROXY_CPUS")
+	if cpus == "" {
+		return runtime.NumCPU()
+	}
+	n := 0
+	for _, part := range strings.Split(cpus, ",") {
+		lo, hi, isRange := strings.Cut(part, "-")
+		a, _ := strconv.Atoi(lo)
+		z := a
+		if isRange {
+			z, _ = strconv.Atoi(hi)
+		}
+		n += z - a + 1
+	}
+	return max(n, 1)
 }
 
 // BenchmarkVerifyTenantToken is what a token costs the first time the

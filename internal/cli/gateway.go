@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"log/slog"
 	"sort"
 
 	"github.com/spf13/cobra"
@@ -52,7 +51,11 @@ client a 504; at most --max-conns connections are held at once; a tenant
 with --tenant-concurrency requests in flight gets 503 for the next, so one
 tenant cannot starve the others. Projects are dialled by fully qualified
 name (P.kiln-tenant-T.svc.CLUSTER-DOMAIN.). The access
-log is JSON lines on stderr; it never contains tokens. SIGTERM drains the
+log is JSON lines on stderr; it never contains tokens. Lines are written
+in batches by a writer of their own, so no request waits for stderr; if
+stderr falls behind by more than --log-buffer-bytes, lines are dropped,
+counted (kiln_gateway_log_dropped_lines_total) and reported in the log
+once it catches up. On exit every pending line is written. SIGTERM drains the
 requests in flight and exits 0.`,
 		Example: `  kiln gateway --listen 127.0.0.1:8080 --auth-dir ./auth --cluster dev1 \
     --domain dev1.kiln.test --backend default/web=127.0.0.1:9000
@@ -78,19 +81,19 @@ requests in flight and exits 0.`,
 				}
 				cfg.Backends[route] = addr
 			}
-			cfg.Log = slog.New(slog.NewJSONHandler(g.stderr, nil))
-			gateway.SetMemoryLimit(cfg.Log)
+			cfg.LogOutput = g.stderr
 			gw, err := gateway.New(cfg)
 			if err != nil {
 				return exit.Usage("%v", err)
 			}
+			gateway.SetMemoryLimit(gw.Logger())
 			if len(cfg.Backends) > 0 {
 				routes := make([]string, 0, len(cfg.Backends))
 				for r := range cfg.Backends {
 					routes = append(routes, r.String())
 				}
 				sort.Strings(routes)
-				cfg.Log.Info("backends from --backend, not cluster DNS", "routes", routes)
+				gw.Logger().Info("backends from --backend, not cluster DNS", "routes", routes)
 			}
 			return gw.Run(cmd.Context())
 		},
@@ -110,6 +113,7 @@ requests in flight and exits 0.`,
 	f.IntVar(&cfg.MaxConns, "max-conns", gateway.DefaultMaxConns, "most client connections held open at once")
 	f.IntVar(&cfg.TenantConcurrency, "tenant-concurrency", gateway.DefaultTenantConcurrency, "most requests of one tenant in flight (more: 503)")
 	f.StringVar(&cfg.ClusterDomain, "cluster-domain", gateway.DefaultClusterDomain, "the cluster's DNS domain, for project Service names")
+	f.IntVar(&cfg.LogBufferBytes, "log-buffer-bytes", gateway.DefaultLogBufferBytes, "most log bytes waiting to be written (more: lines are dropped and counted in /metrics)")
 	f.BoolVar(&cfg.MetricsPublic, "metrics-public", false, "without --metrics-listen, serve /metrics to every client, not only loopback")
 	return cmd
 }

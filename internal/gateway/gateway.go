@@ -15,6 +15,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -85,8 +86,14 @@ type Config struct {
 	ReloadInterval time.Duration
 	// ShutdownTimeout bounds the drain of requests in flight on shutdown.
 	ShutdownTimeout time.Duration
-	// Log receives the access log and key reloads (JSON in the command).
-	Log *slog.Logger
+	// LogOutput receives the log — the access log, key reloads — as JSON
+	// lines (default: standard error), written in batches by a goroutine of
+	// its own so that no request waits for it (logBuffer); Run writes what
+	// is pending before it returns.
+	LogOutput io.Writer
+	// LogBufferBytes bounds the log lines waiting for LogOutput (0:
+	// DefaultLogBufferBytes); past it lines are dropped and counted.
+	LogBufferBytes int
 	// MaxHeaderBytes, BackendTimeout, MaxConns and TenantConcurrency are
 	// the limits (0: the Default* values).
 	MaxHeaderBytes    int
@@ -133,6 +140,8 @@ type Gateway struct {
 	certs   *certStore // nil without TLS
 	metrics *metrics
 	proxy   http.Handler
+	logs    *logBuffer
+	log     *slog.Logger
 	closing atomic.Bool
 	tenants tenantLimit
 }
@@ -164,8 +173,8 @@ func New(cfg Config) (*Gateway, error) {
 	if cfg.ClusterDomain == "" {
 		cfg.ClusterDomain = DefaultClusterDomain
 	}
-	if cfg.Log == nil {
-		cfg.Log = slog.New(slog.NewJSONHandler(os.Stderr, nil))
+	if cfg.LogOutput == nil {
+		cfg.LogOutput = os.Stderr
 	}
 	if cfg.Cluster == "" || !validName(cfg.Cluster) {
 		return nil, fmt.Errorf("--cluster %q: want the cluster NAME (lowercase letters, digits and '-')", cfg.Cluster)
@@ -182,13 +191,19 @@ func New(cfg Config) (*Gateway, error) {
 		return nil, errors.New("--tls-cert and --tls-key: give both (HTTPS) or neither (HTTP)")
 	}
 	m := newMetrics()
-	g := &Gateway{cfg: cfg, metrics: m, keys: newKeyStore(cfg.AuthDir, cfg.Cluster, cfg.ReloadInterval, cfg.Log, m), tenants: tenantLimit{max: cfg.TenantConcurrency}}
+	logs := newLogBuffer(cfg.LogOutput, cfg.LogBufferBytes)
+	m.logDropped = logs.Dropped
+	log := slog.New(slog.NewJSONHandler(logs, nil))
+	g := &Gateway{cfg: cfg, metrics: m, logs: logs, log: log, keys: newKeyStore(cfg.AuthDir, cfg.Cluster, cfg.ReloadInterval, log, m), tenants: tenantLimit{max: cfg.TenantConcurrency}}
 	if cfg.TLSCert != "" {
-		g.certs = newCertStore(cfg.TLSCert, cfg.TLSKey, cfg.ReloadInterval, cfg.Log)
+		g.certs = newCertStore(cfg.TLSCert, cfg.TLSKey, cfg.ReloadInterval, log)
 	}
 	g.proxy = newProxy(cfg)
 	return g, nil
 }
+
+// Logger is the gateway's log (JSON lines on Config.LogOutput).
+func (g *Gateway) Logger() *slog.Logger { return g.log }
 
 // Ready reports whether the gateway has keys to verify tokens with.
 func (g *Gateway) Ready() bool {
@@ -204,6 +219,8 @@ func (g *Gateway) Reload() { g.keys.load() }
 // Run loads the keys, serves until ctx ends, then drains requests in
 // flight for up to ShutdownTimeout. Listening failures are returned.
 func (g *Gateway) Run(ctx context.Context) error {
+	// Every line logged so far is written before Run returns.
+	defer g.logs.Close()
 	g.keys.load()
 	if g.certs != nil {
 		// Without a certificate there is nothing to serve: fail at start,
@@ -242,11 +259,11 @@ func (g *Gateway) Run(ctx context.Context) error {
 		if i == 0 && g.certs != nil {
 			// HTTPS on Listen only: probes and metrics stay plain HTTP.
 			s.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: g.certs.getCertificate}
-			g.cfg.Log.Info("listening", "addr", lns[i].Addr().String(), "tls", true)
+			g.log.Info("listening", "addr", lns[i].Addr().String(), "tls", true)
 			go func() { errc <- s.ServeTLS(lns[i], "", "") }()
 			continue
 		}
-		g.cfg.Log.Info("listening", "addr", lns[i].Addr().String())
+		g.log.Info("listening", "addr", lns[i].Addr().String())
 		go func() { errc <- s.Serve(lns[i]) }()
 	}
 	select {
@@ -260,7 +277,7 @@ func (g *Gateway) Run(ctx context.Context) error {
 	// Not ready from now on, so the Service stops sending new requests
 	// while the ones in flight finish.
 	g.closing.Store(true)
-	g.cfg.Log.Info("shutting down", "drain", g.cfg.ShutdownTimeout.String())
+	g.log.Info("shutting down", "drain", g.cfg.ShutdownTimeout.String())
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.cfg.ShutdownTimeout)
 	defer cancel()
 	var firstErr error
@@ -282,7 +299,7 @@ func (g *Gateway) server(h http.Handler) *http.Server {
 		ReadTimeout:    5 * time.Minute,
 		IdleTimeout:    2 * time.Minute,
 		MaxHeaderBytes: g.cfg.MaxHeaderBytes,
-		ErrorLog:       slog.NewLogLogger(g.cfg.Log.Handler(), slog.LevelWarn),
+		ErrorLog:       slog.NewLogLogger(g.log.Handler(), slog.LevelWarn),
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/kilnctl/kiln/creds"
 )
@@ -47,7 +48,7 @@ type keySet struct {
 	// the same rules kiln's own token checks use).
 	v *creds.Verifier
 
-	mu    sync.Mutex
+	mu    sync.RWMutex
 	cache map[[sha256.Size]byte]string // SHA-256 of the token -> tenant
 }
 
@@ -66,10 +67,12 @@ func newKeySet(keys map[string]*rsa.PublicKey, table *creds.TenantTable, cluster
 // segment alone: the signature covers header and payload, but a lookup by
 // signature would accept any payload pasted in front of a cached one.
 func (s *keySet) verify(token string) (string, error) {
-	sum := sha256.Sum256([]byte(token))
-	s.mu.Lock()
+	// Hashed in place: Sum256 neither keeps nor changes its argument, and
+	// a copy of the token per request was the cache's one allocation.
+	sum := sha256.Sum256(unsafe.Slice(unsafe.StringData(token), len(token)))
+	s.mu.RLock()
 	tenant, ok := s.cache[sum]
-	s.mu.Unlock()
+	s.mu.RUnlock()
 	if ok {
 		return tenant, nil
 	}

@@ -21,6 +21,7 @@ const (
 	metricKeys     = "kiln_gateway_trusted_keys"
 	metricLimited  = "kiln_gateway_tenant_limited_total"
 	metricKeysOK   = "kiln_gateway_keys_file_ok"
+	metricDropped  = "kiln_gateway_log_dropped_lines_total"
 )
 
 // durationBuckets are the latency histogram's upper bounds in seconds.
@@ -41,6 +42,8 @@ type metrics struct {
 	keys     int
 	limits   map[string]uint64 // per verified tenant
 	keysOK   bool
+	// logDropped counts the log lines dropped (logBuffer.Dropped).
+	logDropped func() uint64
 }
 
 func newMetrics() *metrics {
@@ -151,6 +154,11 @@ func (m *metrics) write(w io.Writer) {
 	sort.Strings(tenants)
 	for _, t := range tenants {
 		fmt.Fprintf(&b, "%s{tenant=\"%s\"} %d\n", metricLimited, escapeLabel(t), m.limits[t])
+	}
+	if m.logDropped != nil {
+		fmt.Fprintf(&b, "# HELP %s Log lines (access log included) dropped because the log output fell behind by more than the log buffer.\n", metricDropped)
+		fmt.Fprintf(&b, "# TYPE %s counter\n", metricDropped)
+		fmt.Fprintf(&b, "%s %d\n", metricDropped, m.logDropped())
 	}
 	_, _ = io.WriteString(w, b.String())
 }
