@@ -139,8 +139,23 @@ func BenchmarkCreateDestroy(b *testing.B) {
 	})
 }
 
+// nsQuiet is how long after one removal the next starts (untimed). The
+// namespace controller processes a deleted namespace 5 s after the event
+// that marked it (its namespaceDeletionGracePeriod), and every update of
+// a terminating namespace queues its name again 5 s later. A queued name
+// outlives the namespace: a namespace of the same name deleted within
+// those 5 s is processed when the stale entry fires, earlier than its own
+// 5 s, by however long the create between the two removals took. Without
+// the pause a destroy measured its predecessor's timing (a slower create
+// made the next removal faster), not its own.
+const nsQuiet = 6 * time.Second
+
+// lastRemoval is when the last removal of any sub-benchmark ended.
+var lastRemoval time.Time
+
 // cycle times op("create"), then op("destroy"), once per iteration, and
-// reports both halves and their persisted API writes.
+// reports both halves and their persisted API writes. Each destroy starts
+// at least nsQuiet after the previous one ended.
 func cycle(b *testing.B, p *apiProxy, op func(step string) error) {
 	var create, destroy durations
 	var cw, dw apiCounts
@@ -149,13 +164,18 @@ func cycle(b *testing.B, p *apiProxy, op func(step string) error) {
 		if err := op("create"); err != nil {
 			b.Fatal(err)
 		}
-		mid := time.Now()
+		created := time.Since(start)
 		cw.add(p.take())
+		b.StopTimer()
+		time.Sleep(time.Until(lastRemoval.Add(nsQuiet)))
+		b.StartTimer()
+		mid := time.Now()
 		if err := op("destroy"); err != nil {
 			b.Fatal(err)
 		}
-		create = append(create, mid.Sub(start))
-		destroy = append(destroy, time.Since(mid))
+		lastRemoval = time.Now()
+		create = append(create, created)
+		destroy = append(destroy, lastRemoval.Sub(mid))
 		dw.add(p.take())
 	}
 	n := float64(b.N)

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -122,7 +123,7 @@ func (e *Engine) destroy(ctx context.Context, req DestroyRequest, d *destroyRun)
 			}
 			// Tenant namespaces first, then kiln-system (held by the
 			// destroy finalizer until they are gone).
-			return e.finishNamespaces(ctx, cs, e.watcher(cs), req.Timeout, tenants)
+			return e.finishNamespaces(ctx, cs, e.watcher(cs), req.Timeout, tenants, true)
 		})
 		if err != nil {
 			return "", err
@@ -147,16 +148,18 @@ func (e *Engine) destroy(ctx context.Context, req DestroyRequest, d *destroyRun)
 		}
 		// Mark kiln-system first: once kiln-auth is gone, a rerun still
 		// knows which token dir belongs to the platform it finishes.
-		if err := markDestroying(ctx, cs, loc.State, e.now()); err != nil {
+		ns, err := markDestroying(ctx, cs, loc.State, e.now())
+		if err != nil {
 			return err
 		}
 		checkpoint(ctx, "destroy-marked")
-		return e.removePlatform(ctx, cs, req, cfg, l)
+		return e.removePlatform(ctx, cs, req, cfg, l, ns)
 	})
 	if err != nil {
 		err = l.Explain(err)
 		return "", err
 	}
+	l.Gone() // kiln-system, the Lease's namespace, is confirmed gone
 	return e.destroyRest(ctx, req, loc, td, d)
 }
 
@@ -241,10 +244,13 @@ const DestroyFinalizer = "kiln.dev/destroy"
 // removePlatform deletes the platform, confirming every object gone, with
 // everything that can go in parallel going in parallel:
 //
-//  1. at once: every tenant namespace and the gateway's objects, and
-//     kiln-config (the "installed" marker); kiln-config confirmed gone,
-//     then kiln-auth: the marker never exists without the key it was
-//     installed with. The Lease, in kiln-system, is renewed throughout.
+//  1. at once (in parallel requests): every tenant namespace and the
+//     gateway's objects; then kiln-config (the "installed" marker)
+//     confirmed gone, then kiln-auth: the marker never exists without the
+//     key it was installed with. The two ConfigMaps own nothing, so they
+//     are deleted with background propagation: the API server removes
+//     each in its DELETE instead of leaving it to a garbage collector
+//     round. The Lease, in kiln-system, is renewed throughout.
 //  2. kiln-system itself, with finalizer kiln.dev/destroy put on it first.
 //     From its deletion on, the terminating namespace refuses every new
 //     object in it — a Lease, a kiln-config — so no other run can take the
@@ -255,8 +261,13 @@ const DestroyFinalizer = "kiln.dev/destroy"
 //
 // So the lock's protection lasts until the last tenant namespace is gone,
 // and the namespaces terminate side by side, as kubectl delete of all of
-// them would.
-func (e *Engine) removePlatform(ctx context.Context, cs kubernetes.Interface, req DestroyRequest, cfg *config.ClusterConfig, l *lock.Lock) error {
+// them would. A namespace's deletion takes at least the namespace
+// controller's 5 s grace from its DELETE, so the sooner kiln-system's
+// DELETE follows the tenants', the sooner destroy ends: nothing before it
+// waits for more than its own requests.
+//
+// ns is kiln-system as the destroy mark left it (nil: read it).
+func (e *Engine) removePlatform(ctx context.Context, cs kubernetes.Interface, req DestroyRequest, cfg *config.ClusterConfig, l *lock.Lock, ns *corev1.Namespace) error {
 	refs := platformRefs(req.Name, cfg)
 	// Also remove tenant namespaces of tenants the config no longer lists
 	// but that this cluster created.
@@ -277,49 +288,62 @@ func (e *Engine) removePlatform(ctx context.Context, cs kubernetes.Interface, re
 	}
 	tenants = append(tenants, extra...)
 	w := e.watcher(cs)
-	for _, ref := range append(append([]readiness.Ref{}, tenants...), gateway...) {
-		if err := platform.Delete(ctx, cs, ref); err != nil {
-			return err
-		}
+	if err := deleteAll(ctx, cs, append(append([]readiness.Ref{}, tenants...), gateway...)); err != nil {
+		return err
 	}
 	checkpoint(ctx, "after-tenants-delete")
 	for _, name := range []string{platform.ConfigMapName, platform.AuthName} {
-		if err := e.deleteAndWait(ctx, cs, w, req.Timeout, readiness.Ref{Kind: readiness.KindConfigMap, Namespace: platform.Namespace, Name: name}); err != nil {
+		ref := readiness.Ref{Kind: readiness.KindConfigMap, Namespace: platform.Namespace, Name: name}
+		if err := platform.DeleteOwnerless(ctx, cs, ref); err != nil {
+			return err
+		}
+		if err := e.confirmGone(ctx, cs, w, req.Timeout, ref); err != nil {
 			return err
 		}
 		checkpoint(ctx, "after-"+name+"-delete")
 	}
-	if err := holdNamespace(ctx, cs, platform.Namespace, true); err != nil {
+	held, err := holdNamespace(ctx, cs, platform.Namespace, true, ns)
+	if err != nil {
 		return err
 	}
 	checkpoint(ctx, "before-namespace-delete")
 	l.StopRenewing()
-	if err := platform.Delete(ctx, cs, refs[0]); err != nil {
+	del := platform.Delete
+	if held != nil && held.DeletionTimestamp == nil {
+		del = platform.DeleteLive // just written, not terminating: no read first
+	}
+	if err := del(ctx, cs, refs[0]); err != nil {
 		return err
 	}
 	checkpoint(ctx, "after-namespace-delete")
-	return e.finishNamespaces(ctx, cs, w, req.Timeout, append(tenants, gateway...))
+	// Deleted above, in this run: confirm them gone without asking again.
+	return e.finishNamespaces(ctx, cs, w, req.Timeout, append(tenants, gateway...), false)
 }
 
-// finishNamespaces confirms refs gone (the tenant namespaces, already
-// deleted; deleting again is a no-op), then lets kiln-system go and
-// confirms it gone.
-func (e *Engine) finishNamespaces(ctx context.Context, cs kubernetes.Interface, w *readiness.Watcher, timeout time.Duration, refs []readiness.Ref) error {
-	if err := e.deleteAndWait(ctx, cs, w, timeout, refs...); err != nil {
+// finishNamespaces confirms refs gone (the tenant namespaces), deleting
+// them first when del is set (an earlier run deleted them; deleting again
+// is a no-op), then lets kiln-system go and confirms it gone.
+func (e *Engine) finishNamespaces(ctx context.Context, cs kubernetes.Interface, w *readiness.Watcher, timeout time.Duration, refs []readiness.Ref, del bool) error {
+	if del {
+		if err := deleteAll(ctx, cs, refs); err != nil {
+			return err
+		}
+	}
+	if err := e.waitGone(ctx, w, timeout, refs...); err != nil {
 		return err
 	}
-	if err := holdNamespace(ctx, cs, platform.Namespace, false); err != nil {
+	if _, err := holdNamespace(ctx, cs, platform.Namespace, false, nil); err != nil {
 		return err
 	}
 	return e.deleteAndWait(ctx, cs, w, timeout, platform.NamespaceObject("").Ref)
 }
 
 // holdNamespace adds (hold) or removes DestroyFinalizer on namespace ns,
-// with resourceVersion-preconditioned updates. A namespace already gone
-// needs neither.
-func holdNamespace(ctx context.Context, cs kubernetes.Interface, ns string, hold bool) error {
+// with resourceVersion-preconditioned updates, starting from seen when
+// set. A namespace already gone needs neither.
+func holdNamespace(ctx context.Context, cs kubernetes.Interface, ns string, hold bool, seen *corev1.Namespace) (*corev1.Namespace, error) {
 	what := fmt.Sprintf("%s finalizer %s", map[bool]string{true: "add", false: "remove"}[hold], DestroyFinalizer)
-	return updateNamespace(ctx, cs, ns, what, func(cur *corev1.Namespace) bool {
+	return updateNamespace(ctx, cs, ns, what, seen, func(cur *corev1.Namespace) bool {
 		if slices.Contains(cur.Finalizers, DestroyFinalizer) == hold {
 			return false
 		}
@@ -334,13 +358,14 @@ func holdNamespace(ctx context.Context, cs kubernetes.Interface, ns string, hold
 
 // markDestroying records on kiln-system that a destroy began and which
 // keys the platform trusted then (kept from an earlier destroy's mark
-// when kiln-auth is already gone).
-func markDestroying(ctx context.Context, cs kubernetes.Interface, st *platform.State, now time.Time) error {
+// when kiln-auth is already gone). It returns kiln-system as marked (nil
+// when it is gone).
+func markDestroying(ctx context.Context, cs kubernetes.Interface, st *platform.State, now time.Time) (*corev1.Namespace, error) {
 	ids := st.KeyIDs()
 	if len(ids) == 0 {
 		ids = st.DestroyKeyIDs
 	}
-	return updateNamespace(ctx, cs, platform.Namespace, "mark destroy", func(cur *corev1.Namespace) bool {
+	return updateNamespace(ctx, cs, platform.Namespace, "mark destroy", nil, func(cur *corev1.Namespace) bool {
 		if _, ok := cur.Annotations[platform.AnnotationDestroyKeyIDs]; ok {
 			return false // the first destroy's mark stands
 		}
@@ -355,28 +380,39 @@ func markDestroying(ctx context.Context, cs kubernetes.Interface, st *platform.S
 
 // updateNamespace applies change to namespace ns with
 // resourceVersion-preconditioned updates (re-read on a conflict); change
-// returns false when there is nothing to do. A namespace already gone
-// needs nothing.
-func updateNamespace(ctx context.Context, cs kubernetes.Interface, ns, what string, change func(*corev1.Namespace) bool) error {
+// returns false when there is nothing to do. The first attempt starts
+// from seen when set (the namespace as this run last wrote it) instead of
+// a read; a stale one costs a conflict and a read. A namespace already
+// gone needs nothing. It returns the namespace as written or, with
+// nothing to do, as read (nil when gone).
+func updateNamespace(ctx context.Context, cs kubernetes.Interface, ns, what string, seen *corev1.Namespace, change func(*corev1.Namespace) bool) (*corev1.Namespace, error) {
 	for attempt := 0; ; attempt++ {
-		cur, err := cs.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
+		var cur *corev1.Namespace
+		var err error
+		if attempt == 0 && seen != nil {
+			cur = seen.DeepCopy()
+		} else {
+			cur, err = cs.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
+		}
 		if apierrors.IsNotFound(err) {
-			return nil
+			return nil, nil
 		}
 		if err != nil {
-			return fmt.Errorf("get namespace %s: %w", ns, err)
+			return nil, fmt.Errorf("get namespace %s: %w", ns, err)
 		}
 		if !change(cur) {
-			return nil
+			return cur, nil
 		}
-		_, err = cs.CoreV1().Namespaces().Update(ctx, cur, metav1.UpdateOptions{FieldManager: platform.FieldManager})
+		out, err := cs.CoreV1().Namespaces().Update(ctx, cur, metav1.UpdateOptions{FieldManager: platform.FieldManager})
 		switch {
-		case err == nil, apierrors.IsNotFound(err):
-			return nil
+		case err == nil:
+			return out, nil
+		case apierrors.IsNotFound(err):
+			return nil, nil
 		case apierrors.IsConflict(err) && attempt < 5:
 			continue
 		}
-		return fmt.Errorf("namespace %s: %s: %w", ns, what, err)
+		return nil, fmt.Errorf("namespace %s: %s: %w", ns, what, err)
 	}
 }
 
@@ -399,18 +435,56 @@ func destroyTrusted(st *platform.State) map[string]string {
 
 // deleteAndWait deletes refs together and confirms every one gone with w.
 func (e *Engine) deleteAndWait(ctx context.Context, cs kubernetes.Interface, w *readiness.Watcher, timeout time.Duration, refs ...readiness.Ref) error {
+	if err := deleteAll(ctx, cs, refs); err != nil {
+		return err
+	}
+	return e.waitGone(ctx, w, timeout, refs...)
+}
+
+// waitGone confirms every one of refs gone with w, within timeout.
+func (e *Engine) waitGone(ctx context.Context, w *readiness.Watcher, timeout time.Duration, refs ...readiness.Ref) error {
 	if len(refs) == 0 {
 		return nil
-	}
-	for _, ref := range refs {
-		if err := platform.Delete(ctx, cs, ref); err != nil {
-			return err
-		}
 	}
 	wctx, cancel := withTimeout(ctx, timeout)
 	defer cancel()
 	_, err := w.Until(wctx, refs, readiness.Gone)
 	return err
+}
+
+// confirmGone confirms ref gone: one read when it already is (an object
+// deleted with background propagation and no finalizer goes in its
+// DELETE), else a wait with w. Either way the status is reported through
+// w, as a wait would report it.
+func (e *Engine) confirmGone(ctx context.Context, cs kubernetes.Interface, w *readiness.Watcher, timeout time.Duration, ref readiness.Ref) error {
+	if r, err := readiness.Compute(ctx, cs, ref); err == nil && readiness.Gone(r) {
+		if w.OnChange != nil {
+			w.OnChange(ref, r)
+		}
+		return nil
+	}
+	return e.waitGone(ctx, w, timeout, ref)
+}
+
+// deleteAll asks for the deletion of every one of refs at once (no
+// DELETE waits for another's answer) and returns the first failure in
+// refs' order.
+func deleteAll(ctx context.Context, cs kubernetes.Interface, refs []readiness.Ref) error {
+	if len(refs) == 1 {
+		return platform.Delete(ctx, cs, refs[0])
+	}
+	errs := make([]error, len(refs))
+	var wg sync.WaitGroup
+	for i, ref := range refs {
+		wg.Go(func() { errs[i] = platform.Delete(ctx, cs, ref) })
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // strayTenants finds tenant namespaces labelled for this cluster that the

@@ -46,16 +46,21 @@ func (e *Engine) wait(ctx context.Context, req WaitRequest) (*creds.TokenDir, er
 	err = e.phase(ctx, PhaseReadiness, func(ctx context.Context) error {
 		wctx, cancel := withTimeout(ctx, req.Timeout)
 		defer cancel()
-		// The platform may still be being created: wait for kiln-config
-		// first, then for everything it lists.
 		w := e.watcher(loc.Client)
-		cfgRef := readiness.Ref{Kind: readiness.KindConfigMap, Namespace: platform.Namespace, Name: platform.ConfigMapName}
-		if _, err := w.Until(wctx, []readiness.Ref{cfgRef}, readiness.Ready); err != nil {
-			return err
-		}
-		st, err := platform.Read(wctx, loc.Client)
-		if err != nil {
-			return err
+		// Discovery has just read the platform state; when kiln-config was
+		// there, wait for everything it lists at once (kiln-config among
+		// them). The platform may still be being created: then wait for
+		// kiln-config first, and read the state it describes.
+		st := loc.State
+		if st == nil || !st.Installed || st.Config == nil {
+			cfgRef := readiness.Ref{Kind: readiness.KindConfigMap, Namespace: platform.Namespace, Name: platform.ConfigMapName}
+			if _, err := w.Until(wctx, []readiness.Ref{cfgRef}, readiness.Ready); err != nil {
+				return err
+			}
+			var err error
+			if st, err = platform.Read(wctx, loc.Client); err != nil {
+				return err
+			}
 		}
 		if _, err := w.Until(wctx, platformRefs(req.Name, st.Config), readiness.Ready); err != nil {
 			return err

@@ -540,6 +540,21 @@ func (l *Lock) Release(ctx context.Context) error {
 	}
 }
 
+// Gone records that the Lease went with its namespace, which the holder
+// saw deleted and confirmed gone: the lock is released, and Release sends
+// nothing.
+func (l *Lock) Gone() {
+	l.StopRenewing()
+	l.mu.Lock()
+	if l.released {
+		l.mu.Unlock()
+		return
+	}
+	l.released = true
+	l.mu.Unlock()
+	l.cancelOp(fmt.Errorf("lease %s/%s gone with its namespace", l.opts.Namespace, l.opts.Name))
+}
+
 // stillOurs re-reads the lease after a conflict and adopts it when it still
 // names this holder: a write whose answer never arrived was applied.
 func (l *Lock) stillOurs(ctx context.Context) bool {

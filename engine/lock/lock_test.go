@@ -925,3 +925,36 @@ func TestSeenSkipsTheReadAndStaleSeenIsSafe(t *testing.T) {
 	}
 	_ = l.Release(ctx)
 }
+
+// Gone: a holder that saw the Lease's namespace deleted and gone ends the
+// operation's context and has nothing left to release: Release sends no
+// request (destroy's last step, kiln-system confirmed gone).
+func TestGoneReleasesWithoutARequest(t *testing.T) {
+	ctx := testCtx(t)
+	ns := cluster.Namespace(t)
+	rc := rest.CopyConfig(cluster.RESTConfig)
+	cnt := &countingRT{n: map[string]int{}}
+	rc.Wrap(func(rt http.RoundTripper) http.RoundTripper { cnt.next = rt; return cnt })
+	cs, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, lctx, err := Acquire(ctx, cs, Options{Namespace: ns, Name: leaseName, Operation: "destroy dev1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.Gone()
+	if lctx.Err() == nil {
+		t.Errorf("operation context still live after Gone")
+	}
+	sent := func() int {
+		return cnt.count(http.MethodGet) + cnt.count(http.MethodPut) + cnt.count(http.MethodPost) + cnt.count(http.MethodDelete)
+	}
+	before := sent()
+	if err := l.Release(ctx); err != nil {
+		t.Errorf("Release after Gone: %v", err)
+	}
+	if n := sent() - before; n != 0 {
+		t.Errorf("Release after Gone sent %d requests, want none", n)
+	}
+}

@@ -17,17 +17,38 @@ import (
 // the object is gone with readiness.Watcher and the Gone goal. Deleting a
 // namespace that is already terminating is not an error either.
 func Delete(ctx context.Context, cs kubernetes.Interface, ref readiness.Ref) error {
-	fg := metav1.DeletePropagationForeground
-	opts := metav1.DeleteOptions{PropagationPolicy: &fg}
+	return deleteWith(ctx, cs, ref, metav1.DeletePropagationForeground, true)
+}
+
+// DeleteOwnerless is Delete for an object that owns nothing (kiln-config,
+// kiln-auth: kiln sets no owner references): with background propagation
+// the API server removes it in the DELETE itself, where foreground
+// propagation would leave it, marked, for a garbage collector round.
+// Callers still verify it gone.
+func DeleteOwnerless(ctx context.Context, cs kubernetes.Interface, ref readiness.Ref) error {
+	return deleteWith(ctx, cs, ref, metav1.DeletePropagationBackground, true)
+}
+
+// DeleteLive is Delete for an object the caller has just read or written
+// and seen not being deleted: a Namespace is deleted without Delete's
+// read first.
+func DeleteLive(ctx context.Context, cs kubernetes.Interface, ref readiness.Ref) error {
+	return deleteWith(ctx, cs, ref, metav1.DeletePropagationForeground, false)
+}
+
+func deleteWith(ctx context.Context, cs kubernetes.Interface, ref readiness.Ref, policy metav1.DeletionPropagation, readFirst bool) error {
+	opts := metav1.DeleteOptions{PropagationPolicy: &policy}
 	var err error
 	switch ref.Kind {
 	case readiness.KindNamespace:
 		// Already terminating: its RoleBindings (an operator's only right
 		// to delete a tenant namespace) may be gone with its content, and
 		// there is nothing to ask.
-		cur, gerr := cs.CoreV1().Namespaces().Get(ctx, ref.Name, metav1.GetOptions{})
-		if gerr == nil && cur.DeletionTimestamp != nil {
-			return nil
+		if readFirst {
+			cur, gerr := cs.CoreV1().Namespaces().Get(ctx, ref.Name, metav1.GetOptions{})
+			if gerr == nil && cur.DeletionTimestamp != nil {
+				return nil
+			}
 		}
 		err = cs.CoreV1().Namespaces().Delete(ctx, ref.Name, opts)
 	case readiness.KindConfigMap:

@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -406,7 +407,10 @@ func (s *State) KeyIDs() []string {
 	return ids
 }
 
-// Read reads the platform state with three GETs.
+// Read reads the platform state with three GETs: the namespace, then —
+// when it exists — both ConfigMaps together. Every command about a
+// cluster starts with it (discovery), so it costs two round trips, not
+// three; a cluster without kiln-system gets the one GET.
 func Read(ctx context.Context, cs kubernetes.Interface) (*State, error) {
 	st := &State{}
 	ns, err := cs.CoreV1().Namespaces().Get(ctx, Namespace, metav1.GetOptions{})
@@ -416,6 +420,14 @@ func Read(ctx context.Context, cs kubernetes.Interface) (*State, error) {
 	case err != nil:
 		return nil, fmt.Errorf("get namespace %s: %w", Namespace, err)
 	}
+	var (
+		wg             sync.WaitGroup
+		auth, cm       *corev1.ConfigMap
+		authErr, cmErr error
+	)
+	wg.Go(func() { auth, authErr = cs.CoreV1().ConfigMaps(Namespace).Get(ctx, AuthName, metav1.GetOptions{}) })
+	cm, cmErr = cs.CoreV1().ConfigMaps(Namespace).Get(ctx, ConfigMapName, metav1.GetOptions{})
+	wg.Wait()
 	st.NamespaceExists = true
 	st.Cluster = ns.Labels[LabelCluster]
 	st.Terminating = ns.DeletionTimestamp != nil
@@ -428,8 +440,7 @@ func Read(ctx context.Context, cs kubernetes.Interface) (*State, error) {
 		}
 		st.DestroyStarted, _ = time.Parse(time.RFC3339, ns.Annotations[AnnotationDestroyStarted])
 	}
-	auth, err := cs.CoreV1().ConfigMaps(Namespace).Get(ctx, AuthName, metav1.GetOptions{})
-	switch {
+	switch err := authErr; {
 	case apierrors.IsNotFound(err):
 	case err != nil:
 		return nil, fmt.Errorf("get configmap %s/%s: %w", Namespace, AuthName, err)
@@ -454,8 +465,7 @@ func Read(ctx context.Context, cs kubernetes.Interface) (*State, error) {
 			}
 		}
 	}
-	cm, err := cs.CoreV1().ConfigMaps(Namespace).Get(ctx, ConfigMapName, metav1.GetOptions{})
-	switch {
+	switch err := cmErr; {
 	case apierrors.IsNotFound(err):
 	case err != nil:
 		return nil, fmt.Errorf("get configmap %s/%s: %w", Namespace, ConfigMapName, err)

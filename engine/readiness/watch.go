@@ -110,8 +110,17 @@ func (w *Watcher) Until(ctx context.Context, refs []Ref, goal Goal) (map[Ref]Res
 }
 
 // follow watches the sources that can change ref's status and recomputes
-// the status on each event.
+// the status on each event. An object already at the goal needs no watch:
+// one read says so (most of a platform is, when kiln waits for it or
+// confirms it gone), where lists and watches of its sources would cost
+// three requests or more. Otherwise that read's answer is not reported:
+// the watches' first list computes and reports the status again.
 func (w *Watcher) follow(ctx context.Context, ref Ref, goal Goal, record func(Result)) error {
+	report := w.reportChanges(ref, record)
+	if r, err := Compute(ctx, w.Client, ref); err == nil && goal(r) {
+		report(r)
+		return nil
+	}
 	kick := make(chan struct{}, 1)
 	notify := func() {
 		select {
@@ -129,7 +138,6 @@ func (w *Watcher) follow(ctx context.Context, ref Ref, goal Goal, record func(Re
 	for _, s := range srcs {
 		go s.run(ctx, notify)
 	}
-	report := w.reportChanges(ref, record)
 	var lastErr error
 	backoff := 100 * time.Millisecond
 	for {

@@ -558,3 +558,57 @@ func TestSourceBacksOffARelistStorm(t *testing.T) {
 		t.Errorf("%d kicks for %d lists: every relist must kick", kicks.Load(), lists.Load())
 	}
 }
+
+// reqLog records the requests a client sends.
+type reqLog struct {
+	next http.RoundTripper
+	mu   sync.Mutex
+	urls []string
+}
+
+func (l *reqLog) RoundTrip(req *http.Request) (*http.Response, error) {
+	l.mu.Lock()
+	l.urls = append(l.urls, req.Method+" "+req.URL.RequestURI())
+	l.mu.Unlock()
+	return l.next.RoundTrip(req)
+}
+
+// An object already at the goal is confirmed with one read: no list, no
+// watch (kiln wait on a ready platform, destroy confirming what is gone).
+func TestUntilAtTheGoalReadsOnceAndWatchesNothing(t *testing.T) {
+	ctx := testCtx(t)
+	ns := cluster.Namespace(t)
+	log := &reqLog{}
+	rc := rest.CopyConfig(cluster.RESTConfig)
+	rc.Wrap(func(rt http.RoundTripper) http.RoundTripper { log.next = rt; return log })
+	cs, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ready := Ref{Kind: KindNamespace, Name: ns}
+	gone := Ref{Kind: KindConfigMap, Namespace: ns, Name: "never-made"}
+	rec := newRecorder()
+	w := &Watcher{Client: cs, OnChange: rec.onChange}
+	if _, err := w.Until(ctx, []Ref{ready}, Ready); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Until(ctx, []Ref{gone}, Gone); err != nil {
+		t.Fatal(err)
+	}
+	log.mu.Lock()
+	defer log.mu.Unlock()
+	if len(log.urls) != 2 {
+		t.Errorf("requests: %q, want one GET of each object", log.urls)
+	}
+	for _, u := range log.urls {
+		if strings.Contains(u, "watch=true") || strings.Contains(u, "fieldSelector") {
+			t.Errorf("request %q: a list or watch of an object already at the goal", u)
+		}
+	}
+	if seq := rec.results(ready); len(seq) != 1 || seq[0].Status != Current {
+		t.Errorf("OnChange for %s: %v, want one Current", ready, seq)
+	}
+	if seq := rec.results(gone); len(seq) != 1 || seq[0].Status != NotFound {
+		t.Errorf("OnChange for %s: %v, want one NotFound", gone, seq)
+	}
+}
