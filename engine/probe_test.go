@@ -5,7 +5,6 @@ import (
 	"crypto/rsa"
 	"encoding/json"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -48,8 +47,8 @@ func TestProbeTenants(t *testing.T) {
 	}
 	gw, err := gateway.New(gateway.Config{
 		AuthDir: authDir, Cluster: "dev1", Domain: "dev1.kiln.test",
-		Backends: map[gateway.Route]string{}, // no project: the probe route is unknown (404)
-		Log:      slog.New(slog.NewJSONHandler(io.Discard, nil)),
+		Backends:  map[gateway.Route]string{}, // no project: the probe route is unknown (404)
+		LogOutput: io.Discard,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -819,7 +819,12 @@ func (m *Model) viewInspect(p *page, rows int) {
 		}
 		p.addTable(m.renderTable(&s.table, cols, trows, s.sel, p.width, max(rows-len(p.lines)-4, 4)))
 		if why := s.hiddenSel(); why != "" {
+			// No row is selected: the note saying why is what the page
+			// keeps in view (with the rows above it), as it would the
+			// selected row, so a project gone or filtered away never
+			// leaves the table scrolled out of sight.
 			p.hang(m.st.faint.Render("  "+why), 4)
+			p.markFocus()
 		}
 	}
 	m.inspectActions(p, shownProjects)

@@ -1,6 +1,7 @@
 package tui_test
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -167,4 +168,42 @@ func TestInspectSelectionIsAProject(t *testing.T) {
 	}
 	h.Key("down")
 	h.WaitFor(t, "> default/web")
+}
+
+// TestGoneSelectionKeepsTheTableInView: back on the inspect screen after
+// the selected project went away meanwhile (deleted from its project
+// screen, as the wizard's x does), the page shows the note saying so and
+// the table's remaining rows, not the platform objects above them with
+// the table scrolled out of sight (seen at 100x30 in the tmux test).
+func TestGoneSelectionKeepsTheTableInView(t *testing.T) {
+	// Platform objects enough to push the table below an 80x24 screen.
+	tall := func(st *engine.ClusterStatus) *engine.ClusterStatus {
+		st.Isolation = &engine.Isolation{State: "unknown", Reason: "no recognised network plugin among the cluster's 0 DaemonSets; kiln cannot establish that NetworkPolicies are enforced"}
+		for i := range 7 {
+			st.Objects = append(st.Objects, engine.ObjectStatus{Kind: "NetworkPolicy", Namespace: "kiln-system", Name: fmt.Sprintf("kiln-policy-%d", i), Status: engine.StatusCurrent, Message: "exists"})
+		}
+		return st
+	}
+	b := backend()
+	b.Inspections = []*engine.ClusterStatus{tall(tuitest.Inspection("dev1", "kiln-local"))}
+	w := tuitest.NewWatchBackend(b)
+	h := tuitest.Start(t, w, tui.Options{})
+	h.WaitFor(t, "dev1")
+	h.Send(tea.WindowSizeMsg{Width: 100, Height: 30})
+	h.Key("i")
+	h.WaitFor(t, "> default/web")
+	h.Key("down")
+	h.WaitFor(t, "> team-a/api")
+	h.Key("enter")
+	h.WaitFor(t, "Project team-a/api")
+	gone := tall(tuitest.Inspection("dev1", "kiln-local"))
+	gone.Projects = slices.DeleteFunc(gone.Projects, func(p engine.ProjectStatus) bool { return p.Project == "api" })
+	w.Updates <- gone
+	h.Key("esc")
+	got := ansi.Strip(h.WaitFor(t, "team-a/api is gone from the cluster"))
+	for _, row := range []string{"default/web", "team-a/batch"} {
+		if !strings.Contains(got, row) {
+			t.Errorf("the project row %s is out of sight beside the gone note:\n%s", row, got)
+		}
+	}
 }
