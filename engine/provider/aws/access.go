@@ -57,6 +57,7 @@ import (
 
 	"github.com/kilnctl/kiln/docs"
 	"github.com/kilnctl/kiln/engine"
+	"github.com/kilnctl/kiln/engine/input"
 	"github.com/kilnctl/kiln/engine/platform"
 	"github.com/kilnctl/kiln/internal/exit"
 )
@@ -106,12 +107,12 @@ var stsRE = regexp.MustCompile(`^arn:([a-z-]+):sts::([0-9]{12}):assumed-role/([\
 
 // CheckPrincipal says what is wrong with arn as an access entry's
 // principal (nil when nothing); flag names the flag for the message.
-func CheckPrincipal(flag, arn string) error {
+func CheckPrincipal(in input.Input, arn string) error {
 	if m := stsRE.FindStringSubmatch(arn); m != nil {
-		return exit.Usage("%s %s: an STS assumed-role session cannot have an access entry (EKS refuses session principals); name the role: arn:%s:iam::%s:role/%s (with its path, if it has one)", flag, arn, m[1], m[2], m[3])
+		return engine.NewInputError(exit.BadInput, in, arn, "{input} %s: an STS assumed-role session cannot have an access entry (EKS refuses session principals); name the role: arn:%s:iam::%s:role/%s (with its path, if it has one)", arn, m[1], m[2], m[3])
 	}
 	if len(arn) > 2048 || !principalRE.MatchString(arn) {
-		return exit.Usage("%s %s: not an IAM role or user ARN (arn:aws:iam::ACCOUNT:role/NAME or arn:aws:iam::ACCOUNT:user/NAME, a 12-digit account, a name of at most 64 letters, digits and +=,.@_-)", flag, arn)
+		return engine.NewInputError(exit.BadInput, in, arn, "{input} %s: not an IAM role or user ARN (arn:aws:iam::ACCOUNT:role/NAME or arn:aws:iam::ACCOUNT:user/NAME, a 12-digit account, a name of at most 64 letters, digits and +=,.@_-)", arn)
 	}
 	return nil
 }
@@ -119,16 +120,16 @@ func CheckPrincipal(flag, arn string) error {
 // validate checks the ARNs (exit 2 naming the flag and value).
 func (a Access) validate() error {
 	for _, v := range a.Admins {
-		if err := CheckPrincipal("--admin", v); err != nil {
+		if err := CheckPrincipal(input.Admin, v); err != nil {
 			return err
 		}
 	}
 	for _, v := range a.Viewers {
-		if err := CheckPrincipal("--viewer", v); err != nil {
+		if err := CheckPrincipal(input.Viewer, v); err != nil {
 			return err
 		}
 		if slices.Contains(a.Admins, v) {
-			return exit.Usage("--viewer %s: also named with --admin; a principal has one access entry, admin or viewer", v)
+			return engine.NewInputError(exit.BadInput, input.Viewer, v, "{input} %s: also named with {input:admin}; a principal has one access entry, admin or viewer", v)
 		}
 	}
 	return nil
@@ -155,12 +156,12 @@ func regionPartition(region string) string {
 func (a Access) checkPartition(region string) error {
 	want := regionPartition(region)
 	for _, l := range []struct {
-		flag string
+		in   input.Input
 		arns []string
-	}{{"--admin", a.Admins}, {"--viewer", a.Viewers}} {
+	}{{input.Admin, a.Admins}, {input.Viewer, a.Viewers}} {
 		for _, v := range l.arns {
 			if p := partition(v); p != want {
-				return exit.Usage("%s %s: an ARN of partition %s, but region %s is in partition %s", l.flag, v, p, region, want)
+				return engine.NewInputError(exit.BadInput, l.in, v, "{input} %s: an ARN of partition %s, but region %s is in partition %s", v, p, region, want)
 			}
 		}
 	}
@@ -459,7 +460,7 @@ func (in *infra) keepCaller(ctx context.Context, steps []accessStep) error {
 	caller := aws.ToString(out.Arn)
 	for _, s := range risky {
 		if sameIdentity(caller, s.principal) {
-			return exit.Usage("--admin: %s is the identity running kiln (%s); removing its admin entry would lock this run out of the cluster. Name it with --admin, or run kiln as another admin", s.principal, caller)
+			return engine.NewInputError(exit.BadInput, input.Admin, s.principal, "{input}: %s is the identity running kiln (%s); removing its admin entry would lock this run out of the cluster. Name it with {input}, or run kiln as another admin", s.principal, caller)
 		}
 	}
 	return nil
@@ -477,7 +478,7 @@ func (in *infra) accessUsable(c *ekstypes.Cluster) error {
 		mode = c.AccessConfig.AuthenticationMode
 	}
 	if mode == ekstypes.AuthenticationModeConfigMap {
-		return exit.Usage("--admin/--viewer: EKS cluster %s has authentication mode CONFIG_MAP (made by a kiln before access entries), which has no access entries, and create does not change an existing cluster; run kiln upgrade aws %s --region %s with the same flags (it switches the mode to %s, then makes the entries)", in.name, in.name, in.region, AuthenticationMode)
+		return engine.NewInputError(exit.BadInput, input.Admin, in.name, "{input}/{input:viewer}: EKS cluster %s has authentication mode CONFIG_MAP (made by a kiln before access entries), which has no access entries, and create does not change an existing cluster; run %s%s (it switches the mode to %s, then makes the entries)", in.name, in.p.command("upgrade", in.name, in.region), input.CLIOnly(" with the same flags"), AuthenticationMode)
 	}
 	return nil
 }
@@ -488,7 +489,7 @@ func (in *infra) accessUsable(c *ekstypes.Cluster) error {
 // policy association.
 func (in *infra) ensureAccess(ctx context.Context) error {
 	if in.p.Access.empty() {
-		in.emit(KindAccessEntry, in.name, engine.StatusCurrent, "authentication mode %s; entries left as they are (no --admin/--viewer)", authMode(in.cluster))
+		in.emit(KindAccessEntry, in.name, engine.StatusCurrent, "authentication mode %s; entries left as they are (no %s/%s)", authMode(in.cluster), in.p.inputName(input.Admin), in.p.inputName(input.Viewer))
 		return nil
 	}
 	if err := in.accessUsable(in.cluster); err != nil {
@@ -732,7 +733,7 @@ func (p *Provider) ReadAccess(ctx context.Context, name, region string) engine.A
 	}
 	acc := engine.Access{Mode: authMode(out.Cluster), Entries: []engine.AccessEntry{}}
 	if acc.Mode == string(ekstypes.AuthenticationModeConfigMap) {
-		acc.Problem = fmt.Sprintf("no access entries, the aws-auth ConfigMap decides who gets in; kiln upgrade aws %s --region %s switches the cluster to %s", name, region, AuthenticationMode)
+		acc.Problem = fmt.Sprintf("no access entries, the aws-auth ConfigMap decides who gets in; %s switches the cluster to %s", p.command("upgrade", name, region), AuthenticationMode)
 		return acc
 	}
 	have, err := in.readAccess(ctx)
