@@ -489,7 +489,14 @@ func (in *infra) accessUsable(c *ekstypes.Cluster) error {
 // policy association.
 func (in *infra) ensureAccess(ctx context.Context) error {
 	if in.p.Access.empty() {
-		in.emit(KindAccessEntry, in.name, engine.StatusCurrent, "authentication mode %s; entries left as they are (no %s/%s)", authMode(in.cluster), in.p.inputName(input.Admin), in.p.inputName(input.Viewer))
+		// The CLI says which flags were not given; a frontend with its own
+		// words (the wizard) sets no access entries, so there is nothing
+		// to point at.
+		why := ""
+		if in.p.namer == nil {
+			why = fmt.Sprintf(" (no %s/%s)", input.FlagName(input.Admin), input.FlagName(input.Viewer))
+		}
+		in.emit(KindAccessEntry, in.name, engine.StatusCurrent, "authentication mode %s; entries left as they are%s", authMode(in.cluster), why)
 		return nil
 	}
 	if err := in.accessUsable(in.cluster); err != nil {
