@@ -13,8 +13,9 @@ import (
 	"testing"
 )
 
-// flagWord is a flag as a command line spells it: --token-dir.
-var flagWord = regexp.MustCompile(`(^|[^-\w])(--[a-z][a-z0-9-]*)`)
+// flagWord is a flag as a command line spells it (--token-dir), or the
+// start of one a format or a concatenation completes ("--%s", "--" + x).
+var flagWord = regexp.MustCompile(`(^|[^-\w])(--(?:[a-z][a-z0-9-]*|%[a-z]|$))`)
 
 // notWords are the string literals of engine and creds that name a flag
 // without being words to a user of kiln, by file (slash-separated, from
@@ -22,8 +23,8 @@ var flagWord = regexp.MustCompile(`(^|[^-\w])(--[a-z][a-z0-9-]*)`)
 // this package (an {input} mark, FlagName, a Namer), so that the wizard
 // never shows a CLI flag.
 var notWords = map[string][]string{
-	// Where FlagName itself spells the config file's flag.
-	"engine/input/input.go": {"--config"},
+	// FlagName itself: "--" + the input, and the config file's flag.
+	"engine/input/input.go": {"--", "--config"},
 	// Arguments kiln passes to the gateway's container.
 	"engine/platform/platform.go": {"--listen", "--metrics-listen", "--auth-dir", "--cluster", "--domain", "--tls-cert", "--tls-key"},
 	// The gateway's argument the probe detects (TLS on its port).
@@ -145,6 +146,8 @@ var b = fmt.Sprintf("%s: run create with --token-dir %s", x, y)
 var c = ` + "`kiln upgrade aws dev1 --yes`" + `
 var d = "--cluster=" + name
 var e = "a-b--c and x--y are not flags; - - neither"
+var f = "--" + kind
+var g = fmt.Sprintf("--%s %s: refused", kind, arn)
 `
 	fset := token.NewFileSet()
 	f, err := parser.ParseFile(fset, "engine/planted.go", src, 0)
@@ -155,7 +158,8 @@ var e = "a-b--c and x--y are not flags; - - neither"
 	for _, l := range flagLiterals(fset, f, "engine/planted.go") {
 		got = append(got, l.pos.String()+" "+l.flag)
 	}
-	want := []string{"engine/planted.go:5:21 --token-dir", "engine/planted.go:6:9 --yes", "engine/planted.go:7:9 --cluster"}
+	want := []string{"engine/planted.go:5:21 --token-dir", "engine/planted.go:6:9 --yes", "engine/planted.go:7:9 --cluster",
+		"engine/planted.go:9:9 --", "engine/planted.go:10:21 --%s"}
 	if strings.Join(got, "|") != strings.Join(want, "|") {
 		t.Errorf("found %q, want %q", got, want)
 	}
@@ -164,7 +168,7 @@ var e = "a-b--c and x--y are not flags; - - neither"
 	for _, l := range flagLiterals(fset, f, "engine/platform/platform.go") {
 		inPlatform = append(inPlatform, l.flag)
 	}
-	if strings.Join(inPlatform, "|") != "--token-dir|--yes" {
+	if strings.Join(inPlatform, "|") != "--token-dir|--yes|--|--%s" {
 		t.Errorf("in engine/platform/platform.go found %q, want the two message flags only", inPlatform)
 	}
 }

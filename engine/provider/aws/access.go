@@ -117,6 +117,15 @@ func CheckPrincipal(in input.Input, arn string) error {
 	return nil
 }
 
+// kindInput is the input that names principals of an entry kind
+// (engine.AccessAdmin, engine.AccessViewer).
+func kindInput(kind string) input.Input {
+	if kind == engine.AccessAdmin {
+		return input.Admin
+	}
+	return input.Viewer
+}
+
 // validate checks the ARNs (exit 2 naming the flag and value).
 func (a Access) validate() error {
 	for _, v := range a.Admins {
@@ -283,8 +292,7 @@ func (in *infra) planAccess(have []accessEntry) ([]accessStep, error) {
 			case !en.kiln && en.kind == kind:
 				logf(in.sink, engine.LevelInfo, "access entry %s: already %s through an entry kiln did not create; left alone", p, kind)
 			case !en.kiln:
-				flag := "--" + kind
-				return exit.Usage("%s %s: EKS cluster %s already has an access entry for this principal that kiln did not create (%s: groups %v, policies %v); kiln never changes it. Delete it (aws eks delete-access-entry) or leave %s out", flag, p, in.name, en.kind, en.groups, en.policies, p)
+				return engine.NewInputError(exit.BadInput, kindInput(kind), p, "{input} %s: EKS cluster %s already has an access entry for this principal that kiln did not create (%s: groups %v, policies %v); kiln never changes it. Delete it (aws eks delete-access-entry) or leave %s out", p, in.name, en.kind, en.groups, en.policies, p)
 			case en.kind != kind:
 				steps = append(steps, accessStep{action: "replace", principal: p, kind: kind, entry: en, why: en.kind + " → " + kind})
 			default:
@@ -311,7 +319,7 @@ func (in *infra) planAccess(have []accessEntry) ([]accessStep, error) {
 			continue
 		}
 		if (en.kind == engine.AccessAdmin && a.SetAdmins) || (en.kind == engine.AccessViewer && a.SetViewers) {
-			deletes = append(deletes, accessStep{action: "delete", principal: en.principal, kind: en.kind, entry: en, why: "no longer named with --" + en.kind})
+			deletes = append(deletes, accessStep{action: "delete", principal: en.principal, kind: en.kind, entry: en, why: "no longer named with " + in.p.inputName(kindInput(en.kind))})
 		} else if why := in.entryDrift(*en); why != "" {
 			// kiln's own entries it keeps are kept right (a viewer never
 			// gains a policy).
@@ -553,7 +561,7 @@ func (in *infra) applyAccess(ctx context.Context, s accessStep) error {
 		})
 		if err != nil {
 			if apiCode(err) == "InvalidParameterException" {
-				return exit.Usage("--%s %s: EKS refuses it: %v", s.kind, s.principal, err)
+				return engine.NewInputError(exit.BadInput, kindInput(s.kind), s.principal, "{input} %s: EKS refuses it: %v", s.principal, err)
 			}
 			return fmt.Errorf("create access entry %s: %w", s.principal, err)
 		}
