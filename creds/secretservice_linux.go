@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/godbus/dbus"
+	"github.com/kilnctl/kiln/engine/input"
 )
 
 // What 99designs/keyring v1.2.2 does with the Secret Service, and why this
@@ -85,7 +86,7 @@ func secretServiceCollection(activate bool) (string, error) {
 	}
 	if path == "/" || path == "" {
 		return "", errors.New("the Secret Service has no default collection (keyring); create one in your keyring manager, " +
-			"or start gnome-keyring-daemon with --unlock, or choose --keyring-backend file")
+			"or start gnome-keyring-daemon with --unlock, or choose " + input.FlagName(input.KeyringBackend) + " file")
 	}
 	name, ok := collectionName(path)
 	if !ok {

@@ -40,6 +40,9 @@ func (e *Engine) DiscoverClusters(ctx context.Context, p Provider, tokenDir stri
 // discoverClusters is DiscoverClusters telling progress (nil: nobody)
 // each location's search, for the providers that search one by one.
 func (e *Engine) discoverClusters(ctx context.Context, p Provider, tokenDir string, progress func(SearchProgress)) ([]ClusterSummary, error) {
+	// The provider's messages (a credential plugin refused the terminal)
+	// in the frontend's words, as a request's are.
+	e.hinted(Target{Provider: p})
 	start := time.Now()
 	var locs []Location
 	var err error

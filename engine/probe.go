@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/transport/spdy"
 
 	"github.com/kilnctl/kiln/creds"
+	"github.com/kilnctl/kiln/engine/input"
 	"github.com/kilnctl/kiln/engine/platform"
 )
 
@@ -79,7 +80,7 @@ func (e *Engine) probe(ctx context.Context, loc Location, cluster string, td *cr
 		base = "https://" + strings.TrimPrefix(base, "http://")
 		client.Transport = &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}} //nolint:gosec // see above
 	}
-	results := probeTenants(ctx, client, base, td, tenants)
+	results := probeTenants(ctx, client, base, td, tenants, e.probeAgain())
 	var bad []string
 	for _, r := range results {
 		if r.Accepted {
@@ -95,6 +96,16 @@ func (e *Engine) probe(ctx context.Context, loc Location, cluster string, td *cr
 	return nil
 }
 
+// probeAgain is the advice to probe again, in the frontend's words: "run
+// wait --probe again" in the CLI, its own action in the wizard (Actions).
+func (e *Engine) probeAgain() string {
+	args := []string{FlagName(input.Probe)}
+	if e.Actions != nil {
+		return "run " + e.Actions([]string{"wait"}, args) + " again"
+	}
+	return "run " + strings.Join(append([]string{"wait"}, args...), " ") + " again"
+}
+
 // ProbeResult is the probe's verdict for one tenant.
 type ProbeResult struct {
 	Tenant   string
@@ -107,7 +118,7 @@ type ProbeResult struct {
 // refuse: otherwise it authenticates nothing and an accepted token proves
 // nothing) and once per tenant with the tenant's token, on the path form
 // /t/TENANT/p/kiln-probe/.
-func probeTenants(ctx context.Context, client *http.Client, base string, td *creds.TokenDir, tenants []string) []ProbeResult {
+func probeTenants(ctx context.Context, client *http.Client, base string, td *creds.TokenDir, tenants []string, again string) []ProbeResult {
 	tenants = append([]string(nil), tenants...)
 	sort.Strings(tenants)
 	get := func(tenant, token string) (int, error) {
@@ -151,13 +162,13 @@ func probeTenants(ctx context.Context, client *http.Client, base string, td *cre
 			out = append(out, ProbeResult{Tenant: t, Detail: fmt.Sprintf("no answer from the gateway: %v", err)})
 		case code == http.StatusUnauthorized:
 			out = append(out, ProbeResult{Tenant: t, Detail: fmt.Sprintf(
-				"refused (HTTP 401): the gateway does not trust key %s; its kiln-auth volume may not be updated yet (kubelet syncs ConfigMap volumes within about a minute) — run wait --probe again", td.Manifest.KeyID)})
+				"refused (HTTP 401): the gateway does not trust key %s; its kiln-auth volume may not be updated yet (kubelet syncs ConfigMap volumes within about a minute) — %s", td.Manifest.KeyID, again)})
 		case code == http.StatusForbidden:
 			out = append(out, ProbeResult{Tenant: t, Detail: "refused (HTTP 403): the gateway took the token for another tenant's"})
 		case code == http.StatusServiceUnavailable:
 			// The gateway answers 503 before checking a token when it has
 			// no keys loaded: the token's fate is unknown.
-			out = append(out, ProbeResult{Tenant: t, Detail: "not judged (HTTP 503): the gateway has no keys loaded yet — run wait --probe again"})
+			out = append(out, ProbeResult{Tenant: t, Detail: "not judged (HTTP 503): the gateway has no keys loaded yet — " + again})
 		default:
 			out = append(out, ProbeResult{Tenant: t, Accepted: true, Detail: fmt.Sprintf("accepted (HTTP %d from the probe route)", code)})
 		}

@@ -68,7 +68,7 @@ func TestProbeTenants(t *testing.T) {
 	}
 	client := &http.Client{Timeout: time.Minute}
 
-	got := probeTenants(t.Context(), client, srv.URL, tokenDir(trustedKey, "default", "staging"), []string{"staging", "default", "late"})
+	got := probeTenants(t.Context(), client, srv.URL, tokenDir(trustedKey, "default", "staging"), []string{"staging", "default", "late"}, (&Engine{}).probeAgain())
 	want := map[string]bool{"default": true, "staging": true, "late": false}
 	if len(got) != len(want) {
 		t.Fatalf("results %+v, want one per tenant", got)
@@ -86,14 +86,14 @@ func TestProbeTenants(t *testing.T) {
 	}
 
 	other := tokenDir(otherKey, "default")
-	got = probeTenants(t.Context(), client, srv.URL, other, []string{"default"})
+	got = probeTenants(t.Context(), client, srv.URL, other, []string{"default"}, (&Engine{}).probeAgain())
 	if len(got) != 1 || got[0].Accepted || !strings.Contains(got[0].Detail, "401") || !strings.Contains(got[0].Detail, other.Manifest.KeyID) {
 		t.Errorf("untrusted key: %+v, want refused with 401 naming key %s", got, other.Manifest.KeyID)
 	}
 
 	open := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {}))
 	defer open.Close()
-	got = probeTenants(t.Context(), client, open.URL, tokenDir(trustedKey, "default"), []string{"default"})
+	got = probeTenants(t.Context(), client, open.URL, tokenDir(trustedKey, "default"), []string{"default"}, (&Engine{}).probeAgain())
 	if len(got) != 1 || got[0].Accepted || !strings.Contains(got[0].Detail, "authenticates nothing") {
 		t.Errorf("a gateway without authentication: %+v, want it called out", got)
 	}

@@ -121,7 +121,7 @@ func batchClient(ops *project.Ops) error {
 func (e *Engine) opsFor(loc Location, req Target, timeout time.Duration) *project.Ops {
 	return &project.Ops{
 		Client: loc.Client, Cluster: req.Name, Config: loc.State.Config, Timeout: timeout, Provider: req.Provider.Name(),
-		Location: loc.Name, At: req.Provider.Nouns().Target, Actions: req.actions,
+		Location: loc.Name, At: req.Provider.Nouns().Target, Actions: req.actions, Namer: e.Namer,
 		R: &reporter{e: e, w: e.watcher(loc.Client), rest: loc.REST}, Now: e.Now,
 	}
 }
@@ -210,9 +210,9 @@ func (e *Engine) project(ctx context.Context, req ProjectRequest, opsOut **proje
 		}
 		okList, failed, err := ops.Bulk(ctx, req.Op, req.Tenant, req.Concurrency)
 		if err != nil {
-			return nil, "", fmt.Errorf("%s --all: %d succeeded, %d failed (%s): %w", req.Op, len(okList), len(failed), strings.Join(failed, ", "), err)
+			return nil, "", fmt.Errorf("%s %s: %d succeeded, %d failed (%s): %w", req.Op, e.inputName(InputAll), len(okList), len(failed), strings.Join(failed, ", "), err)
 		}
-		return nil, fmt.Sprintf("%s --all: %d project%s", req.Op, len(okList), human.Plural(len(okList))), nil
+		return nil, fmt.Sprintf("%s %s: %d project%s", req.Op, e.inputName(InputAll), len(okList), human.Plural(len(okList))), nil
 	}
 	r, err := ops.Parse(req.Ref)
 	if err != nil {

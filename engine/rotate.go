@@ -276,6 +276,17 @@ func (r *rotation) finishCommand() string {
 	return command(r.req.Target, r.loc.Name, "rotate-key", FlagName(InputFinish))
 }
 
+// removers names the commands that remove an old key kept past its time
+// ("kiln upgrade, create --continue or rotate-key"), as the frontend's
+// actions when it has its own (the wizard's keys).
+func (r *rotation) removers() string {
+	cont := FlagName(InputContinue)
+	if a := r.req.Target.actions; a != nil {
+		return a([]string{"upgrade"}, nil) + ", " + a([]string{"create"}, []string{cont}) + " or " + a([]string{"rotate-key"}, nil)
+	}
+	return "kiln upgrade, create " + cont + " or rotate-key"
+}
+
 // interrupted words a rotation that Ctrl-C or SIGTERM stopped: nothing
 // changed before it held the lock; after, what kiln-auth trusts and the
 // token dir holds, read back (a fresh, bounded context), and the command

@@ -104,8 +104,8 @@ func (r *rotation) retire(ctx context.Context) error {
 				}
 				checkpoint(ctx, "rotate-after-keep-old")
 			}
-			r.outcome = fmt.Sprintf("key of %s rotated to %s; the old key %s stays trusted until %s (`%s` removes it now; any kiln upgrade, create --continue or rotate-key after that time removes it)",
-				r.req.Name, cur, old[0], exp.Format(time.RFC3339), r.finishCommand())
+			r.outcome = fmt.Sprintf("key of %s rotated to %s; the old key %s stays trusted until %s (`%s` removes it now; any %s after that time removes it)",
+				r.req.Name, cur, old[0], exp.Format(time.RFC3339), r.finishCommand(), r.removers())
 			return skip("old key %s kept until %s", old[0], exp.Format(time.RFC3339))
 		}
 		if err := r.applyAuth(ctx, map[string]string{cur: st.Keys[cur]}, "", time.Time{}); err != nil {

@@ -327,7 +327,9 @@ func (e *Engine) statusAt(ctx context.Context, req StatusRequest, loc Location, 
 			out.TokenProblem = err.Error()
 		}
 		if ps.Table == nil {
-			e.logf(LevelWarn, "kiln-auth has no tenant table (a platform of an earlier kiln): a removed tenant's token is not refused and tokens are not bound to this platform; `kiln upgrade %s %s --yes` issues bound tokens", req.Provider.Name(), req.Name)
+			// The command as it always read: no location, no token dir.
+			bare := Target{Provider: req.Provider, Name: req.Name, actions: req.actions}
+			e.logf(LevelWarn, "kiln-auth has no tenant table (a platform of an earlier kiln): a removed tenant's token is not refused and tokens are not bound to this platform; `%s` issues bound tokens", command(bare, "", "upgrade", FlagName(InputYes)))
 		}
 	case len(found) > 0:
 		out.TokenDir, out.KeyID = found[0].Path, found[0].Manifest.KeyID

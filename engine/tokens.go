@@ -15,7 +15,7 @@ import (
 // candidate is a place a cluster's token dir may be.
 type candidate struct {
 	Path   string
-	Source string // "--token-dir", "keyring", "default path"
+	Source string // the token dir input's name ("--token-dir"), "keyring", "default path"
 }
 
 // candidates lists, in lookup order, where the token dir of provider/name
@@ -29,7 +29,7 @@ func (e *Engine) candidates(provider, name, flag string) ([]candidate, error) {
 			out = append(out, candidate{path, source})
 		}
 	}
-	add(flag, "--token-dir")
+	add(flag, e.inputName(InputTokenDir))
 	if e.Keyring != nil {
 		entry, ok, err := e.Keyring.Get(provider, name)
 		if err != nil {

@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/kilnctl/kiln/engine/config"
+	"github.com/kilnctl/kiln/engine/input"
 	"github.com/kilnctl/kiln/engine/platform"
 	"github.com/kilnctl/kiln/engine/project"
 	"github.com/kilnctl/kiln/engine/readiness"
@@ -113,7 +114,7 @@ func (u *upgrade) plan(ctx context.Context) (*upgradePlan, error) {
 	}
 	for _, t := range req.RotateTokens {
 		if !slices.Contains(cfg.Spec.Tenants, t) {
-			return nil, exit.Usage("--rotate-token %s: the platform has no tenant %s (tenants: %s)", t, t, strings.Join(cfg.Spec.Tenants, ", "))
+			return nil, inputErr(exit.BadInput, input.RotateToken, t, "{input} %s: the platform has no tenant %s (tenants: %s)", t, t, strings.Join(cfg.Spec.Tenants, ", "))
 		}
 	}
 	for _, t := range p.tokens.issue {
@@ -126,7 +127,7 @@ func (u *upgrade) plan(ctx context.Context) (*upgradePlan, error) {
 		why := "it is not current in kiln-auth's tenant table"
 		switch {
 		case slices.Contains(req.RotateTokens, t):
-			why = "--rotate-token: the old token is refused once the new one is in place"
+			why = e.inputName(input.RotateToken) + ": the old token is refused once the new one is in place"
 		case st.Table == nil:
 			why = "kiln-auth has no tenant table yet (a platform of an earlier kiln): tokens get the platform id and a token id"
 		}

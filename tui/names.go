@@ -50,6 +50,16 @@ func InputName(in engine.Input) string {
 		return "the Kubernetes version field of the upgrade screen (u, provider aws)"
 	case engine.InputAll:
 		return "one project at a time (the wizard acts on the selected project)"
+	case input.Admin:
+		return "the admin access entries (the wizard keeps the cluster's as they are)"
+	case input.Viewer:
+		return "the viewer access entries (the wizard keeps the cluster's as they are)"
+	case input.RotateToken:
+		return "Rotate token (t on a project of the tenant)"
+	case input.Probe:
+		return "the gateway probe"
+	case input.KeyringBackend:
+		return "the keyring backend kiln was started with"
 	}
 	return string(in)
 }

@@ -40,6 +40,11 @@ const (
 	Restack             Input = "restack"               // upgrade restacks projects whose stack changed
 	KeepOld             Input = "keep-old"              // rotate-key keeps the old key trusted for a while
 	Finish              Input = "finish"                // rotate-key ends a rotation kept open
+	Admin               Input = "admin"                 // an EKS admin access entry's principal
+	Viewer              Input = "viewer"                // an EKS viewer access entry's principal
+	RotateToken         Input = "rotate-token"          // upgrade issues a tenant's token again
+	Probe               Input = "probe"                 // wait asks the gateway to judge each tenant's token
+	KeyringBackend      Input = "keyring-backend"       // the keyring kiln keeps token dirs' places in
 )
 
 // Namer is how a frontend words an Input in messages.

@@ -83,7 +83,7 @@ func (o *Ops) Bulk(ctx context.Context, op, tenant string, concurrency int) (ok,
 	summary := func() string {
 		mu.Lock()
 		defer mu.Unlock()
-		return fmt.Sprintf("%s --all: %d/%d %s, %d in progress, %d failed", op, len(ok), len(list), done, running, len(failed))
+		return fmt.Sprintf("%s %s: %d/%d %s, %d in progress, %d failed", op, o.inputName(input.All), len(ok), len(list), done, running, len(failed))
 	}
 	every := o.ProgressEvery
 	if every <= 0 {
@@ -152,7 +152,7 @@ func (o *Ops) Bulk(ctx context.Context, op, tenant string, concurrency int) (ok,
 	close(stopTick)
 	tickers.Wait()
 	o.R.Logf("info", "%s", summary())
-	o.R.Logf("info", "%s --all: %d projects in %s; %s", op, len(list), time.Since(began).Round(time.Millisecond), br.breakdown())
+	o.R.Logf("info", "%s %s: %d projects in %s; %s", op, o.inputName(input.All), len(list), time.Since(began).Round(time.Millisecond), br.breakdown())
 	sort.Strings(ok)
 	sort.Strings(failed)
 	// In TENANT/PROJECT order, so the exit code (that of the first failed

@@ -104,6 +104,9 @@ type Ops struct {
 	// actions (the wizard's keys): verb ("project", "start") and args
 	// (TENANT/PROJECT). See engine.Actions.
 	Actions func(verb, args []string) string
+	// Namer, when set, words the inputs the messages name (the frontend's
+	// Namer; nil: as CLI flags).
+	Namer input.Namer
 	// PlatformHeld says the caller holds the cluster's exclusive lease
 	// (kiln upgrade restacking projects): the project leases it takes do
 	// not count that lease as another operation.
@@ -187,6 +190,14 @@ func refs(r Ref) (secret, dep, svc, route, spec readiness.Ref) {
 		readiness.Ref{Kind: readiness.KindService, Namespace: ns, Name: r.Project},
 		readiness.Ref{Kind: readiness.KindIngress, Namespace: platform.Namespace, Name: RouteName(r)},
 		readiness.Ref{Kind: readiness.KindConfigMap, Namespace: ns, Name: SpecName(r.Project)}
+}
+
+// inputName words in for the frontend (Namer; a CLI flag without one).
+func (o *Ops) inputName(in input.Input) string {
+	if o.Namer != nil {
+		return o.Namer(in)
+	}
+	return input.FlagName(in)
 }
 
 // command is the kiln command for operation op on project r of this

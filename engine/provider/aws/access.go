@@ -57,6 +57,7 @@ import (
 
 	"github.com/kilnctl/kiln/docs"
 	"github.com/kilnctl/kiln/engine"
+	"github.com/kilnctl/kiln/engine/input"
 	"github.com/kilnctl/kiln/engine/platform"
 	"github.com/kilnctl/kiln/internal/exit"
 )
@@ -106,29 +107,38 @@ var stsRE = regexp.MustCompile(`^arn:([a-z-]+):sts::([0-9]{12}):assumed-role/([\
 
 // CheckPrincipal says what is wrong with arn as an access entry's
 // principal (nil when nothing); flag names the flag for the message.
-func CheckPrincipal(flag, arn string) error {
+func CheckPrincipal(in input.Input, arn string) error {
 	if m := stsRE.FindStringSubmatch(arn); m != nil {
-		return exit.Usage("%s %s: an STS assumed-role session cannot have an access entry (EKS refuses session principals); name the role: arn:%s:iam::%s:role/%s (with its path, if it has one)", flag, arn, m[1], m[2], m[3])
+		return engine.NewInputError(exit.BadInput, in, arn, "{input} %s: an STS assumed-role session cannot have an access entry (EKS refuses session principals); name the role: arn:%s:iam::%s:role/%s (with its path, if it has one)", arn, m[1], m[2], m[3])
 	}
 	if len(arn) > 2048 || !principalRE.MatchString(arn) {
-		return exit.Usage("%s %s: not an IAM role or user ARN (arn:aws:iam::ACCOUNT:role/NAME or arn:aws:iam::ACCOUNT:user/NAME, a 12-digit account, a name of at most 64 letters, digits and +=,.@_-)", flag, arn)
+		return engine.NewInputError(exit.BadInput, in, arn, "{input} %s: not an IAM role or user ARN (arn:aws:iam::ACCOUNT:role/NAME or arn:aws:iam::ACCOUNT:user/NAME, a 12-digit account, a name of at most 64 letters, digits and +=,.@_-)", arn)
 	}
 	return nil
+}
+
+// kindInput is the input that names principals of an entry kind
+// (engine.AccessAdmin, engine.AccessViewer).
+func kindInput(kind string) input.Input {
+	if kind == engine.AccessAdmin {
+		return input.Admin
+	}
+	return input.Viewer
 }
 
 // validate checks the ARNs (exit 2 naming the flag and value).
 func (a Access) validate() error {
 	for _, v := range a.Admins {
-		if err := CheckPrincipal("--admin", v); err != nil {
+		if err := CheckPrincipal(input.Admin, v); err != nil {
 			return err
 		}
 	}
 	for _, v := range a.Viewers {
-		if err := CheckPrincipal("--viewer", v); err != nil {
+		if err := CheckPrincipal(input.Viewer, v); err != nil {
 			return err
 		}
 		if slices.Contains(a.Admins, v) {
-			return exit.Usage("--viewer %s: also named with --admin; a principal has one access entry, admin or viewer", v)
+			return engine.NewInputError(exit.BadInput, input.Viewer, v, "{input} %s: also named with {input:admin}; a principal has one access entry, admin or viewer", v)
 		}
 	}
 	return nil
@@ -155,12 +165,12 @@ func regionPartition(region string) string {
 func (a Access) checkPartition(region string) error {
 	want := regionPartition(region)
 	for _, l := range []struct {
-		flag string
+		in   input.Input
 		arns []string
-	}{{"--admin", a.Admins}, {"--viewer", a.Viewers}} {
+	}{{input.Admin, a.Admins}, {input.Viewer, a.Viewers}} {
 		for _, v := range l.arns {
 			if p := partition(v); p != want {
-				return exit.Usage("%s %s: an ARN of partition %s, but region %s is in partition %s", l.flag, v, p, region, want)
+				return engine.NewInputError(exit.BadInput, l.in, v, "{input} %s: an ARN of partition %s, but region %s is in partition %s", v, p, region, want)
 			}
 		}
 	}
@@ -282,8 +292,7 @@ func (in *infra) planAccess(have []accessEntry) ([]accessStep, error) {
 			case !en.kiln && en.kind == kind:
 				logf(in.sink, engine.LevelInfo, "access entry %s: already %s through an entry kiln did not create; left alone", p, kind)
 			case !en.kiln:
-				flag := "--" + kind
-				return exit.Usage("%s %s: EKS cluster %s already has an access entry for this principal that kiln did not create (%s: groups %v, policies %v); kiln never changes it. Delete it (aws eks delete-access-entry) or leave %s out", flag, p, in.name, en.kind, en.groups, en.policies, p)
+				return engine.NewInputError(exit.BadInput, kindInput(kind), p, "{input} %s: EKS cluster %s already has an access entry for this principal that kiln did not create (%s: groups %v, policies %v); kiln never changes it. Delete it (aws eks delete-access-entry) or leave %s out", p, in.name, en.kind, en.groups, en.policies, p)
 			case en.kind != kind:
 				steps = append(steps, accessStep{action: "replace", principal: p, kind: kind, entry: en, why: en.kind + " → " + kind})
 			default:
@@ -310,7 +319,7 @@ func (in *infra) planAccess(have []accessEntry) ([]accessStep, error) {
 			continue
 		}
 		if (en.kind == engine.AccessAdmin && a.SetAdmins) || (en.kind == engine.AccessViewer && a.SetViewers) {
-			deletes = append(deletes, accessStep{action: "delete", principal: en.principal, kind: en.kind, entry: en, why: "no longer named with --" + en.kind})
+			deletes = append(deletes, accessStep{action: "delete", principal: en.principal, kind: en.kind, entry: en, why: "no longer named with " + in.p.inputName(kindInput(en.kind))})
 		} else if why := in.entryDrift(*en); why != "" {
 			// kiln's own entries it keeps are kept right (a viewer never
 			// gains a policy).
@@ -459,7 +468,7 @@ func (in *infra) keepCaller(ctx context.Context, steps []accessStep) error {
 	caller := aws.ToString(out.Arn)
 	for _, s := range risky {
 		if sameIdentity(caller, s.principal) {
-			return exit.Usage("--admin: %s is the identity running kiln (%s); removing its admin entry would lock this run out of the cluster. Name it with --admin, or run kiln as another admin", s.principal, caller)
+			return engine.NewInputError(exit.BadInput, input.Admin, s.principal, "{input}: %s is the identity running kiln (%s); removing its admin entry would lock this run out of the cluster. Name it with {input}, or run kiln as another admin", s.principal, caller)
 		}
 	}
 	return nil
@@ -477,7 +486,7 @@ func (in *infra) accessUsable(c *ekstypes.Cluster) error {
 		mode = c.AccessConfig.AuthenticationMode
 	}
 	if mode == ekstypes.AuthenticationModeConfigMap {
-		return exit.Usage("--admin/--viewer: EKS cluster %s has authentication mode CONFIG_MAP (made by a kiln before access entries), which has no access entries, and create does not change an existing cluster; run kiln upgrade aws %s --region %s with the same flags (it switches the mode to %s, then makes the entries)", in.name, in.name, in.region, AuthenticationMode)
+		return engine.NewInputError(exit.BadInput, input.Admin, in.name, "{input}/{input:viewer}: EKS cluster %s has authentication mode CONFIG_MAP (made by a kiln before access entries), which has no access entries, and create does not change an existing cluster; run %s%s (it switches the mode to %s, then makes the entries)", in.name, in.p.command("upgrade", in.name, in.region), input.CLIOnly(" with the same flags"), AuthenticationMode)
 	}
 	return nil
 }
@@ -488,7 +497,14 @@ func (in *infra) accessUsable(c *ekstypes.Cluster) error {
 // policy association.
 func (in *infra) ensureAccess(ctx context.Context) error {
 	if in.p.Access.empty() {
-		in.emit(KindAccessEntry, in.name, engine.StatusCurrent, "authentication mode %s; entries left as they are (no --admin/--viewer)", authMode(in.cluster))
+		// The CLI says which flags were not given; a frontend with its own
+		// words (the wizard) sets no access entries, so there is nothing
+		// to point at.
+		why := ""
+		if in.p.namer == nil {
+			why = fmt.Sprintf(" (no %s/%s)", input.FlagName(input.Admin), input.FlagName(input.Viewer))
+		}
+		in.emit(KindAccessEntry, in.name, engine.StatusCurrent, "authentication mode %s; entries left as they are%s", authMode(in.cluster), why)
 		return nil
 	}
 	if err := in.accessUsable(in.cluster); err != nil {
@@ -545,7 +561,7 @@ func (in *infra) applyAccess(ctx context.Context, s accessStep) error {
 		})
 		if err != nil {
 			if apiCode(err) == "InvalidParameterException" {
-				return exit.Usage("--%s %s: EKS refuses it: %v", s.kind, s.principal, err)
+				return engine.NewInputError(exit.BadInput, kindInput(s.kind), s.principal, "{input} %s: EKS refuses it: %v", s.principal, err)
 			}
 			return fmt.Errorf("create access entry %s: %w", s.principal, err)
 		}
@@ -732,7 +748,7 @@ func (p *Provider) ReadAccess(ctx context.Context, name, region string) engine.A
 	}
 	acc := engine.Access{Mode: authMode(out.Cluster), Entries: []engine.AccessEntry{}}
 	if acc.Mode == string(ekstypes.AuthenticationModeConfigMap) {
-		acc.Problem = fmt.Sprintf("no access entries, the aws-auth ConfigMap decides who gets in; kiln upgrade aws %s --region %s switches the cluster to %s", name, region, AuthenticationMode)
+		acc.Problem = fmt.Sprintf("no access entries, the aws-auth ConfigMap decides who gets in; %s switches the cluster to %s", p.command("upgrade", name, region), AuthenticationMode)
 		return acc
 	}
 	have, err := in.readAccess(ctx)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/kilnctl/kiln/docs"
 	"github.com/kilnctl/kiln/engine"
+	"github.com/kilnctl/kiln/engine/input"
 	"github.com/kilnctl/kiln/internal/exit"
 	"github.com/kilnctl/kiln/internal/testenv/awsemu"
 )
@@ -32,7 +33,7 @@ func TestCheckPrincipal(t *testing.T) {
 		"arn:aws-cn:iam::123456789012:role/a+b=c,d.e_f-g",
 		"arn:aws-us-gov:iam::123456789012:user/u",
 	} {
-		if err := CheckPrincipal("--admin", ok); err != nil {
+		if err := CheckPrincipal(input.Admin, ok); err != nil {
 			t.Errorf("%s: %v", ok, err)
 		}
 	}
@@ -43,12 +44,12 @@ func TestCheckPrincipal(t *testing.T) {
 		"arn:aws:eks::aws:cluster-access-policy/AmazonEKSClusterAdminPolicy", "arn:other:iam::123456789012:role/x",
 		"arn:aws:sts::123456789012:assumed-role/dev/session",
 	} {
-		err := CheckPrincipal("--viewer", bad)
+		err := CheckPrincipal(input.Viewer, bad)
 		if err == nil || exit.Code(err) != exit.BadInput || !strings.Contains(err.Error(), "--viewer") || !strings.Contains(err.Error(), bad) {
 			t.Errorf("%q: %v, want exit 2 naming --viewer and the value", bad, err)
 		}
 	}
-	if err := CheckPrincipal("--admin", "arn:aws:sts::123456789012:assumed-role/dev/s"); !strings.Contains(err.Error(), "arn:aws:iam::123456789012:role/dev") {
+	if err := CheckPrincipal(input.Admin, "arn:aws:sts::123456789012:assumed-role/dev/s"); !strings.Contains(err.Error(), "arn:aws:iam::123456789012:role/dev") {
 		t.Errorf("an assumed-role ARN is not answered with its role: %v", err)
 	}
 	a := Access{Admins: []string{"arn:aws:iam::123456789012:role/x"}, Viewers: []string{"arn:aws:iam::123456789012:role/x"}, SetAdmins: true, SetViewers: true}

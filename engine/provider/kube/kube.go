@@ -61,6 +61,22 @@ type Provider struct {
 	// the operation reuses them instead of running a plugin again.
 	mu      sync.Mutex
 	reached map[string]engine.Location
+
+	// namer words the inputs the provider's messages name (the engine's
+	// Namer, engine.NamerTaker; nil: as CLI flags).
+	namer engine.Namer
+}
+
+// TakeNamer implements engine.NamerTaker: the inputs the provider's
+// messages name are worded by the frontend's Namer.
+func (p *Provider) TakeNamer(n engine.Namer) { p.namer = n }
+
+// inputName words in as the frontend does (a CLI flag without a Namer).
+func (p *Provider) inputName(in input.Input) string {
+	if p.namer != nil {
+		return p.namer(in)
+	}
+	return input.FlagName(in)
 }
 
 // New returns a kube provider.
@@ -151,7 +167,7 @@ func (p *Provider) restConfig(contextName string, ownExec bool) (*rest.Config, *
 			ai.Exec = nil
 		case !(p.Interactive && contextName == p.Context):
 			ai.Exec.StdinUnavailable = true
-			ai.Exec.StdinUnavailableMessage = "kiln gives a credential plugin the terminal only for the context named with --context"
+			ai.Exec.StdinUnavailableMessage = "kiln gives a credential plugin the terminal only for the context named with " + p.inputName(input.Context)
 		}
 	}
 	rc, err := clientcmd.NewNonInteractiveClientConfig(*cfg, contextName, &clientcmd.ConfigOverrides{}, p.rules()).ClientConfig()
