@@ -1,6 +1,7 @@
 package tui_test
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"testing"
@@ -11,6 +12,7 @@ import (
 	"github.com/charmbracelet/x/exp/golden"
 
 	"github.com/kilnctl/kiln/engine"
+	"github.com/kilnctl/kiln/internal/exit"
 	"github.com/kilnctl/kiln/tui"
 	"github.com/kilnctl/kiln/tui/tuitest"
 )
@@ -32,9 +34,12 @@ func longBackend() *tuitest.FeedBackend {
 
 // TestScreensAtSizes: every screen — home, the create form, upgrade,
 // rotate key, help, inspect, project, delete project, new project, a
-// create's run view and its final screen — at 80x24, 120x40 and 200x50
-// (goldens), the columns grown with the width. At 200 columns nothing on the inspect and project screens is cut
-// (no …): the widths are the values' own.
+// create's run view and its final screen, and (asked) the destroy's typed
+// confirmation, the upgrade plan, the rotate key's typed confirmation, a
+// create's discovery and its continue question — at 80x24, 120x40 and
+// 200x50 (goldens), no line wider than the terminal, the columns grown
+// with the width. At 200 columns nothing on the inspect and project
+// screens is cut (no …): the widths are the values' own.
 func TestScreensAtSizes(t *testing.T) {
 	for _, size := range [][2]int{{80, 24}, {120, 40}, {200, 50}} {
 		w, hgt := size[0], size[1]
@@ -42,31 +47,7 @@ func TestScreensAtSizes(t *testing.T) {
 			f := longBackend()
 			gate := make(chan struct{})
 			f.OnCreate = tuitest.CreateScript("dev2", "lab", false, gate)
-			h := tuitest.Start(t, f, tui.Options{})
-			// After the first frame, so the harness's own initial size
-			// cannot land after this one.
-			h.WaitFor(t, "dev1")
-			h.Send(tea.WindowSizeMsg{Width: w, Height: hgt})
-			shot := func(name, want string) string {
-				t.Helper()
-				got := h.WaitFor(t, want)
-				// The resize has landed when the screen has its height.
-				deadline := time.Now().Add(5 * time.Second)
-				for strings.Count(got, "\n")+1 != hgt {
-					if time.Now().After(deadline) {
-						t.Fatalf("%s: the screen never took the size %dx%d:\n%s", name, w, hgt, got)
-					}
-					time.Sleep(5 * time.Millisecond)
-					got = h.WaitFor(t, want)
-				}
-				for i, l := range strings.Split(ansi.Strip(got), "\n") {
-					if n := ansi.StringWidth(l); n > w {
-						t.Errorf("%s line %d is %d wide, more than %d: %q", name, i+1, n, w, l)
-					}
-				}
-				t.Run(name, func(t *testing.T) { golden.RequireEqual(t, got) })
-				return ansi.Strip(got)
-			}
+			h, shot := sized(t, f, w, hgt)
 			// visit opens a screen with k, shoots it, and goes back with esc.
 			visit := func(k, name, want, back string) string {
 				t.Helper()
@@ -130,6 +111,122 @@ func TestScreensAtSizes(t *testing.T) {
 			if w <= 80 && !strings.Contains(insp, "…") {
 				t.Errorf("the long reasons fit at 80 columns? the fixture no longer tests cutting:\n%s", insp)
 			}
+			asked(t, w, hgt)
 		})
 	}
+}
+
+// sized starts a harness on ops, resizes it to w x hgt once home shows
+// dev1, and returns it with shot: shot waits for want on a screen of the
+// new height, checks that no line is wider than w and compares the screen
+// with the golden of the subtest name; it returns the screen, plain.
+func sized(t *testing.T, ops tui.Ops, w, hgt int) (*tuitest.Harness, func(name, want string) string) {
+	t.Helper()
+	h := tuitest.Start(t, ops, tui.Options{})
+	// After the first frame, so the harness's own initial size cannot
+	// land after this one.
+	h.WaitFor(t, "dev1")
+	h.Send(tea.WindowSizeMsg{Width: w, Height: hgt})
+	shot := func(name, want string) string {
+		t.Helper()
+		got := h.WaitFor(t, want)
+		// The resize has landed when the screen has its height.
+		deadline := time.Now().Add(5 * time.Second)
+		for strings.Count(got, "\n")+1 != hgt {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: the screen never took the size %dx%d:\n%s", name, w, hgt, got)
+			}
+			time.Sleep(5 * time.Millisecond)
+			got = h.WaitFor(t, want)
+		}
+		for i, l := range strings.Split(ansi.Strip(got), "\n") {
+			if n := ansi.StringWidth(l); n > w {
+				t.Errorf("%s line %d is %d wide, more than %d: %q", name, i+1, n, w, l)
+			}
+		}
+		t.Run(name, func(t *testing.T) { golden.RequireEqual(t, got) })
+		return ansi.Strip(got)
+	}
+	return h, shot
+}
+
+// gatedSink holds the end of the discover phase until gate is closed, so
+// a create's discovery screen can be looked at.
+type gatedSink struct {
+	engine.Sink
+	ctx  context.Context
+	gate <-chan struct{}
+}
+
+func (s gatedSink) Emit(ev engine.Event) {
+	if ev.Type == engine.TypePhase && ev.Phase == "discover" && ev.State == engine.PhaseSucceeded {
+		select {
+		case <-s.gate:
+		case <-s.ctx.Done():
+		}
+	}
+	s.Sink.Emit(ev)
+}
+
+// asked shoots, at w x hgt, the screens that ask before anything is
+// changed: the destroy's typed confirmation (a wrong name typed), the
+// upgrade plan, the rotate key's typed confirmation, the discovery of a
+// create (c: continue dev1) and its question on a platform already
+// installed. Each is declined.
+func asked(t *testing.T, w, hgt int) {
+	b := backend()
+	b.OnDestroy = func(ctx context.Context, sink engine.Sink, c engine.Confirmer) error {
+		ok, err := c.ConfirmDestroy(ctx, engine.DestroyQuestion{Provider: "kube", Name: "dev1", Location: "kiln-local",
+			Tenants: []string{"default", "team-a"}, TokenDir: "/home/dev/.local/state/kiln/kube/dev1/tokens",
+			Projects: "3 projects (2 meant to be running: default/api, default/blog)"})
+		if err == nil && ok {
+			t.Errorf("the destroy was confirmed")
+		}
+		sink.Emit(engine.Event{Type: engine.TypeResult, ExitCode: exit.NeedConfirm, Message: "nothing was changed"})
+		return err
+	}
+	b.OnUpgrade = tuitest.UpgradeScript("dev1", "kiln-local", tuitest.UpgradePlan("dev1"))
+	b.OnRotate = tuitest.RotateScript("dev1", "kiln-local", engine.RotateStart, 24*time.Hour)
+	gate := make(chan struct{})
+	create := tuitest.CreateScript("dev1", "kiln-local", true, nil)
+	b.OnCreate = func(ctx context.Context, sink engine.Sink, c engine.Confirmer) error {
+		return create(ctx, gatedSink{Sink: sink, ctx: ctx, gate: gate}, c)
+	}
+	h, shot := sized(t, b, w, hgt)
+	home := func() {
+		t.Helper()
+		h.WaitFor(t, "esc back") // the run has ended
+		h.Key("esc")
+		h.WaitFor(t, "Kiln clusters")
+	}
+	h.Key("d")
+	h.WaitFor(t, "Type the cluster name to confirm")
+	h.TM.Type("dev")
+	h.Key("enter")
+	shot("destroy", "type the cluster name exactly")
+	h.Key("esc")
+	home()
+	h.Key("u")
+	h.WaitFor(t, "Upgrade kiln platform dev1")
+	for range 4 { // past the fields to Plan, and Plan
+		h.Key("enter")
+	}
+	shot("upgrade-plan", "[ Apply 7 changes ]")
+	h.Key("esc")
+	home()
+	h.Key("K")
+	h.WaitFor(t, "Rotate the signing key of kiln cluster dev1")
+	h.TM.Type("24h")
+	h.WaitFor(t, "✓ both keys stay trusted for 24h after")
+	h.Key("enter")
+	h.Key("enter")
+	shot("rotate-confirm", "Type the cluster name to confirm")
+	h.Key("esc")
+	home()
+	h.Key("c") // continue the selected cluster, dev1
+	shot("discover", "unreachable (connection refused)")
+	close(gate)
+	shot("continue", "[ Continue with existing credentials ]")
+	h.Key("esc")
+	h.WaitFor(t, "esc back")
 }
