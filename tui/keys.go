@@ -87,7 +87,9 @@ func (m *Model) keys(short bool) []key.Binding {
 		ks = helpOf([]key.Binding{continueKeys.Choose, continueKeys.Confirm, continueKeys.Cancel})
 	case screenDestroy:
 		ks = helpOf([]key.Binding{destroyKeys.Confirm, destroyKeys.Cancel})
-	case screenDiscover, screenRun:
+	case screenDiscover:
+		ks = helpOf(m.discoverBindings())
+	case screenRun:
 		ks = helpOf(m.runBindings())
 	case screenFinal:
 		ks = helpOf(finalBindings())

@@ -268,6 +268,17 @@ func (m *Model) runBindings() []key.Binding {
 	return []key.Binding{k.Select, k.Focus, k.Open, k.End, k.Cancel}
 }
 
+// discoverBindings are the discovery screen's keys: it shows the
+// locations searched, no resources or log to move between, so only
+// cancel while it searches and back once the run has ended there (a
+// failed discovery).
+func (m *Model) discoverBindings() []key.Binding {
+	if m.run != nil && !m.run.running {
+		return []key.Binding{runKeys.Back}
+	}
+	return []key.Binding{runKeys.Cancel}
+}
+
 func (m *Model) runKey(msg tea.KeyPressMsg) tea.Cmd {
 	r, k, s := m.run, runKeys, msg.String()
 	if r == nil {
