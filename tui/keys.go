@@ -117,3 +117,32 @@ func (m *Model) keys(short bool) []key.Binding {
 	}
 	return bindings(ks)
 }
+
+// keyName is a key's name matched against bindings with key.Matches (a
+// key the caller already turned into its name, or the mouse wheel's
+// scroll given as the page keys).
+type keyName string
+
+func (k keyName) String() string { return string(k) }
+
+// scrollKeys are the scroll vocabulary of every screen that scrolls: a
+// screen's body (Model.scrollKey) and a viewport (scrollViewport).
+// Space pages a screen's body only: in a viewport's screen it may be a
+// form's toggle.
+var scrollKeys = struct{ Up, Down, PageUp, PageDown, Space, Top, Bottom key.Binding }{
+	Up:       key.NewBinding(key.WithKeys("up", "k")),
+	Down:     key.NewBinding(key.WithKeys("down", "j")),
+	PageUp:   key.NewBinding(key.WithKeys("pgup")),
+	PageDown: key.NewBinding(key.WithKeys("pgdown")),
+	Space:    key.NewBinding(key.WithKeys("space")),
+	Top:      key.NewBinding(key.WithKeys("home", "g")),
+	Bottom:   key.NewBinding(key.WithKeys("end", "G")),
+}
+
+// formKeys are what the forms whose arrows move between fields share:
+// the page keys scroll the screen, and q leaves when no text field takes
+// the key.
+var formKeys = struct{ Page, Leave key.Binding }{
+	Page:  key.NewBinding(key.WithKeys("pgup", "pgdown")),
+	Leave: key.NewBinding(key.WithKeys("q")),
+}

@@ -527,18 +527,19 @@ func (m *Model) key(k tea.KeyPressMsg) tea.Cmd {
 
 // scrollKey scrolls the body of a screen that does not fit.
 func (m *Model) scrollKey(s string) {
-	switch s {
-	case "up", "k":
+	k, sk := keyName(s), scrollKeys
+	switch {
+	case key.Matches(k, sk.Up):
 		m.scroll--
-	case "down", "j":
+	case key.Matches(k, sk.Down):
 		m.scroll++
-	case "pgup":
+	case key.Matches(k, sk.PageUp):
 		m.scroll -= max(m.height-4, 1)
-	case "pgdown", "space":
+	case key.Matches(k, sk.PageDown, sk.Space):
 		m.scroll += max(m.height-4, 1)
-	case "home", "g":
+	case key.Matches(k, sk.Top):
 		m.scroll = 0
-	case "end", "G":
+	case key.Matches(k, sk.Bottom):
 		m.scroll = m.maxScroll
 	}
 	m.scroll = clamp(m.scroll, 0, m.maxScroll)
@@ -547,18 +548,19 @@ func (m *Model) scrollKey(s string) {
 // scrollViewport moves v for a scroll key (arrows or j/k, page up/down,
 // home/g, end/G) and reports whether s was one.
 func scrollViewport(v *viewport.Model, s string) bool {
-	switch s {
-	case "up", "k":
+	k, sk := keyName(s), scrollKeys
+	switch {
+	case key.Matches(k, sk.Up):
 		v.ScrollUp(1)
-	case "down", "j":
+	case key.Matches(k, sk.Down):
 		v.ScrollDown(1)
-	case "pgup":
+	case key.Matches(k, sk.PageUp):
 		v.PageUp()
-	case "pgdown":
+	case key.Matches(k, sk.PageDown):
 		v.PageDown()
-	case "home", "g":
+	case key.Matches(k, sk.Top):
 		v.GotoTop()
-	case "end", "G":
+	case key.Matches(k, sk.Bottom):
 		v.GotoBottom()
 	default:
 		return false

@@ -59,7 +59,8 @@ type deleteProjectState struct {
 	err     string
 }
 
-type newProjectKeyMap struct{ Next, Prev, Choose, Enter, Back key.Binding }
+// Left is the half of Choose that steps back (not shown on its own).
+type newProjectKeyMap struct{ Next, Prev, Choose, Left, Enter, Back key.Binding }
 
 func (k newProjectKeyMap) bindings() []key.Binding {
 	return []key.Binding{k.Next, k.Prev, k.Choose, k.Enter, k.Back}
@@ -69,6 +70,7 @@ var newProjectKeys = newProjectKeyMap{
 	Next:   key.NewBinding(key.WithKeys("tab", "down"), key.WithHelp("tab/↓", "next field")),
 	Prev:   key.NewBinding(key.WithKeys("shift+tab", "up"), key.WithHelp("↑", "previous field")),
 	Choose: key.NewBinding(key.WithKeys("left", "right"), key.WithHelp("←/→", "tenant/stack")),
+	Left:   key.NewBinding(key.WithKeys("left")),
 	Enter:  key.NewBinding(key.WithKeys("enter"), key.WithHelp("enter", "next/create")),
 	Back:   key.NewBinding(key.WithKeys("esc"), key.WithHelp("esc", "back (nothing changes)")),
 }
@@ -213,16 +215,16 @@ func (m *Model) newProjectKey(k tea.KeyPressMsg) tea.Cmd {
 		f.nameIn, cmd = f.nameIn.Update(k)
 		f.checkNewName()
 		return cmd
-	case k.String() == "q":
+	case key.Matches(k, formKeys.Leave):
 		m.insp.create = nil
 		m.screen = screenInspect
 	}
 	return nil
 }
 
-// step is -1 for ←, +1 for →.
+// step is -1 for ←, +1 for → (the new project form's Choose keys).
 func step(k tea.KeyPressMsg) int {
-	if k.String() == "left" {
+	if key.Matches(k, newProjectKeys.Left) {
 		return -1
 	}
 	return 1

@@ -109,6 +109,30 @@ func TestNewProjectFormEscChangesNothing(t *testing.T) {
 	}
 }
 
+// TestNewProjectFormQ: q is a letter of the name while the name field
+// has the key, and leaves the form (changing nothing) from the tenant
+// and stack choices, whose ← steps back (from the first to the last).
+func TestNewProjectFormQ(t *testing.T) {
+	b := inspectBackend()
+	h := tuitest.Start(t, b, tui.Options{})
+	h.WaitFor(t, "dev1")
+	h.Key("i")
+	h.WaitFor(t, "> default/web")
+	h.Key("n")
+	h.WaitFor(t, "New project on kiln cluster dev1")
+	typeText(h, "aq")
+	h.WaitFor(t, "aq")
+	h.Key("down") // the stack, the first of two
+	h.WaitFor(t, "(1 of 2)")
+	h.Key("left") // back one: the last stack
+	h.WaitFor(t, "‹ gpu ›")
+	h.Key("q")
+	h.WaitFor(t, "Projects (3)")
+	if got := b.Ops(); len(got) != 0 {
+		t.Errorf("q on the form ran %+v", got)
+	}
+}
+
 // TestDeleteProjectIsTyped: x asks for the project's name; a wrong name
 // is refused, esc changes nothing, the right name deletes it.
 func TestDeleteProjectIsTyped(t *testing.T) {

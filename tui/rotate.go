@@ -126,7 +126,7 @@ func (m *Model) rotateFormKey(k tea.KeyPressMsg) tea.Cmd {
 			return m.submitRotate()
 		}
 		return m.focusRotate(r.focus + 1)
-	case k.String() == "pgup" || k.String() == "pgdown":
+	case key.Matches(k, formKeys.Page):
 		m.scrollKey(k.String())
 		return nil
 	case r.focus == rotFieldKeepOld:
@@ -134,7 +134,7 @@ func (m *Model) rotateFormKey(k tea.KeyPressMsg) tea.Cmd {
 		r.keepIn, cmd = r.keepIn.Update(k)
 		m.checkKeepOld()
 		return cmd
-	case k.String() == "q":
+	case key.Matches(k, formKeys.Leave):
 		return m.leaveDayTwo(r.back)
 	}
 	return nil

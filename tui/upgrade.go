@@ -322,7 +322,7 @@ func (m *Model) upgradeFormKey(k tea.KeyPressMsg) tea.Cmd {
 	case key.Matches(k, upgradeFormKeys.Toggle) && u.focus == upFieldDelete:
 		u.deleteProjects = !u.deleteProjects
 		return nil
-	case k.String() == "pgup" || k.String() == "pgdown":
+	case key.Matches(k, formKeys.Page):
 		m.scrollKey(k.String())
 		return nil
 	case u.focus == upFieldConfig:
@@ -331,7 +331,7 @@ func (m *Model) upgradeFormKey(k tea.KeyPressMsg) tea.Cmd {
 		return tea.Batch(cmd, m.checkUpgradeConfig())
 	case u.input(u.focus) != nil:
 		return m.updateUpgradeAWS(k)
-	case k.String() == "q":
+	case key.Matches(k, formKeys.Leave):
 		m.blurUpgrade()
 		return m.leaveDayTwo(u.back)
 	}
