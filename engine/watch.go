@@ -252,14 +252,7 @@ func (e *Engine) patch(ctx context.Context, loc Location, t Target, last *Cluste
 			out.Projects = append(out.Projects, p)
 		}
 	}
-	// List's order: by tenant, then project.
-	sort.Slice(out.Projects, func(i, j int) bool {
-		a, b := &out.Projects[i], &out.Projects[j]
-		if a.Tenant != b.Tenant {
-			return a.Tenant < b.Tenant
-		}
-		return a.Project < b.Project
-	})
+	project.Sort(out.Projects) // List's order
 	if fd != nil {
 		out.FrontDoor = fd
 	}

@@ -406,13 +406,18 @@ func (o *Ops) List(ctx context.Context, tenant string) ([]Status, error) {
 		}
 		out = append(out, *st)
 	}
-	sort.Slice(out, func(i, j int) bool {
-		if out[i].Tenant != out[j].Tenant {
-			return out[i].Tenant < out[j].Tenant
-		}
-		return out[i].Project < out[j].Project
-	})
+	Sort(out)
 	return out, nil
+}
+
+// Sort puts projects in List's order: by tenant, then project.
+func Sort(ps []Status) {
+	sort.Slice(ps, func(i, j int) bool {
+		if ps[i].Tenant != ps[j].Tenant {
+			return ps[i].Tenant < ps[j].Tenant
+		}
+		return ps[i].Project < ps[j].Project
+	})
 }
 
 // observe derives the state of the project whose spec is cm.
