@@ -92,15 +92,23 @@ func TestNewProjectForm(t *testing.T) {
 	h.WaitFor(t, "team-a/shop is gone from the cluster")
 }
 
-// TestNewProjectFormEscChangesNothing: esc leaves the form, nothing runs.
-func TestNewProjectFormEscChangesNothing(t *testing.T) {
-	b := inspectBackend()
+// newProjectForm opens the new project form of dev1 from the inspect
+// screen, its first project (default/web) selected.
+func newProjectForm(t *testing.T, b tui.Ops) *tuitest.Harness {
+	t.Helper()
 	h := tuitest.Start(t, b, tui.Options{})
 	h.WaitFor(t, "dev1")
 	h.Key("i")
-	h.WaitFor(t, "Projects (3)")
+	h.WaitFor(t, "> default/web")
 	h.Key("n")
 	h.WaitFor(t, "New project on kiln cluster dev1")
+	return h
+}
+
+// TestNewProjectFormEscChangesNothing: esc leaves the form, nothing runs.
+func TestNewProjectFormEscChangesNothing(t *testing.T) {
+	b := inspectBackend()
+	h := newProjectForm(t, b)
 	typeText(h, "blog")
 	h.Key("esc")
 	h.WaitFor(t, "Projects (3)")
@@ -114,12 +122,7 @@ func TestNewProjectFormEscChangesNothing(t *testing.T) {
 // and stack choices, whose ← steps back (from the first to the last).
 func TestNewProjectFormQ(t *testing.T) {
 	b := inspectBackend()
-	h := tuitest.Start(t, b, tui.Options{})
-	h.WaitFor(t, "dev1")
-	h.Key("i")
-	h.WaitFor(t, "> default/web")
-	h.Key("n")
-	h.WaitFor(t, "New project on kiln cluster dev1")
+	h := newProjectForm(t, b)
 	typeText(h, "aq")
 	h.WaitFor(t, "aq")
 	h.Key("down") // the stack, the first of two
