@@ -297,7 +297,7 @@ func (e *Engine) removePlatform(ctx context.Context, cs kubernetes.Interface, re
 		if err := platform.DeleteOwnerless(ctx, cs, ref); err != nil {
 			return err
 		}
-		if err := e.confirmGone(ctx, cs, w, req.Timeout, ref); err != nil {
+		if err := e.waitGone(ctx, w, req.Timeout, ref); err != nil {
 			return err
 		}
 		checkpoint(ctx, "after-"+name+"-delete")
@@ -450,20 +450,6 @@ func (e *Engine) waitGone(ctx context.Context, w *readiness.Watcher, timeout tim
 	defer cancel()
 	_, err := w.Until(wctx, refs, readiness.Gone)
 	return err
-}
-
-// confirmGone confirms ref gone: one read when it already is (an object
-// deleted with background propagation and no finalizer goes in its
-// DELETE), else a wait with w. Either way the status is reported through
-// w, as a wait would report it.
-func (e *Engine) confirmGone(ctx context.Context, cs kubernetes.Interface, w *readiness.Watcher, timeout time.Duration, ref readiness.Ref) error {
-	if r, err := readiness.Compute(ctx, cs, ref); err == nil && readiness.Gone(r) {
-		if w.OnChange != nil {
-			w.OnChange(ref, r)
-		}
-		return nil
-	}
-	return e.waitGone(ctx, w, timeout, ref)
 }
 
 // deleteAll asks for the deletion of every one of refs at once (no
