@@ -15,6 +15,7 @@ import (
 
 	"github.com/99designs/keyring"
 
+	"github.com/kilnctl/kiln/engine/failure"
 	"github.com/kilnctl/kiln/engine/input"
 	"github.com/kilnctl/kiln/internal/exit"
 )
@@ -110,7 +111,7 @@ func OpenStore(opts StoreOptions) (*Store, error) {
 		return openAuto(opts)
 	case BackendSecretService:
 		if !backendLinked(keyring.SecretServiceBackend) {
-			return nil, input.New(exit.BadInput, input.KeyringBackend, opts.Backend, "{input} %s: not available: %s", opts.Backend, secretServiceMissing())
+			return nil, input.New(failure.Input, input.KeyringBackend, opts.Backend, "{input} %s: not available: %s", opts.Backend, secretServiceMissing())
 		}
 		return openSecretService(opts, true)
 	case BackendKeychain:
@@ -120,7 +121,7 @@ func OpenStore(opts StoreOptions) (*Store, error) {
 	case BackendFile:
 		return openFile(opts, "")
 	default:
-		return nil, input.New(exit.BadInput, input.KeyringBackend, opts.Backend, "{input}: unknown backend %q (want one of %s)", opts.Backend, strings.Join(Backends, ", "))
+		return nil, input.New(failure.Input, input.KeyringBackend, opts.Backend, "{input}: unknown backend %q (want one of %s)", opts.Backend, strings.Join(Backends, ", "))
 	}
 }
 
@@ -150,7 +151,7 @@ func openAuto(opts StoreOptions) (*Store, error) {
 
 func openOSKeyring(opts StoreOptions, kind keyring.BackendType) (*Store, error) {
 	if !backendLinked(kind) {
-		return nil, input.New(exit.BadInput, input.KeyringBackend, string(kind), "{input} %s: not available on %s", kind, runtime.GOOS)
+		return nil, input.New(failure.Input, input.KeyringBackend, string(kind), "{input} %s: not available on %s", kind, runtime.GOOS)
 	}
 	ring, err := openRing(kind, keyring.Config{
 		// Without this macOS asks for permission on every kiln run.
@@ -230,7 +231,7 @@ func filePassphrase(dir, taken string, ask func(string) (string, error)) keyring
 			return p, nil
 		}
 		if ask == nil {
-			return "", input.New(exit.BadInput, input.KeyringBackend, dir, "the file keyring at %s needs a passphrase: set %s or choose another {input:keyring-backend}", dir, PassphraseEnv)
+			return "", input.New(failure.Input, input.KeyringBackend, dir, "the file keyring at %s needs a passphrase: set %s or choose another {input:keyring-backend}", dir, PassphraseEnv)
 		}
 		p, err := ask(prompt)
 		if err != nil {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/kilnctl/kiln/creds"
 	"github.com/kilnctl/kiln/engine/config"
+	"github.com/kilnctl/kiln/engine/failure"
 	"github.com/kilnctl/kiln/engine/lock"
 	"github.com/kilnctl/kiln/engine/readiness"
 	"github.com/kilnctl/kiln/internal/exit"
@@ -101,7 +102,7 @@ func (e *Engine) Create(ctx context.Context, req CreateRequest) error {
 	if r.td != nil {
 		tokenDir = r.td.Path
 	}
-	var classified *exit.Error
+	var classified *failure.Error
 	if err != nil && ctx.Err() != nil && !errors.As(err, &classified) {
 		// Ctrl-C: the engine stopped at the next safe point. Say what was
 		// left and how to finish; nothing done so far is lost. Only a run
@@ -111,7 +112,7 @@ func (e *Engine) Create(ctx context.Context, req CreateRequest) error {
 			if req.ConfigPath != "" {
 				args = append(args, "-c", req.ConfigPath)
 			}
-			err = inputErr(exit.Interrupted, InputContinue, req.Name, "interrupted during the %s phase: the cluster is partly set up; every phase is idempotent, so creating %s again with {input} finishes it with the same key (`%s`)",
+			err = inputErr(failure.Interrupted, InputContinue, req.Name, "interrupted during the %s phase: the cluster is partly set up; every phase is idempotent, so creating %s again with {input} finishes it with the same key (`%s`)",
 				r.current, req.Name, command(req.Target, r.loc.Name, "create", args...))
 		} else {
 			err = exit.Interrupt("interrupted during the %s phase: nothing was changed", r.current)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/kilnctl/kiln/creds"
 	"github.com/kilnctl/kiln/engine/config"
+	"github.com/kilnctl/kiln/engine/failure"
 	"github.com/kilnctl/kiln/engine/platform"
 	"github.com/kilnctl/kiln/internal/exit"
 )
@@ -119,7 +120,7 @@ func Place(name, hosted string, elsewhere []string) Placement {
 func placeError(pl Placement, n Nouns, name, location, hosted string, elsewhere []string) error {
 	switch pl {
 	case PlaceElsewhere:
-		return inputErr(exit.BadInput, n.Target, name, "cluster %s already exists in %s %s, not in %s (a NAME is unique per %s); use {input} %s",
+		return inputErr(failure.Input, n.Target, name, "cluster %s already exists in %s %s, not in %s (a NAME is unique per %s); use {input} %s",
 			name, n.Location, strings.Join(elsewhere, ", "), location, n.Scope, elsewhere[0])
 	case PlaceTaken:
 		return exit.Usage("%s %s already hosts kiln cluster %s; a cluster hosts one kiln platform (NAME %s)", n.Location, location, hosted, name)
@@ -172,13 +173,13 @@ func decideInstalled(f Facts, a Asked) Outcome {
 			q.TokenDir = td.Path
 		}
 		if !sameQuestion(a.Confirmed, q) {
-			return Outcome{Question: &q, Err: inputErr(exit.NeedConfirm, InputContinue, a.Name, "kiln platform %s is already installed in %s %s (trusted keys: %s); nothing was changed. Run again with {input} to continue it with the key material it already trusts (`%s`)",
+			return Outcome{Question: &q, Err: inputErr(failure.Confirm, InputContinue, a.Name, "kiln platform %s is already installed in %s %s (trusted keys: %s); nothing was changed. Run again with {input} to continue it with the key material it already trusts (`%s`)",
 				a.Name, noun, f.Location, strings.Join(st.KeyIDs(), ", "), f.command(a, "create", FlagName(InputContinue)))}
 		}
 	}
 	if a.Config != nil {
 		if diff := config.Diff(st.Config, a.Config); len(diff) > 0 {
-			return Outcome{Err: inputErr(exit.BadInput, InputConfig, a.ConfigPath, "{input} %s differs from the installed kiln-config of %s; kiln never ignores a config silently, and create does not change an installed platform: to apply it, run `%s` (it shows the plan first). Differences:\n  %s",
+			return Outcome{Err: inputErr(failure.Input, InputConfig, a.ConfigPath, "{input} %s differs from the installed kiln-config of %s; kiln never ignores a config silently, and create does not change an installed platform: to apply it, run `%s` (it shows the plan first). Differences:\n  %s",
 				a.ConfigPath, a.Name, f.command(a, "upgrade", "-c", a.ConfigPath), strings.Join(diff, "\n  "))}
 		}
 	}
@@ -199,7 +200,7 @@ func decideInstalled(f Facts, a Asked) Outcome {
 		if len(have) > 0 {
 			msg += "; found: " + strings.Join(have, "; ")
 		}
-		return Outcome{Err: inputErr(exit.Failed, InputTokenDir, a.Name, "%s. Pass {input} with the directory created when the cluster was made", msg)}
+		return Outcome{Err: inputErr(failure.Failed, InputTokenDir, a.Name, "%s. Pass {input} with the directory created when the cluster was made", msg)}
 	}
 	return Outcome{Decision: DecisionContinue, Config: st.Config, TokenDir: td,
 		Reason: fmt.Sprintf("platform installed in %s %s; continuing with trusted key %s from %s", noun, f.Location, td.Manifest.KeyID, td.Path)}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/kilnctl/kiln/creds"
 	"github.com/kilnctl/kiln/engine/config"
+	"github.com/kilnctl/kiln/engine/failure"
 	"github.com/kilnctl/kiln/engine/lock"
 	"github.com/kilnctl/kiln/engine/platform"
 	"github.com/kilnctl/kiln/engine/project"
@@ -106,7 +107,7 @@ func (e *Engine) destroy(ctx context.Context, req DestroyRequest, d *destroyRun)
 			if q.Projects != "" {
 				what = " with its " + q.Projects
 			}
-			return "", inputErr(exit.NeedConfirm, InputYes, req.Name, "destroying cluster %s (%s %s) removes its platform and every tenant namespace%s; nothing was changed. Pass {input} to confirm", req.Name, locationNoun(req.Provider), loc.Name, what)
+			return "", inputErr(failure.Confirm, InputYes, req.Name, "destroying cluster %s (%s %s) removes its platform and every tenant namespace%s; nothing was changed. Pass {input} to confirm", req.Name, locationNoun(req.Provider), loc.Name, what)
 		}
 	}
 	cs := loc.Client

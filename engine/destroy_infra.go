@@ -3,7 +3,7 @@ package engine
 import (
 	"context"
 
-	"github.com/kilnctl/kiln/internal/exit"
+	"github.com/kilnctl/kiln/engine/failure"
 )
 
 // infraOnly reports a location where the provider found infrastructure
@@ -33,7 +33,7 @@ func (e *Engine) destroyInfraOnly(ctx context.Context, req DestroyRequest, loc L
 			}
 		}
 		if !ok {
-			return inputErr(exit.NeedConfirm, InputYes, req.Name, "destroying cluster %s (%s %s) removes the infrastructure a create left there; nothing was changed. Pass {input} to confirm", req.Name, locationNoun(req.Provider), loc.Name)
+			return inputErr(failure.Confirm, InputYes, req.Name, "destroying cluster %s (%s %s) removes the infrastructure a create left there; nothing was changed. Pass {input} to confirm", req.Name, locationNoun(req.Provider), loc.Name)
 		}
 	}
 	d.current, d.changing = PhaseInfrastructure, true

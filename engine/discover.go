@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/kilnctl/kiln/creds"
-	"github.com/kilnctl/kiln/internal/exit"
+	"github.com/kilnctl/kiln/engine/failure"
 	"github.com/kilnctl/kiln/internal/human"
 )
 
@@ -200,7 +200,7 @@ func (e *Engine) pick(req Target, locs []Location, skipped []string, create bool
 	}
 	if create || target != "" && isExplicit(req, p) {
 		if target == "" {
-			return Location{}, nil, inputErr(exit.BadInput, p.Nouns().Target, req.Name, "{input}: no default location; pass {input}")
+			return Location{}, nil, inputErr(failure.Input, p.Nouns().Target, req.Name, "{input}: no default location; pass {input}")
 		}
 		var elsewhere []string
 		for _, w := range where {
@@ -259,7 +259,7 @@ func (e *Engine) pick(req Target, locs []Location, skipped []string, create bool
 			}
 		}
 	}
-	return Location{}, nil, inputErr(exit.BadInput, p.Nouns().Target, req.Name, "cluster %s found in several %ss: %s; choose one with {input}", req.Name, locationNoun(p), strings.Join(where, ", "))
+	return Location{}, nil, inputErr(failure.Input, p.Nouns().Target, req.Name, "cluster %s found in several %ss: %s; choose one with {input}", req.Name, locationNoun(p), strings.Join(where, ", "))
 }
 
 // uniqueness says, for the decision, across which locations NAME was

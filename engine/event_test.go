@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kilnctl/kiln/engine/failure"
 	"github.com/kilnctl/kiln/internal/exit"
 )
 
@@ -119,7 +120,7 @@ func TestPlanEventFieldsIsAnArray(t *testing.T) {
 // the frontend's Namer, and the NDJSON result keeps DESIGN.md §8's fields
 // only.
 func TestFailedResultCarriesTheInput(t *testing.T) {
-	err := fmt.Errorf("plan: %w", NewInputError(exit.BadInput, InputNodes, "eks1", "{input}: 0 is out of range"))
+	err := fmt.Errorf("plan: %w", NewInputError(failure.Input, InputNodes, "eks1", "{input}: 0 is out of range"))
 	ev := FailedResult(err, func(in Input) string { return "the " + string(in) + " field" }, "")
 	if ev.Input != InputNodes || ev.ExitCode != exit.BadInput || ev.OK {
 		t.Fatalf("FailedResult = %+v, want input %s, exit 2", ev, InputNodes)

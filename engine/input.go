@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"github.com/kilnctl/kiln/engine/failure"
 	"github.com/kilnctl/kiln/engine/input"
 )
 
@@ -48,17 +49,17 @@ func FlagName(in Input) string { return input.FlagName(in) }
 // frontend's words.
 type InputError = input.Error
 
-// inputErr returns an InputError with exit code code. format names the
+// inputErr returns an InputError of kind kind. format names the
 // input with the verb {input} (another input X with {input:X}); args fill
 // the other verbs.
-func inputErr(code int, in Input, object, format string, args ...any) error {
-	return input.New(code, in, object, format, args...)
+func inputErr(kind failure.Kind, in Input, object, format string, args ...any) error {
+	return input.New(kind, in, object, format, args...)
 }
 
-// NewInputError is inputErr for providers: an error with exit code code
+// NewInputError is inputErr for providers: an error of kind kind
 // that the user fixes by giving in; format names the input with {input}.
-func NewInputError(code int, in Input, object, format string, args ...any) error {
-	return input.New(code, in, object, format, args...)
+func NewInputError(kind failure.Kind, in Input, object, format string, args ...any) error {
+	return input.New(kind, in, object, format, args...)
 }
 
 // renderError words err for the frontend behind n: an InputError anywhere

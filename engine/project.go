@@ -11,6 +11,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/kilnctl/kiln/engine/config"
+	"github.com/kilnctl/kiln/engine/failure"
 	"github.com/kilnctl/kiln/engine/project"
 	"github.com/kilnctl/kiln/engine/readiness"
 	"github.com/kilnctl/kiln/internal/exit"
@@ -185,7 +186,7 @@ func (e *Engine) project(ctx context.Context, req ProjectRequest, opsOut **proje
 		}
 	}
 	if req.All && req.Op != ProjectStart && req.Op != ProjectSuspend {
-		return nil, "", inputErr(exit.BadInput, InputAll, req.Name, "{input}: only for project start and suspend")
+		return nil, "", inputErr(failure.Input, InputAll, req.Name, "{input}: only for project start and suspend")
 	}
 	ops, at, err := e.projectOpsAt(ctx, req.Target, req.Timeout)
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/kilnctl/kiln/creds"
 	"github.com/kilnctl/kiln/engine/config"
+	"github.com/kilnctl/kiln/engine/failure"
 	"github.com/kilnctl/kiln/engine/lock"
 	"github.com/kilnctl/kiln/engine/platform"
 	"github.com/kilnctl/kiln/internal/exit"
@@ -92,7 +93,7 @@ func (e *Engine) RotateKey(ctx context.Context, req RotateKeyRequest) error {
 		}
 		cancel()
 	}
-	var classified *exit.Error
+	var classified *failure.Error
 	if err != nil && ctx.Err() != nil && !errors.As(err, &classified) {
 		err = r.interrupted(ctx)
 	}
@@ -109,10 +110,10 @@ func (r *rotation) run(ctx context.Context) error {
 		return err
 	}
 	if req.KeepOld < 0 {
-		return inputErr(exit.BadInput, InputKeepOld, req.Name, "{input}: must not be negative, got %s", req.KeepOld)
+		return inputErr(failure.Input, InputKeepOld, req.Name, "{input}: must not be negative, got %s", req.KeepOld)
 	}
 	if req.Finish && req.KeepOld > 0 {
-		return inputErr(exit.BadInput, InputKeepOld, req.Name, "{input} and %s: give one or the other (finish ends a rotation whose old key was kept)", e.inputName(InputFinish))
+		return inputErr(failure.Input, InputKeepOld, req.Name, "{input} and %s: give one or the other (finish ends a rotation whose old key was kept)", e.inputName(InputFinish))
 	}
 	loc, cands, err := e.locate(ctx, req.Target, false)
 	if err != nil {
@@ -145,7 +146,7 @@ func (r *rotation) run(ctx context.Context) error {
 			}
 		}
 		if !ok {
-			return inputErr(exit.NeedConfirm, InputYes, req.Name, "rotating the signing key of %s needs confirmation; nothing was changed. Pass {input} to rotate it", req.Name)
+			return inputErr(failure.Confirm, InputYes, req.Name, "rotating the signing key of %s needs confirmation; nothing was changed. Pass {input} to rotate it", req.Name)
 		}
 	}
 	l, lctx, err := e.lockCluster(ctx, loc.Client, "rotate-key", req.Name, false)
@@ -184,7 +185,7 @@ func (r *rotation) read(ctx context.Context) error {
 		return err
 	}
 	if td == nil {
-		return inputErr(exit.Failed, InputTokenDir, r.req.Name, "no token dir holds a key cluster %s trusts (trusted: %s; looked in %s); a rotation needs the key in use. Pass {input} with the directory that holds it",
+		return inputErr(failure.Failed, InputTokenDir, r.req.Name, "no token dir holds a key cluster %s trusts (trusted: %s; looked in %s); a rotation needs the key in use. Pass {input} with the directory that holds it",
 			r.req.Name, strings.Join(st.KeyIDs(), ", "), describeCandidates(r.cands))
 	}
 	r.td = td

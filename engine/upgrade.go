@@ -8,6 +8,7 @@ import (
 
 	"github.com/kilnctl/kiln/creds"
 	"github.com/kilnctl/kiln/engine/config"
+	"github.com/kilnctl/kiln/engine/failure"
 	"github.com/kilnctl/kiln/engine/lock"
 	"github.com/kilnctl/kiln/engine/platform"
 	"github.com/kilnctl/kiln/engine/readiness"
@@ -102,7 +103,7 @@ func (e *Engine) Upgrade(ctx context.Context, req UpgradeRequest) error {
 		}
 		cancel()
 	}
-	var classified *exit.Error
+	var classified *failure.Error
 	if err != nil && ctx.Err() != nil && !errors.As(err, &classified) {
 		left := "nothing was changed"
 		if u.mutated {
@@ -151,7 +152,7 @@ func (u *upgrade) run(ctx context.Context) (string, error) {
 		return "", err
 	}
 	if td == nil {
-		return "", inputErr(exit.Failed, InputTokenDir, req.Name, "kiln platform %s is installed, but no token dir holds a key it trusts (trusted: %v; looked in %s). Pass {input} with the directory created when the cluster was made",
+		return "", inputErr(failure.Failed, InputTokenDir, req.Name, "kiln platform %s is installed, but no token dir holds a key it trusts (trusted: %v; looked in %s). Pass {input} with the directory created when the cluster was made",
 			req.Name, loc.State.KeyIDs(), describeCandidates(cands))
 	}
 	u.td = td
@@ -187,7 +188,7 @@ func (u *upgrade) run(ctx context.Context) (string, error) {
 			}
 		}
 		if !ok {
-			return "", inputErr(exit.NeedConfirm, InputYes, req.Name, "upgrading platform %s needs confirmation (%d change%s planned above); nothing was changed. Pass {input} to apply it",
+			return "", inputErr(failure.Confirm, InputYes, req.Name, "upgrading platform %s needs confirmation (%d change%s planned above); nothing was changed. Pass {input} to apply it",
 				req.Name, len(p.changes), human.Plural(len(p.changes)))
 		}
 	}

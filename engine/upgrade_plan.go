@@ -9,11 +9,11 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/kilnctl/kiln/engine/config"
+	"github.com/kilnctl/kiln/engine/failure"
 	"github.com/kilnctl/kiln/engine/input"
 	"github.com/kilnctl/kiln/engine/platform"
 	"github.com/kilnctl/kiln/engine/project"
 	"github.com/kilnctl/kiln/engine/readiness"
-	"github.com/kilnctl/kiln/internal/exit"
 	"github.com/kilnctl/kiln/internal/human"
 )
 
@@ -114,7 +114,7 @@ func (u *upgrade) plan(ctx context.Context) (*upgradePlan, error) {
 	}
 	for _, t := range req.RotateTokens {
 		if !slices.Contains(cfg.Spec.Tenants, t) {
-			return nil, inputErr(exit.BadInput, input.RotateToken, t, "{input} %s: the platform has no tenant %s (tenants: %s)", t, t, strings.Join(cfg.Spec.Tenants, ", "))
+			return nil, inputErr(failure.Input, input.RotateToken, t, "{input} %s: the platform has no tenant %s (tenants: %s)", t, t, strings.Join(cfg.Spec.Tenants, ", "))
 		}
 	}
 	for _, t := range p.tokens.issue {
@@ -355,7 +355,7 @@ func (p *upgradePlan) refusal(u *upgrade) error {
 	if len(p.blocked) == 0 || u.req.DeleteProjects {
 		return nil
 	}
-	return inputErr(exit.BadInput, InputDeleteProjects, u.req.Name, "the config removes tenants that still have projects: %s; nothing was changed. Delete those projects first, or pass {input} to delete them with their tenant",
+	return inputErr(failure.Input, InputDeleteProjects, u.req.Name, "the config removes tenants that still have projects: %s; nothing was changed. Delete those projects first, or pass {input} to delete them with their tenant",
 		strings.Join(p.blocked, ", "))
 }
 

@@ -11,6 +11,7 @@ import (
 	"github.com/charmbracelet/x/ansi"
 
 	"github.com/kilnctl/kiln/engine"
+	"github.com/kilnctl/kiln/engine/failure"
 	"github.com/kilnctl/kiln/internal/exit"
 	"github.com/kilnctl/kiln/tui"
 	"github.com/kilnctl/kiln/tui/tuitest"
@@ -101,7 +102,7 @@ func TestInputNamesAreTheWizards(t *testing.T) {
 			t.Errorf("%s is worded %q", in, got)
 		}
 	}
-	err := engine.NewInputError(exit.Failed, engine.InputTokenDir, "dev1", "no trusted token dir; pass {input}")
+	err := engine.NewInputError(failure.Failed, engine.InputTokenDir, "dev1", "no trusted token dir; pass {input}")
 	var ie *engine.InputError
 	if !errors.As(err, &ie) {
 		t.Fatal("not an InputError")

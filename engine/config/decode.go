@@ -19,6 +19,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/kilnctl/kiln/engine/failure"
 	"github.com/kilnctl/kiln/engine/input"
 	"github.com/kilnctl/kiln/internal/exit"
 )
@@ -47,18 +48,18 @@ func Load(path string, name string) (*ClusterConfig, error) {
 func readFile(path string) ([]byte, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, input.New(exit.BadInput, input.Config, path, "{input} %q: cannot read: %v", path, pathErr(err))
+		return nil, input.New(failure.Input, input.Config, path, "{input} %q: cannot read: %v", path, pathErr(err))
 	}
 	defer f.Close()
 	if st, err := f.Stat(); err == nil && st.IsDir() {
-		return nil, input.New(exit.BadInput, input.Config, path, "{input} %q: cannot read: is a directory", path)
+		return nil, input.New(failure.Input, input.Config, path, "{input} %q: cannot read: is a directory", path)
 	}
 	data, err := io.ReadAll(io.LimitReader(f, MaxFileSize+1))
 	if err != nil {
-		return nil, input.New(exit.BadInput, input.Config, path, "{input} %q: cannot read: %v", path, pathErr(err))
+		return nil, input.New(failure.Input, input.Config, path, "{input} %q: cannot read: %v", path, pathErr(err))
 	}
 	if len(data) > MaxFileSize {
-		return nil, input.New(exit.BadInput, input.Config, path, "{input} %q: larger than %d bytes; not a cluster config", path, MaxFileSize)
+		return nil, input.New(failure.Input, input.Config, path, "{input} %q: larger than %d bytes; not a cluster config", path, MaxFileSize)
 	}
 	return data, nil
 }
@@ -98,7 +99,7 @@ func Parse(filename string, data []byte, name string) (*ClusterConfig, error) {
 func ParseCanonical(data []byte) (*ClusterConfig, error) {
 	c, ps := parse(CanonicalSource, data, "")
 	if len(ps) > 0 {
-		return nil, &exit.Error{Code: exit.Failed, Err: fmt.Errorf("stored cluster config is invalid:\n%w", ps)}
+		return nil, failure.Wrap(failure.Failed, fmt.Errorf("stored cluster config is invalid:\n%w", ps))
 	}
 	return c, nil
 }

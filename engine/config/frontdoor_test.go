@@ -1,13 +1,12 @@
 package config
 
 import (
-	"errors"
 	"os"
 	"slices"
 	"strings"
 	"testing"
 
-	"github.com/kilnctl/kiln/internal/exit"
+	"github.com/kilnctl/kiln/engine/failure"
 )
 
 // The front door fields (spec.gateway.expose, ingressClassName, tls):
@@ -61,8 +60,7 @@ func TestParseFrontDoor(t *testing.T) {
 			if err == nil {
 				t.Fatal("parsed; want an error")
 			}
-			var ee *exit.Error
-			if !errors.As(err, &ee) || ee.Code != exit.BadInput {
+			if failure.Of(err) != failure.Input {
 				t.Fatalf("error %v is not exit 2", err)
 			}
 			if !strings.Contains(err.Error(), tt.want) {

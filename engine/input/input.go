@@ -11,7 +11,7 @@ import (
 	"regexp"
 	"strings"
 
-	"github.com/kilnctl/kiln/internal/exit"
+	"github.com/kilnctl/kiln/engine/failure"
 )
 
 // Input names one thing the user gives an operation.
@@ -110,12 +110,12 @@ func CLIOnly(s string) string { return "\x01" + strings.ReplaceAll(s, "\x01", ""
 
 var cliOnly = regexp.MustCompile("\x01[^\x01]*\x01")
 
-// New returns an Error with exit code code, about object, fixed by giving
+// New returns an Error of kind kind, about object, fixed by giving
 // in. format names in with the verb {input} and any other input X with
 // {input:X}; args fill the other verbs.
-func New(code int, in Input, object, format string, args ...any) error {
+func New(kind failure.Kind, in Input, object, format string, args ...any) error {
 	text := fmt.Sprintf(markVerbs(format, in), args...)
-	return &exit.Error{Code: code, Err: &Error{Input: in, Object: object, text: text}}
+	return &failure.Error{Kind: kind, Err: &Error{Input: in, Object: object, text: text}}
 }
 
 var verbs = regexp.MustCompile(`\{input(?::([a-z-]+))?\}`)

@@ -41,6 +41,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
+	"github.com/kilnctl/kiln/engine/failure"
 	"github.com/kilnctl/kiln/engine/kubeapi"
 	"github.com/kilnctl/kiln/internal/exit"
 )
@@ -410,7 +411,7 @@ func (l *Lock) Explain(err error) error {
 	if err == nil || lost == nil || errors.Is(err, lost) {
 		return err
 	}
-	return &exit.Error{Code: exit.Locked, Err: fmt.Errorf("%w (the operation stopped: %v)", lost, err)}
+	return failure.Wrap(failure.Locked, fmt.Errorf("%w (the operation stopped: %v)", lost, err))
 }
 
 func (l *Lock) current() *coordinationv1.Lease {

@@ -24,6 +24,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 
+	"github.com/kilnctl/kiln/engine/failure"
 	"github.com/kilnctl/kiln/internal/exit"
 	"github.com/kilnctl/kiln/internal/testenv/testcluster"
 )
@@ -597,9 +598,9 @@ func TestConcurrentAcquire(t *testing.T) {
 		if code := exit.Code(errs[i]); code != exit.Locked {
 			t.Errorf("contender %d: exit code %d, want %d: %v", i, code, exit.Locked, errs[i])
 		}
-		var ee *exit.Error
+		var ee *failure.Error
 		if !errors.As(errs[i], &ee) {
-			t.Errorf("contender %d: error %v is not an exit.Error", i, errs[i])
+			t.Errorf("contender %d: error %v is not a classified failure", i, errs[i])
 		}
 	}
 	if len(winners) != 1 {

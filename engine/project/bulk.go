@@ -12,10 +12,10 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/kilnctl/kiln/engine/failure"
 	"github.com/kilnctl/kiln/engine/input"
 	"github.com/kilnctl/kiln/engine/lock"
 	"github.com/kilnctl/kiln/engine/readiness"
-	"github.com/kilnctl/kiln/internal/exit"
 )
 
 // DefaultProgressEvery is how often Bulk reports its summary line unless
@@ -51,7 +51,7 @@ const DefaultProgressEvery = 3 * time.Second
 // last one gives the time spent per step.
 func (o *Ops) Bulk(ctx context.Context, op, tenant string, concurrency int) (ok, failed []string, err error) {
 	if op != "start" && op != "suspend" {
-		return nil, nil, input.New(exit.BadInput, input.All, op, "{input}: only for start and suspend, not %s", op)
+		return nil, nil, input.New(failure.Input, input.All, op, "{input}: only for start and suspend, not %s", op)
 	}
 	if concurrency <= 0 {
 		concurrency = defaultBulkLimit

@@ -18,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kilnctl/kiln/engine/config"
+	"github.com/kilnctl/kiln/engine/failure"
 	"github.com/kilnctl/kiln/engine/input"
 	"github.com/kilnctl/kiln/engine/lock"
 	"github.com/kilnctl/kiln/engine/platform"
@@ -176,7 +177,7 @@ func (o *Ops) Suspend(ctx context.Context, r Ref) error {
 // lease.
 func (o *Ops) Restack(ctx context.Context, r Ref, stackName string) error {
 	if stackName == "" {
-		return input.New(exit.BadInput, input.Stack, "", "{input}: required for restack")
+		return input.New(failure.Input, input.Stack, "", "{input}: required for restack")
 	}
 	st, err := o.stack(stackName)
 	if err != nil {

@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/kilnctl/kiln/engine/config"
+	"github.com/kilnctl/kiln/engine/failure"
 	"github.com/kilnctl/kiln/engine/input"
 	"github.com/kilnctl/kiln/engine/platform"
 	"github.com/kilnctl/kiln/engine/readiness"
@@ -159,7 +160,7 @@ func (o *Ops) checkTenant(t string) error {
 func (o *Ops) stack(name string) (config.Stack, error) {
 	if name == "" {
 		if len(o.Config.Spec.Stacks) == 0 {
-			return config.Stack{}, input.New(exit.BadInput, input.Stack, o.Cluster, "{input}: cluster %s has no stacks", o.Cluster)
+			return config.Stack{}, input.New(failure.Input, input.Stack, o.Cluster, "{input}: cluster %s has no stacks", o.Cluster)
 		}
 		return o.Config.Spec.Stacks[0], nil
 	}
@@ -169,7 +170,7 @@ func (o *Ops) stack(name string) (config.Stack, error) {
 		for _, s := range o.Config.Spec.Stacks {
 			names = append(names, s.Name)
 		}
-		return config.Stack{}, input.New(exit.BadInput, input.Stack, name, "{input} %q: no such stack in cluster %s (stacks: %v)", name, o.Cluster, names)
+		return config.Stack{}, input.New(failure.Input, input.Stack, name, "{input} %q: no such stack in cluster %s (stacks: %v)", name, o.Cluster, names)
 	}
 	return st, nil
 }

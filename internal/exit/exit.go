@@ -1,13 +1,15 @@
-// Package exit classifies errors into kiln's exit codes (DESIGN.md §4).
+// Package exit turns failures into kiln's exit codes (DESIGN.md §4).
 //
-// Any package may wrap an error in one of the classes below; cmd/kiln is the
-// one place that turns a class into a process exit code (see Code).
+// Lower layers classify errors with engine/failure; the CLI's top
+// (internal/cli, cmd/kiln) is the one place that turns a failure's kind
+// into a process exit code (see Code).
 package exit
 
 import (
-	"context"
 	"errors"
 	"fmt"
+
+	"github.com/kilnctl/kiln/engine/failure"
 )
 
 // Exit codes (contract).
@@ -30,42 +32,49 @@ type Error struct {
 func (e *Error) Error() string { return e.Err.Error() }
 func (e *Error) Unwrap() error { return e.Err }
 
-func wrap(code int, format string, args ...any) error {
-	return &Error{Code: code, Err: fmt.Errorf(format, args...)}
-}
-
 // Usage reports bad input or usage; the message must name the field.
-func Usage(format string, args ...any) error { return wrap(BadInput, format, args...) }
+func Usage(format string, args ...any) error { return failure.BadInput(format, args...) }
 
 // Confirm reports that the operation needs an explicit confirmation and
 // nothing was changed.
-func Confirm(format string, args ...any) error { return wrap(NeedConfirm, format, args...) }
+func Confirm(format string, args ...any) error { return failure.NeedsConfirm(format, args...) }
 
 // Lock reports that another operation holds the lock.
-func Lock(format string, args ...any) error { return wrap(Locked, format, args...) }
+func Lock(format string, args ...any) error { return failure.Lock(format, args...) }
 
 // Deadline reports a timeout while waiting for readiness.
-func Deadline(format string, args ...any) error { return wrap(Timeout, format, args...) }
+func Deadline(format string, args ...any) error { return failure.Deadline(format, args...) }
 
 // Interrupt reports that the user interrupted the operation.
-func Interrupt(format string, args ...any) error { return wrap(Interrupted, format, args...) }
+func Interrupt(format string, args ...any) error { return failure.Interrupt(format, args...) }
 
-// Code returns the exit code for err: the innermost classified code, else
-// 1. context.Canceled maps to 130 and context.DeadlineExceeded to 5 when no
-// class was given.
+// codes maps each failure kind to its exit code.
+var codes = map[failure.Kind]int{
+	failure.None:        OK,
+	failure.Failed:      Failed,
+	failure.Input:       BadInput,
+	failure.Confirm:     NeedConfirm,
+	failure.Locked:      Locked,
+	failure.Timeout:     Timeout,
+	failure.Interrupted: Interrupted,
+}
+
+// Code returns the exit code for err: an explicit Error's code, else its
+// failure kind's (failure.Of: the first classified failure in the chain;
+// context.Canceled is interrupted, context.DeadlineExceeded a timeout, any
+// other error 1).
 func Code(err error) int {
-	if err == nil {
-		return OK
-	}
 	var e *Error
 	if errors.As(err, &e) {
 		return e.Code
 	}
-	switch {
-	case errors.Is(err, context.Canceled):
-		return Interrupted
-	case errors.Is(err, context.DeadlineExceeded):
-		return Timeout
+	return CodeOf(failure.Of(err))
+}
+
+// CodeOf returns the exit code of a failure kind.
+func CodeOf(k failure.Kind) int {
+	if c, ok := codes[k]; ok {
+		return c
 	}
-	return Failed
+	panic(fmt.Sprintf("exit: no code for failure kind %v", k))
 }

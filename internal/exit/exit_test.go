@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+
+	"github.com/kilnctl/kiln/engine/failure"
 )
 
 func TestCode(t *testing.T) {
@@ -28,6 +30,16 @@ func TestCode(t *testing.T) {
 	for _, tc := range cases {
 		if got := Code(tc.err); got != tc.want {
 			t.Errorf("Code(%v) = %d, want %d", tc.err, got, tc.want)
+		}
+	}
+}
+
+// Every failure kind has its exit code of DESIGN.md §4.
+func TestCodeOfEveryKind(t *testing.T) {
+	want := map[failure.Kind]int{failure.None: 0, failure.Failed: 1, failure.Input: 2, failure.Confirm: 3, failure.Locked: 4, failure.Timeout: 5, failure.Interrupted: 130}
+	for k := failure.None; k <= failure.Interrupted; k++ {
+		if got := CodeOf(k); got != want[k] {
+			t.Errorf("CodeOf(%v) = %d, want %d", k, got, want[k])
 		}
 	}
 }

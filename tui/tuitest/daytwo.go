@@ -6,8 +6,8 @@ import (
 	"time"
 
 	"github.com/kilnctl/kiln/engine"
+	"github.com/kilnctl/kiln/engine/failure"
 	"github.com/kilnctl/kiln/engine/input"
-	"github.com/kilnctl/kiln/internal/exit"
 	"github.com/kilnctl/kiln/tui"
 )
 
@@ -155,7 +155,7 @@ func RefusedEKSUpgradeScript(name string) Script {
 		emit(engine.Event{Type: engine.TypePhase, Phase: "discover", State: engine.PhaseStarted})
 		emit(engine.Event{Type: engine.TypePhase, Phase: "discover", State: engine.PhaseSucceeded, ElapsedMS: 40})
 		emit(engine.Event{Type: engine.TypePhase, Phase: "plan", State: engine.PhaseStarted})
-		err := engine.NewInputError(exit.BadInput, input.KubernetesVersion, "1.33", "{input} 1.33: EKS cluster %s runs Kubernetes 1.31, and EKS upgrades a control plane one minor version at a time; nothing was changed. Upgrade to 1.32 first, then on from there", name)
+		err := engine.NewInputError(failure.Input, input.KubernetesVersion, "1.33", "{input} 1.33: EKS cluster %s runs Kubernetes 1.31, and EKS upgrades a control plane one minor version at a time; nothing was changed. Upgrade to 1.32 first, then on from there", name)
 		res := engine.FailedResult(err, tui.UpgradeInputName, "")
 		emit(engine.Event{Type: engine.TypePhase, Phase: "plan", State: engine.PhaseFailed, ElapsedMS: 80, Message: res.Message})
 		emit(res)
@@ -212,7 +212,7 @@ func RefusedUpgradeScript(name string) Script {
 		emit(engine.Event{Type: engine.TypePhase, Phase: "plan", State: engine.PhaseStarted})
 		emit(engine.Event{Type: engine.TypePlan, Action: "delete", Kind: "Namespace", Name: "kiln-tenant-old", Message: "tenant old removed: its namespace is deleted, with its project old/web"})
 		emit(engine.Event{Type: engine.TypePlan, Action: "delete", Kind: engine.KindToken, Name: "old", Message: "token of removed tenant old deleted from /home/dev/.local/state/kiln/kube/" + name + "/tokens"})
-		err := engine.NewInputError(exit.BadInput, engine.InputDeleteProjects, name, "the config removes tenants that still have projects: old/web; nothing was changed. Delete those projects first, or pass {input} to delete them with their tenant")
+		err := engine.NewInputError(failure.Input, engine.InputDeleteProjects, name, "the config removes tenants that still have projects: old/web; nothing was changed. Delete those projects first, or pass {input} to delete them with their tenant")
 		res := engine.FailedResult(err, tui.InputName, "")
 		emit(engine.Event{Type: engine.TypePhase, Phase: "plan", State: engine.PhaseFailed, ElapsedMS: 80, Message: res.Message})
 		emit(res)

@@ -57,9 +57,9 @@ import (
 
 	"github.com/kilnctl/kiln/docs"
 	"github.com/kilnctl/kiln/engine"
+	"github.com/kilnctl/kiln/engine/failure"
 	"github.com/kilnctl/kiln/engine/input"
 	"github.com/kilnctl/kiln/engine/platform"
-	"github.com/kilnctl/kiln/internal/exit"
 )
 
 // KindAccessEntry is the resource kind of an EKS access entry.
@@ -109,10 +109,10 @@ var stsRE = regexp.MustCompile(`^arn:([a-z-]+):sts::([0-9]{12}):assumed-role/([\
 // principal (nil when nothing); flag names the flag for the message.
 func CheckPrincipal(in input.Input, arn string) error {
 	if m := stsRE.FindStringSubmatch(arn); m != nil {
-		return engine.NewInputError(exit.BadInput, in, arn, "{input} %s: an STS assumed-role session cannot have an access entry (EKS refuses session principals); name the role: arn:%s:iam::%s:role/%s (with its path, if it has one)", arn, m[1], m[2], m[3])
+		return engine.NewInputError(failure.Input, in, arn, "{input} %s: an STS assumed-role session cannot have an access entry (EKS refuses session principals); name the role: arn:%s:iam::%s:role/%s (with its path, if it has one)", arn, m[1], m[2], m[3])
 	}
 	if len(arn) > 2048 || !principalRE.MatchString(arn) {
-		return engine.NewInputError(exit.BadInput, in, arn, "{input} %s: not an IAM role or user ARN (arn:aws:iam::ACCOUNT:role/NAME or arn:aws:iam::ACCOUNT:user/NAME, a 12-digit account, a name of at most 64 letters, digits and +=,.@_-)", arn)
+		return engine.NewInputError(failure.Input, in, arn, "{input} %s: not an IAM role or user ARN (arn:aws:iam::ACCOUNT:role/NAME or arn:aws:iam::ACCOUNT:user/NAME, a 12-digit account, a name of at most 64 letters, digits and +=,.@_-)", arn)
 	}
 	return nil
 }
@@ -138,7 +138,7 @@ func (a Access) validate() error {
 			return err
 		}
 		if slices.Contains(a.Admins, v) {
-			return engine.NewInputError(exit.BadInput, input.Viewer, v, "{input} %s: also named with {input:admin}; a principal has one access entry, admin or viewer", v)
+			return engine.NewInputError(failure.Input, input.Viewer, v, "{input} %s: also named with {input:admin}; a principal has one access entry, admin or viewer", v)
 		}
 	}
 	return nil
@@ -170,7 +170,7 @@ func (a Access) checkPartition(region string) error {
 	}{{input.Admin, a.Admins}, {input.Viewer, a.Viewers}} {
 		for _, v := range l.arns {
 			if p := partition(v); p != want {
-				return engine.NewInputError(exit.BadInput, l.in, v, "{input} %s: an ARN of partition %s, but region %s is in partition %s", v, p, region, want)
+				return engine.NewInputError(failure.Input, l.in, v, "{input} %s: an ARN of partition %s, but region %s is in partition %s", v, p, region, want)
 			}
 		}
 	}
@@ -292,7 +292,7 @@ func (in *infra) planAccess(have []accessEntry) ([]accessStep, error) {
 			case !en.kiln && en.kind == kind:
 				logf(in.sink, engine.LevelInfo, "access entry %s: already %s through an entry kiln did not create; left alone", p, kind)
 			case !en.kiln:
-				return engine.NewInputError(exit.BadInput, kindInput(kind), p, "{input} %s: EKS cluster %s already has an access entry for this principal that kiln did not create (%s: groups %v, policies %v); kiln never changes it. Delete it (aws eks delete-access-entry) or leave %s out", p, in.name, en.kind, en.groups, en.policies, p)
+				return engine.NewInputError(failure.Input, kindInput(kind), p, "{input} %s: EKS cluster %s already has an access entry for this principal that kiln did not create (%s: groups %v, policies %v); kiln never changes it. Delete it (aws eks delete-access-entry) or leave %s out", p, in.name, en.kind, en.groups, en.policies, p)
 			case en.kind != kind:
 				steps = append(steps, accessStep{action: "replace", principal: p, kind: kind, entry: en, why: en.kind + " → " + kind})
 			default:
@@ -468,7 +468,7 @@ func (in *infra) keepCaller(ctx context.Context, steps []accessStep) error {
 	caller := aws.ToString(out.Arn)
 	for _, s := range risky {
 		if sameIdentity(caller, s.principal) {
-			return engine.NewInputError(exit.BadInput, input.Admin, s.principal, "{input}: %s is the identity running kiln (%s); removing its admin entry would lock this run out of the cluster. Name it with {input}, or run kiln as another admin", s.principal, caller)
+			return engine.NewInputError(failure.Input, input.Admin, s.principal, "{input}: %s is the identity running kiln (%s); removing its admin entry would lock this run out of the cluster. Name it with {input}, or run kiln as another admin", s.principal, caller)
 		}
 	}
 	return nil
@@ -486,7 +486,7 @@ func (in *infra) accessUsable(c *ekstypes.Cluster) error {
 		mode = c.AccessConfig.AuthenticationMode
 	}
 	if mode == ekstypes.AuthenticationModeConfigMap {
-		return engine.NewInputError(exit.BadInput, input.Admin, in.name, "{input}/{input:viewer}: EKS cluster %s has authentication mode CONFIG_MAP (made by a kiln before access entries), which has no access entries, and create does not change an existing cluster; run %s%s (it switches the mode to %s, then makes the entries)", in.name, in.p.command("upgrade", in.name, in.region), input.CLIOnly(" with the same flags"), AuthenticationMode)
+		return engine.NewInputError(failure.Input, input.Admin, in.name, "{input}/{input:viewer}: EKS cluster %s has authentication mode CONFIG_MAP (made by a kiln before access entries), which has no access entries, and create does not change an existing cluster; run %s%s (it switches the mode to %s, then makes the entries)", in.name, in.p.command("upgrade", in.name, in.region), input.CLIOnly(" with the same flags"), AuthenticationMode)
 	}
 	return nil
 }
@@ -561,7 +561,7 @@ func (in *infra) applyAccess(ctx context.Context, s accessStep) error {
 		})
 		if err != nil {
 			if apiCode(err) == "InvalidParameterException" {
-				return engine.NewInputError(exit.BadInput, kindInput(s.kind), s.principal, "{input} %s: EKS refuses it: %v", s.principal, err)
+				return engine.NewInputError(failure.Input, kindInput(s.kind), s.principal, "{input} %s: EKS refuses it: %v", s.principal, err)
 			}
 			return fmt.Errorf("create access entry %s: %w", s.principal, err)
 		}

@@ -28,6 +28,7 @@ import (
 
 	"github.com/kilnctl/kiln/engine"
 	"github.com/kilnctl/kiln/engine/config"
+	"github.com/kilnctl/kiln/engine/failure"
 	"github.com/kilnctl/kiln/engine/input"
 	"github.com/kilnctl/kiln/engine/trace"
 	"github.com/kilnctl/kiln/internal/exit"
@@ -242,12 +243,12 @@ func (p *Provider) AWSConfig(ctx context.Context, region string) (aws.Config, er
 func checkCredentials(ctx context.Context, cfg aws.Config) error {
 	const hint = "set AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, AWS_PROFILE or {input}, or run `aws sso login`"
 	if cfg.Credentials == nil {
-		return input.New(exit.BadInput, input.Profile, "", "credentials: no AWS credentials found; "+hint)
+		return input.New(failure.Input, input.Profile, "", "credentials: no AWS credentials found; "+hint)
 	}
 	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	if _, err := cfg.Credentials.Retrieve(cctx); err != nil {
-		return input.New(exit.BadInput, input.Profile, "", "credentials: no usable AWS credentials (%v); "+hint, err)
+		return input.New(failure.Input, input.Profile, "", "credentials: no usable AWS credentials (%v); "+hint, err)
 	}
 	return nil
 }
@@ -326,7 +327,7 @@ func (p *Provider) loadConfig(ctx context.Context, region string) (aws.Config, e
 	cfg, err := awsconfig.LoadDefaultConfig(ctx, opts...)
 	if err != nil {
 		if p.Profile != "" {
-			return aws.Config{}, input.New(exit.BadInput, input.Profile, p.Profile, "{input} %s: %v", p.Profile, err)
+			return aws.Config{}, input.New(failure.Input, input.Profile, p.Profile, "{input} %s: %v", p.Profile, err)
 		}
 		return aws.Config{}, exit.Usage("AWS configuration: %v", err)
 	}
@@ -341,7 +342,7 @@ var instanceTypeRE = regexp.MustCompile(`^[a-z][a-z0-9-]*\.[0-9]*[a-z0-9]+$`)
 // typed. Exit 2 naming the field.
 func CheckNodes(n int, given bool) error {
 	if n < 0 || n > MaxNodes || (given && n < 1) {
-		return input.New(exit.BadInput, input.Nodes, fmt.Sprint(n), "{input}: %d is out of range; %s", n, nodeRange())
+		return input.New(failure.Input, input.Nodes, fmt.Sprint(n), "{input}: %d is out of range; %s", n, nodeRange())
 	}
 	return nil
 }
@@ -350,7 +351,7 @@ func CheckNodes(n int, given bool) error {
 // frontend's field: the CLI's flag parser refuses such a --nodes itself),
 // with the range CheckNodes allows.
 func NotANodeCount() error {
-	return input.New(exit.BadInput, input.Nodes, "", "{input}: not a number; %s", nodeRange())
+	return input.New(failure.Input, input.Nodes, "", "{input}: not a number; %s", nodeRange())
 }
 
 func nodeRange() string { return fmt.Sprintf("a node group has 1 to %d nodes", MaxNodes) }
@@ -358,7 +359,7 @@ func nodeRange() string { return fmt.Sprintf("a node group has 1 to %d nodes", M
 // checkInstanceType: an EC2 instance type's spelling ("" is not given).
 func checkInstanceType(t string) error {
 	if t != "" && !instanceTypeRE.MatchString(t) {
-		return input.New(exit.BadInput, input.InstanceType, t, "{input}: %q is not an EC2 instance type (like t3.medium or m6i.large)", t)
+		return input.New(failure.Input, input.InstanceType, t, "{input}: %q is not an EC2 instance type (like t3.medium or m6i.large)", t)
 	}
 	return nil
 }
@@ -367,7 +368,7 @@ func checkInstanceType(t string) error {
 // given).
 func checkKubernetesVersion(v string) error {
 	if v != "" && !k8sVersionRE.MatchString(v) {
-		return input.New(exit.BadInput, input.KubernetesVersion, v, "{input}: %q is not an EKS Kubernetes version (MAJOR.MINOR, like 1.31)", v)
+		return input.New(failure.Input, input.KubernetesVersion, v, "{input}: %q is not an EKS Kubernetes version (MAJOR.MINOR, like 1.31)", v)
 	}
 	return nil
 }
@@ -386,7 +387,7 @@ func (p *Provider) ValidateFlags() error {
 	}
 	for _, r := range append([]string{p.Region}, p.SearchRegions...) {
 		if r != "" && !regionRE.MatchString(r) {
-			return input.New(exit.BadInput, input.Region, r, "{input}/{input:regions}: %q is not an AWS region name (like eu-west-1)", r)
+			return input.New(failure.Input, input.Region, r, "{input}/{input:regions}: %q is not an AWS region name (like eu-west-1)", r)
 		}
 	}
 	if err := p.Access.validate(); err != nil {
@@ -436,7 +437,7 @@ func (p *Provider) validateCredentials(ctx context.Context) error {
 // checkRegion refuses a --region kiln does not know exists.
 func (p *Provider) checkRegion(known []string) error {
 	if p.Region != "" && !slices.Contains(known, p.Region) {
-		return engine.NewInputError(exit.BadInput, engine.InputRegion, p.Region, "{input}: unknown region %q (known: %s; name an enabled opt-in region in {input:regions} too)", p.Region, strings.Join(known, ", "))
+		return engine.NewInputError(failure.Input, engine.InputRegion, p.Region, "{input}: unknown region %q (known: %s; name an enabled opt-in region in {input:regions} too)", p.Region, strings.Join(known, ", "))
 	}
 	return nil
 }

@@ -13,8 +13,8 @@ import (
 	ekstypes "github.com/aws/aws-sdk-go-v2/service/eks/types"
 
 	"github.com/kilnctl/kiln/engine"
+	"github.com/kilnctl/kiln/engine/failure"
 	"github.com/kilnctl/kiln/engine/input"
-	"github.com/kilnctl/kiln/internal/exit"
 )
 
 func (in *infra) ensureCluster(ctx context.Context) error {
@@ -82,7 +82,7 @@ func (in *infra) ensureCluster(ctx context.Context) error {
 	if want := in.p.KubernetesVersion; want != "" && got != want {
 		// Never ignore what the user asked for: an existing cluster runs
 		// another version, and create does not change it.
-		err := engine.NewInputError(exit.BadInput, input.KubernetesVersion, want, "{input} %s: EKS cluster %s already runs Kubernetes %s, and create does not change the version of an existing cluster; run create without {input} (or with %s)", want, n, got, got)
+		err := engine.NewInputError(failure.Input, input.KubernetesVersion, want, "{input} %s: EKS cluster %s already runs Kubernetes %s, and create does not change the version of an existing cluster; run create without {input} (or with %s)", want, n, got, got)
 		return in.fail(KindEKSCluster, n, err)
 	}
 	in.emit(KindEKSCluster, n, engine.StatusCurrent, "ACTIVE, Kubernetes %s", got)

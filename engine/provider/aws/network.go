@@ -18,8 +18,8 @@ import (
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 
 	"github.com/kilnctl/kiln/engine"
+	"github.com/kilnctl/kiln/engine/failure"
 	"github.com/kilnctl/kiln/engine/input"
-	"github.com/kilnctl/kiln/internal/exit"
 )
 
 // The network kiln creates: a /16 VPC and two public /18 subnets.
@@ -220,7 +220,7 @@ func (in *infra) ensureSubnets(ctx context.Context) error {
 				}
 			}
 			if az == "" {
-				return in.fail(KindSubnet, n, input.New(exit.Failed, input.InstanceType, in.p.instanceType(), "region %s has no second availability zone where EKS and %s can run (EKS needs subnets in two); passed over: %s. Choose another region or instance type ({input:region}, {input})", in.region, in.p.instanceType(), zc.why()))
+				return in.fail(KindSubnet, n, input.New(failure.Failed, input.InstanceType, in.p.instanceType(), "region %s has no second availability zone where EKS and %s can run (EKS needs subnets in two); passed over: %s. Choose another region or instance type ({input:region}, {input})", in.region, in.p.instanceType(), zc.why()))
 			}
 			used[az] = true
 			where := az

@@ -20,8 +20,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/iam"
 
 	"github.com/kilnctl/kiln/engine"
+	"github.com/kilnctl/kiln/engine/failure"
 	"github.com/kilnctl/kiln/engine/input"
-	"github.com/kilnctl/kiln/internal/exit"
 )
 
 // nodegroupName is the managed node group's name inside the EKS cluster.
@@ -508,7 +508,7 @@ func (in *infra) createReplacement(ctx context.Context) error {
 		if unusable(g) {
 			// Fixed by another instance type too: worded per frontend (the
 			// wizard's Node type field), the command for the CLI only.
-			return in.fail(KindNodegroup, n, input.New(exit.Failed, input.InstanceType, n,
+			return in.fail(KindNodegroup, n, input.New(failure.Failed, input.InstanceType, n,
 				"replacement node group %s ended %s; %s keeps running and nothing was deleted. Upgrade again%s once EC2 has the capacity (it deletes the failed group and creates it again), or choose another instance type with {input}",
 				n, unhealthy(g), kept, input.CLIOnly(" (`"+in.p.command("upgrade", in.name, in.region)+"`)")))
 		}

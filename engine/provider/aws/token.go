@@ -18,9 +18,9 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/kilnctl/kiln/engine/failure"
 	"github.com/kilnctl/kiln/engine/input"
 	"github.com/kilnctl/kiln/engine/kubeapi"
-	"github.com/kilnctl/kiln/internal/exit"
 )
 
 // TokenPrefix starts every EKS bearer token.
@@ -126,7 +126,7 @@ func (p *Provider) kubeClient(ctx context.Context, cfg aws.Config, c *ekstypes.C
 	kubeapi.Wrap(rc) // outside the bearer wrapper: each retry carries a fresh token
 	cs, err := kubernetes.NewForConfig(rc)
 	if err != nil {
-		return nil, nil, input.New(exit.Failed, input.KubeContextOverride, name, "EKS cluster %s at %s: %v (an emulator's cluster has no real API server: map it to a kubeconfig context with {input} or %s)",
+		return nil, nil, input.New(failure.Failed, input.KubeContextOverride, name, "EKS cluster %s at %s: %v (an emulator's cluster has no real API server: map it to a kubeconfig context with {input} or %s)",
 			name, rc.Host, err, KubeContextEnv)
 	}
 	return rc, cs, nil

@@ -12,9 +12,9 @@ import (
 	ekstypes "github.com/aws/aws-sdk-go-v2/service/eks/types"
 
 	"github.com/kilnctl/kiln/engine"
+	"github.com/kilnctl/kiln/engine/failure"
 	"github.com/kilnctl/kiln/engine/input"
 	"github.com/kilnctl/kiln/engine/platform"
-	"github.com/kilnctl/kiln/internal/exit"
 )
 
 // kiln upgrade aws: the infrastructure part (engine.InfraUpgrader).
@@ -128,9 +128,9 @@ func (p *Provider) planUpgrade(name string, st *infraState) (*infraPlan, error) 
 		case !okH:
 			return nil, fmt.Errorf("EKS cluster %s reports Kubernetes version %q, which kiln cannot read", name, have)
 		case wm < hm:
-			return nil, input.New(exit.BadInput, input.KubernetesVersion, want, "{input} %s: EKS cluster %s runs Kubernetes %s, and EKS never downgrades a control plane; nothing was changed", want, name, have)
+			return nil, input.New(failure.Input, input.KubernetesVersion, want, "{input} %s: EKS cluster %s runs Kubernetes %s, and EKS never downgrades a control plane; nothing was changed", want, name, have)
 		case wm > hm+1:
-			return nil, input.New(exit.BadInput, input.KubernetesVersion, want, "{input} %s: EKS cluster %s runs Kubernetes %s, and EKS upgrades a control plane one minor version at a time; nothing was changed. Upgrade to 1.%d first%s, then on from there", want, name, have, hm+1,
+			return nil, input.New(failure.Input, input.KubernetesVersion, want, "{input} %s: EKS cluster %s runs Kubernetes %s, and EKS upgrades a control plane one minor version at a time; nothing was changed. Upgrade to 1.%d first%s, then on from there", want, name, have, hm+1,
 				// The command names the flag: the CLI's words only.
 				input.CLIOnly(" (`"+p.command("upgrade", name, p.Target(), engine.FlagName(input.KubernetesVersion), fmt.Sprintf("1.%d", hm+1))+"`)"))
 		}

@@ -19,9 +19,9 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/kilnctl/kiln/engine"
+	"github.com/kilnctl/kiln/engine/failure"
 	"github.com/kilnctl/kiln/engine/input"
 	"github.com/kilnctl/kiln/engine/kubeapi"
-	"github.com/kilnctl/kiln/internal/exit"
 )
 
 // DefaultTimeout bounds the inspection of one context during discovery.
@@ -104,7 +104,7 @@ func (p *Provider) load() (clientcmdapi.Config, error) {
 	p.once.Do(func() {
 		cfg, err := p.rules().Load()
 		if err != nil {
-			p.loadErr = input.New(exit.BadInput, input.Kubeconfig, "", "{input}: cannot load kubeconfig: %v", err)
+			p.loadErr = input.New(failure.Input, input.Kubeconfig, "", "{input}: cannot load kubeconfig: %v", err)
 			return
 		}
 		p.raw = *cfg
@@ -156,7 +156,7 @@ func (p *Provider) restConfig(contextName string, ownExec bool) (*rest.Config, *
 	}
 	kctx, ok := raw.Contexts[contextName]
 	if !ok {
-		return nil, nil, engine.NewInputError(exit.BadInput, engine.InputContext, contextName, "{input}: no context %q in the kubeconfig", contextName)
+		return nil, nil, engine.NewInputError(failure.Input, engine.InputContext, contextName, "{input}: no context %q in the kubeconfig", contextName)
 	}
 	cfg := raw.DeepCopy() // raw is shared by every context's goroutine
 	var auth *execAuth
@@ -219,7 +219,7 @@ func (p *Provider) scope(names []string) (map[string]bool, error) {
 			continue
 		}
 		if !slices.Contains(names, n) {
-			return nil, engine.NewInputError(exit.BadInput, engine.InputContexts, n, "{input}: no context %q in the kubeconfig (contexts: %s)", n, strings.Join(names, ", "))
+			return nil, engine.NewInputError(failure.Input, engine.InputContexts, n, "{input}: no context %q in the kubeconfig (contexts: %s)", n, strings.Join(names, ", "))
 		}
 		in[n] = true
 	}
@@ -250,7 +250,7 @@ func (p *Provider) Discover(ctx context.Context, name string) ([]engine.Location
 		return nil, err
 	}
 	if p.Context != "" && !slices.Contains(names, p.Context) {
-		return nil, engine.NewInputError(exit.BadInput, engine.InputContext, p.Context, "{input}: no context %q in the kubeconfig (contexts: %v)", p.Context, names)
+		return nil, engine.NewInputError(failure.Input, engine.InputContext, p.Context, "{input}: no context %q in the kubeconfig (contexts: %v)", p.Context, names)
 	}
 	scope, err := p.scope(names)
 	if err != nil {

@@ -449,6 +449,19 @@ func testNetworkPolicy(t *testing.T, ctx context.Context, c *Cluster, ns string,
 		t.Fatalf("client pod not running: %v", err)
 	}
 	fetch := "http://" + net.JoinHostPort(client.Status.PodIP, "8080") + "/fetch?url=http://" + net.JoinHostPort(web.Status.PodIP, "8080") + "/from-client"
+	// Running means the container started, not that its server listens
+	// yet (the pod has no readiness probe): wait until it answers at all.
+	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		resp, err := (&http.Client{Timeout: 5 * time.Second}).Get("http://" + net.JoinHostPort(client.Status.PodIP, "8080") + "/")
+		if err != nil {
+			return false, nil
+		}
+		resp.Body.Close()
+		return true, nil
+	})
+	if err != nil {
+		t.Fatalf("client pod's server never answered from the host: %v", err)
+	}
 	reaches := func() bool {
 		resp, err := (&http.Client{Timeout: 5 * time.Second}).Get(fetch)
 		if err != nil {
