@@ -12,11 +12,12 @@ import (
 	"sync"
 	"time"
 
+	"github.com/kilnctl/kiln/engine/event"
+
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/kilnctl/kiln/creds"
 	"github.com/kilnctl/kiln/engine/readiness"
-	"github.com/kilnctl/kiln/internal/exit"
 )
 
 // Confirmer answers the questions an operation must ask. The wizard asks
@@ -95,23 +96,20 @@ func (e *Engine) now() time.Time {
 	return time.Now()
 }
 
-func (e *Engine) emit(ev Event) {
-	if ev.Time.IsZero() {
-		ev.Time = e.now()
-	}
-	// No string from a cluster reaches a terminal with control characters.
-	cleanDeep(&ev)
-	if e.Sink != nil {
-		e.Sink.Emit(ev)
-	}
+// reporter is the operation's Reporter: every event the engine, its
+// project operations and its providers report goes through one, which
+// stamps and cleans it before the Sink gets it.
+func (e *Engine) reporter() *event.Reporter { return event.NewReporter(e.Sink, e.now) }
+
+// emit reports one event with payload p.
+func (e *Engine) emit(p event.Payload) { e.reporter().Report(p) }
+
+func (e *Engine) logf(level event.Level, format string, args ...any) {
+	e.reporter().Logf(level, format, args...)
 }
 
-func (e *Engine) logf(level, format string, args ...any) {
-	e.emit(Event{Type: TypeLog, Level: level, Message: fmt.Sprintf(format, args...)})
-}
-
-func (e *Engine) resource(kind, ns, name, status, msg string) {
-	e.emit(Event{Type: TypeResource, Kind: kind, Namespace: ns, Name: name, Status: status, Message: msg})
+func (e *Engine) resource(kind, ns, name string, status event.Status, msg string) {
+	e.reporter().Resource(kind, ns, name, status, msg)
 }
 
 // watcher returns a readiness watcher that emits a resource event whenever
@@ -134,25 +132,25 @@ func (e *Engine) watcher(cs kubernetes.Interface) *readiness.Watcher {
 
 // phase runs one named step, reporting started and succeeded/failed with
 // the elapsed time. A step returning errSkipped is reported as skipped.
-func (e *Engine) phase(ctx context.Context, name string, run func(context.Context) error) error {
+func (e *Engine) phase(ctx context.Context, name event.Phase, run func(context.Context) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
 	start := e.now()
-	e.emit(Event{Type: TypePhase, Phase: name, State: PhaseStarted})
+	e.emit(event.PhaseEvent{Phase: name, State: PhaseStarted})
 	err := run(ctx)
 	elapsed := time.Since(start).Milliseconds()
 	var skip *skipped
 	switch {
 	case errors.As(err, &skip):
-		e.emit(Event{Type: TypePhase, Phase: name, State: PhaseSkipped, ElapsedMS: elapsed, Message: skip.reason})
+		e.emit(event.PhaseEvent{Phase: name, State: PhaseSkipped, ElapsedMS: elapsed, Message: skip.reason})
 		err = nil
 	case err != nil:
-		e.emit(Event{Type: TypePhase, Phase: name, State: PhaseFailed, ElapsedMS: elapsed, Message: renderError(err, e.Namer)})
+		e.emit(event.PhaseEvent{Phase: name, State: PhaseFailed, ElapsedMS: elapsed, Message: renderError(err, e.Namer)})
 	default:
-		e.emit(Event{Type: TypePhase, Phase: name, State: PhaseSucceeded, ElapsedMS: elapsed})
+		e.emit(event.PhaseEvent{Phase: name, State: PhaseSucceeded, ElapsedMS: elapsed})
 	}
-	checkpoint(ctx, "after-"+name)
+	checkpoint(ctx, "after-"+string(name))
 	return err
 }
 
@@ -165,22 +163,37 @@ func skip(format string, args ...any) error { return &skipped{reason: fmt.Sprint
 // finish emits the result event for an operation and returns err unchanged.
 func (e *Engine) finish(err error, okMessage, tokenDir string) error {
 	if err == nil {
-		e.emit(Event{Type: TypeResult, OK: true, ExitCode: exit.OK, Message: okMessage, TokenDir: tokenDir})
+		e.emit(event.ResultEvent{OK: true, Message: okMessage, TokenDir: tokenDir})
 		return nil
 	}
 	e.emit(FailedResult(err, e.Namer, tokenDir))
 	return err
 }
 
-// FailedResult is the result event of an operation that failed with err:
-// its exit code, its message worded by n, and the input it names (so a
-// frontend can return the user to that field without reading the words).
-// A frontend that refuses a request before the engine runs emits it too.
-func FailedResult(err error, n Namer, tokenDir string) Event {
-	ev := Event{Type: TypeResult, OK: false, ExitCode: exit.Code(err), Message: renderError(err, n), TokenDir: tokenDir}
+// FailedResult is the result of an operation that failed with err: the
+// failure itself (its kind and the input it names are for frontends to
+// decide from, the exit number for the CLI to derive) and its message
+// worded by n. A frontend that refuses a request before the engine runs
+// reports it too.
+func FailedResult(err error, n Namer, tokenDir string) event.ResultEvent {
+	return event.ResultEvent{OK: false, Err: err, Message: renderError(err, n), TokenDir: tokenDir}
+}
+
+// Refuse reports the failed result of a request a frontend refuses before
+// the engine runs (the result the engine would give, worded by its Namer),
+// through the same Reporter as every event, and returns err.
+func (e *Engine) Refuse(err error) error {
+	e.emit(FailedResult(err, e.Namer, ""))
+	return err
+}
+
+// InputOf is the input a failure names (an input error's Input: the flag,
+// or the wizard's field, the user fixes), "" for none. Frontends return
+// the user to that field without reading the message's words.
+func InputOf(err error) Input {
 	var ie *InputError
 	if errors.As(err, &ie) {
-		ev.Input = ie.Input
+		return ie.Input
 	}
-	return ev
+	return ""
 }

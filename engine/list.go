@@ -62,7 +62,7 @@ func (e *Engine) List(ctx context.Context, req ListRequest) ([]ClusterSummary, e
 		out = append(out, rows[i]...)
 	}
 	for _, c := range out {
-		e.emit(Event{Type: TypeCluster, Cluster: &c})
+		e.emit(&c)
 	}
 	if failed != nil {
 		return out, e.finish(failed, "", "")

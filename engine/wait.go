@@ -88,7 +88,7 @@ func (e *Engine) wait(ctx context.Context, req WaitRequest) (*creds.TokenDir, er
 			}
 		}
 		fd := readFrontDoor(wctx, loc.Client, st.Config, hintsFor(req.Target, loc.Name))
-		e.emit(Event{Type: TypeFrontDoor, FrontDoor: &fd})
+		e.emit(&fd)
 		return nil
 	})
 	if err == nil && req.Probe {

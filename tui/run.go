@@ -6,6 +6,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kilnctl/kiln/engine/event"
+	"github.com/kilnctl/kiln/engine/failure"
+
 	"charm.land/bubbles/v2/key"
 	tea "charm.land/bubbletea/v2"
 
@@ -19,13 +22,17 @@ import (
 const maxLogLines = 2000
 
 type phaseRow struct {
-	name, state, message string
-	started              time.Time
-	elapsedMS            int64
+	name      event.Phase
+	state     event.State
+	message   string
+	started   time.Time
+	elapsedMS int64
 }
 
 type resourceRow struct {
-	kind, namespace, name, status, message string
+	kind, namespace, name string
+	status                event.Status
+	message               string
 }
 
 // runState is what the run view shows of one operation; it is built only
@@ -47,7 +54,7 @@ type runState struct {
 	found     []engine.ClusterInfo
 	decision  string
 	reason    string
-	result    *engine.Event
+	result    *event.ResultEvent
 	// failures counts failed phases and resources seen (never dropped).
 	failures int
 	events   int
@@ -78,7 +85,8 @@ func (r *runState) destroyAgain() bool {
 	if r.kind != opDestroy || r.running || r.result == nil || r.result.OK || r.target.Name == "" {
 		return false
 	}
-	return r.result.ExitCode != exit.NeedConfirm && r.result.ExitCode != exit.BadInput
+	k := failure.Of(r.result.Err)
+	return k != failure.Confirm && k != failure.Input
 }
 
 // ingest applies a batch of events to the running operation.
@@ -92,7 +100,7 @@ func (m *Model) ingest(evs []engine.Event) {
 	}
 	for _, ev := range evs {
 		r.apply(ev, m.opts.Now())
-		if m.screen == screenDiscover && ev.Type == engine.TypePhase && ev.Phase != "discover" {
+		if p, ok := ev.Payload.(event.PhaseEvent); ok && m.screen == screenDiscover && p.Phase != event.PhaseDiscover {
 			m.screen = screenRun
 		}
 	}
@@ -100,51 +108,59 @@ func (m *Model) ingest(evs []engine.Event) {
 
 func (r *runState) apply(ev engine.Event, now time.Time) {
 	r.events++
-	switch ev.Type {
-	case engine.TypePhase:
-		p := r.phase(ev.Phase)
-		if p == nil {
-			r.phases = append(r.phases, phaseRow{name: ev.Phase, started: now})
-			p = &r.phases[len(r.phases)-1]
+	switch p := ev.Payload.(type) {
+	case event.PhaseEvent:
+		row := r.phase(p.Phase)
+		if row == nil {
+			r.phases = append(r.phases, phaseRow{name: p.Phase, started: now})
+			row = &r.phases[len(r.phases)-1]
 		}
-		p.state, p.message = ev.State, ev.Message
-		if ev.State == engine.PhaseStarted {
-			p.started, p.elapsedMS = now, 0
+		row.state, row.message = p.State, p.Message
+		if p.State == event.Started {
+			row.started, row.elapsedMS = now, 0
 		} else {
-			p.elapsedMS = ev.ElapsedMS
+			row.elapsedMS = p.ElapsedMS
 		}
-		if ev.State == engine.PhaseFailed {
+		if p.State == event.Failed {
 			r.failures++
 		}
-	case engine.TypeDiscovery:
-		r.found = ev.Clusters
-	case engine.TypeDecision:
-		r.decision, r.reason = ev.Decision, ev.Reason
-		r.addLog("→ " + ev.Decision + ": " + ev.Reason)
-	case engine.TypeResource:
-		key := ev.Kind + "/" + ev.Namespace + "/" + ev.Name
-		row := resourceRow{kind: ev.Kind, namespace: ev.Namespace, name: ev.Name, status: ev.Status, message: ev.Message}
+	case event.DiscoveryEvent:
+		r.found = p.Clusters
+	case event.DecisionEvent:
+		r.decision, r.reason = p.Decision, p.Reason
+		r.addLog("→ " + p.Decision + ": " + p.Reason)
+	case event.ResourceEvent:
+		key := p.Kind + "/" + p.Namespace + "/" + p.Name
+		row := resourceRow{kind: p.Kind, namespace: p.Namespace, name: p.Name, status: p.Status, message: p.Message}
 		if i, ok := r.resIndex[key]; ok {
 			r.resources[i] = row
 		} else {
 			r.resIndex[key] = len(r.resources)
 			r.resources = append(r.resources, row)
 		}
-		if ev.Status == engine.StatusFailed {
+		if p.Status == event.StatusFailed {
 			r.failures++
 		}
-	case engine.TypeLog:
-		msg := ev.Message
-		if ev.Level != engine.LevelInfo && ev.Level != "" {
-			msg = ev.Level + ": " + msg
+	case event.LogEvent:
+		msg := p.Message
+		if p.Level != event.LevelInfo && p.Level != "" {
+			msg = string(p.Level) + ": " + msg
 		}
 		r.addLog(msg)
-	case engine.TypePlan:
-		r.addLog(planLogLine(ev))
-	case engine.TypeResult:
-		e := ev
-		r.result = &e
+	case event.PlanEvent:
+		r.addLog(planLogLine(p))
+	case event.ResultEvent:
+		r.result = &p
 	}
+}
+
+// exitCode is the exit number kiln gives a result (0 when OK), shown
+// beside a failure.
+func exitCode(res *event.ResultEvent) int {
+	if res.OK {
+		return exit.OK
+	}
+	return exit.Code(res.Err)
 }
 
 func (r *runState) addLog(s string) {
@@ -167,7 +183,7 @@ func (r *runState) scroll(d int) {
 }
 
 // phase returns the named phase row, if seen.
-func (r *runState) phase(name string) *phaseRow {
+func (r *runState) phase(name event.Phase) *phaseRow {
 	for i := range r.phases {
 		if r.phases[i].name == name {
 			return &r.phases[i]
@@ -219,7 +235,7 @@ func (m *Model) finishRun(err error) tea.Cmd {
 	m.askCancel, m.cancelling = false, false
 	m.lastRun = r
 	if r.result == nil && err != nil {
-		r.result = &engine.Event{Type: engine.TypeResult, Message: err.Error(), ExitCode: 1}
+		r.result = &event.ResultEvent{Err: err, Message: err.Error()}
 	}
 	if m.screen == screenContinue || m.screen == screenDestroy || m.screen == screenDiscover || m.screen == screenUpgradePlan || m.screen == screenRotateConfirm {
 		m.screen = screenRun
@@ -308,7 +324,7 @@ func (m *Model) runKey(msg tea.KeyPressMsg) tea.Cmd {
 			// (exit 2) is said again where it is fixed.
 			m.run = nil
 			cmd := m.openCreate(false)
-			if r.result != nil && r.result.ExitCode == exit.BadInput {
+			if r.result != nil && failure.Of(r.result.Err) == failure.Input {
 				m.formErr = "Create failed: " + r.result.Message
 			}
 			return cmd
@@ -358,7 +374,7 @@ func (m *Model) openRunDetail() {
 		if res.namespace != "" {
 			ref = res.namespace + "/" + res.name
 		}
-		lines := []string{"Kind     " + res.kind, "Name     " + ref, "Status   " + res.status}
+		lines := []string{"Kind     " + res.kind, "Name     " + ref, "Status   " + string(res.status)}
 		if res.message != "" {
 			lines = append(lines, "Message  "+res.message)
 		}
@@ -367,7 +383,7 @@ func (m *Model) openRunDetail() {
 	}
 	lines := append([]string(nil), r.logs...)
 	if r.result != nil {
-		lines = append(lines, "", "Result (exit "+fmt.Sprint(r.result.ExitCode)+"): "+r.result.Message)
+		lines = append(lines, "", "Result (exit "+fmt.Sprint(exitCode(r.result))+"): "+r.result.Message)
 	}
 	m.detail = &detailView{title: "log of " + r.kind.String() + " " + r.name, lines: lines}
 }
@@ -444,7 +460,7 @@ func (m *Model) viewPhases(p *page, compact bool) {
 			mark = m.st.faint.Render("-")
 		}
 		if compact && (ph.state == engine.PhaseSucceeded || ph.state == engine.PhaseSkipped) {
-			done = append(done, ph.name)
+			done = append(done, string(ph.name))
 			continue
 		}
 		if len(done) > 0 {
@@ -480,7 +496,7 @@ func (m *Model) viewResult(p *page) {
 		}
 		p.hang(m.st.header.Render("○ cancelled — "+msg), 2)
 	default:
-		p.hang(m.st.fail.Render(fmt.Sprintf("✗ %s (exit %d)", r.result.Message, r.result.ExitCode)), 2)
+		p.hang(m.st.fail.Render(fmt.Sprintf("✗ %s (exit %d)", r.result.Message, exitCode(r.result))), 2)
 	}
 	if r.destroyAgain() {
 		p.hang(m.st.warn.Render("Press d to run destroy again: it asks once more, then finishes what this run began (nothing removed comes back)."), 2)

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/kilnctl/kiln/engine/event"
+
 	"github.com/kilnctl/kiln/engine"
 	"github.com/kilnctl/kiln/engine/trace"
 	"github.com/kilnctl/kiln/internal/exit"
@@ -20,7 +22,7 @@ type record struct {
 
 	mu    sync.Mutex
 	file  *os.File
-	log   *jsonSink
+	log   *jsonPrinter
 	front engine.Sink // the frontend's sink debug events go to
 }
 
@@ -37,7 +39,7 @@ func (r *record) open() error {
 		_ = f.Close()
 		return exit.Usage("--log-file: %v", err)
 	}
-	r.file, r.log = f, newJSONSink(f)
+	r.file, r.log = f, newJSONPrinter(f)
 	return nil
 }
 
@@ -60,7 +62,7 @@ func (r *record) context(ctx context.Context) context.Context {
 		detail = 2 // the file gets everything
 	}
 	return trace.With(ctx, func(msg string) {
-		r.emit(engine.Event{Time: time.Now(), Type: engine.TypeLog, Level: engine.LevelDebug, Message: msg})
+		r.emit(engine.Event{Time: time.Now(), Payload: event.LogEvent{Level: engine.LevelDebug, Message: msg}})
 	}, detail)
 }
 
@@ -97,7 +99,7 @@ func (s *teeSink) Emit(e engine.Event) {
 	if s.r.log != nil {
 		s.r.log.Emit(e)
 	}
-	if e.Type == engine.TypeLog && e.Level == engine.LevelDebug && s.r.verbose == 0 {
+	if l, ok := e.Payload.(event.LogEvent); ok && l.Level == event.LevelDebug && s.r.verbose == 0 {
 		return
 	}
 	s.front.Emit(e)
