@@ -7,12 +7,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kilnctl/kiln/engine/event"
+	"github.com/kilnctl/kiln/engine/failure"
+
 	tea "charm.land/bubbletea/v2"
 	"github.com/charmbracelet/x/ansi"
 	"github.com/charmbracelet/x/exp/golden"
 
 	"github.com/kilnctl/kiln/engine"
-	"github.com/kilnctl/kiln/internal/exit"
 	"github.com/kilnctl/kiln/tui"
 	"github.com/kilnctl/kiln/tui/tuitest"
 )
@@ -159,7 +161,7 @@ type gatedSink struct {
 }
 
 func (s gatedSink) Emit(ev engine.Event) {
-	if ev.Type == engine.TypePhase && ev.Phase == "discover" && ev.State == engine.PhaseSucceeded {
+	if p, ok := ev.Payload.(event.PhaseEvent); ok && p.Phase == "discover" && p.State == engine.PhaseSucceeded {
 		select {
 		case <-s.gate:
 		case <-s.ctx.Done():
@@ -182,7 +184,7 @@ func asked(t *testing.T, w, hgt int) {
 		if err == nil && ok {
 			t.Errorf("the destroy was confirmed")
 		}
-		sink.Emit(engine.Event{Type: engine.TypeResult, ExitCode: exit.NeedConfirm, Message: "nothing was changed"})
+		sink.Emit(engine.Event{Payload: event.ResultEvent{Err: failure.NeedsConfirm("nothing was changed"), Message: "nothing was changed"}})
 		return err
 	}
 	b.OnUpgrade = tuitest.UpgradeScript("dev1", "kiln-local", tuitest.UpgradePlan("dev1"))

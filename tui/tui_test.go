@@ -8,6 +8,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kilnctl/kiln/engine/event"
+	"github.com/kilnctl/kiln/engine/failure"
+
 	tea "charm.land/bubbletea/v2"
 	"github.com/charmbracelet/colorprofile"
 	"github.com/charmbracelet/x/ansi"
@@ -172,10 +175,10 @@ func TestDestroyRequiresTypingName(t *testing.T) {
 		ok, err := c.ConfirmDestroy(ctx, engine.DestroyQuestion{Provider: "kube", Name: "dev1", Location: "kiln-local", Tenants: []string{"default"}})
 		asked <- ok
 		if err != nil || !ok {
-			sink.Emit(engine.Event{Type: engine.TypeResult, ExitCode: 3, Message: "nothing was changed"})
+			sink.Emit(engine.Event{Payload: event.ResultEvent{Err: failure.NeedsConfirm("nothing was changed"), Message: "nothing was changed"}})
 			return err
 		}
-		sink.Emit(engine.Event{Type: engine.TypeResult, OK: true, Message: "cluster dev1 destroyed"})
+		sink.Emit(engine.Event{Payload: event.ResultEvent{OK: true, Message: "cluster dev1 destroyed"}})
 		return nil
 	}
 	h := tuitest.Start(t, b, tui.Options{})

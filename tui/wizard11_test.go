@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kilnctl/kiln/engine/event"
+
 	tea "charm.land/bubbletea/v2"
 	"github.com/charmbracelet/x/ansi"
 
@@ -50,13 +52,23 @@ func checkWidth(t *testing.T, screen string, w, h int) {
 // platform found without a trusted token dir, worded for the wizard.
 const longFailure = "kiln platform dev1 is installed in context kiln-local, but no token dir holds a key it trusts (trusted: sha256:3f1c0a9be2d4). Looked in: /home/dev/.local/state/kiln/kube/dev1/tokens (default path), keyring entry (none). Pass the Token dir field of the create form (n) with the directory created when the cluster was made"
 
+// failureOfCode is a failure of the kind kiln exits code for.
+func failureOfCode(code int, msg string) error {
+	for _, k := range []failure.Kind{failure.Input, failure.Confirm, failure.Locked, failure.Timeout, failure.Interrupted, failure.Failed} {
+		if exit.CodeOf(k) == code {
+			return failure.Newf(k, "%s", msg)
+		}
+	}
+	return &exit.Error{Code: code, Err: errors.New(msg)}
+}
+
 func failScript(msg string, code int) tuitest.Script {
 	return func(ctx context.Context, sink engine.Sink, _ engine.Confirmer) error {
-		sink.Emit(engine.Event{Type: engine.TypePhase, Phase: "discover", State: engine.PhaseStarted})
-		sink.Emit(engine.Event{Type: engine.TypePhase, Phase: "discover", State: engine.PhaseSucceeded, ElapsedMS: 40})
-		sink.Emit(engine.Event{Type: engine.TypePhase, Phase: "plan", State: engine.PhaseStarted})
-		sink.Emit(engine.Event{Type: engine.TypePhase, Phase: "plan", State: engine.PhaseFailed, ElapsedMS: 3, Message: msg})
-		sink.Emit(engine.Event{Type: engine.TypeResult, ExitCode: code, Message: msg})
+		sink.Emit(engine.Event{Payload: event.PhaseEvent{Phase: "discover", State: engine.PhaseStarted}})
+		sink.Emit(engine.Event{Payload: event.PhaseEvent{Phase: "discover", State: engine.PhaseSucceeded, ElapsedMS: 40}})
+		sink.Emit(engine.Event{Payload: event.PhaseEvent{Phase: "plan", State: engine.PhaseStarted}})
+		sink.Emit(engine.Event{Payload: event.PhaseEvent{Phase: "plan", State: engine.PhaseFailed, ElapsedMS: 3, Message: msg}})
+		sink.Emit(engine.Event{Payload: event.ResultEvent{Err: failureOfCode(code, msg), Message: msg}})
 		return &exit.Error{Code: code, Err: errors.New(msg)}
 	}
 }
@@ -118,10 +130,10 @@ func TestResourceDetailOpensInFull(t *testing.T) {
 	b := backend()
 	const long = "0/3 replicas available: pod kiln-gateway-7d9f: container gateway waiting: ImagePullBackOff pulling registry.example/kiln/gateway:v9"
 	b.OnCreate = func(ctx context.Context, sink engine.Sink, _ engine.Confirmer) error {
-		sink.Emit(engine.Event{Type: engine.TypePhase, Phase: "discover", State: engine.PhaseStarted})
-		sink.Emit(engine.Event{Type: engine.TypePhase, Phase: "discover", State: engine.PhaseSucceeded})
-		sink.Emit(engine.Event{Type: engine.TypeResource, Kind: "Deployment", Namespace: "kiln-system", Name: "kiln-gateway", Status: engine.StatusInProgress, Message: long})
-		sink.Emit(engine.Event{Type: engine.TypeResult, ExitCode: 5, Message: "timed out"})
+		sink.Emit(engine.Event{Payload: event.PhaseEvent{Phase: "discover", State: engine.PhaseStarted}})
+		sink.Emit(engine.Event{Payload: event.PhaseEvent{Phase: "discover", State: engine.PhaseSucceeded}})
+		sink.Emit(engine.Event{Payload: event.ResourceEvent{Kind: "Deployment", Namespace: "kiln-system", Name: "kiln-gateway", Status: engine.StatusInProgress, Message: long}})
+		sink.Emit(engine.Event{Payload: event.ResultEvent{Err: failure.Deadline("timed out"), Message: "timed out"}})
 		return exit.Deadline("timed out")
 	}
 	h := tuitest.Start(t, b, tui.Options{})

@@ -93,7 +93,7 @@ func newMasker(e *env, cfg, next string) *masker {
 		m.repl = append(m.repl, repl)
 	}
 	add(`"time":"[^"]*"`, `"time":"$$TIME"`)
-	add(`"(elapsed_ms|[a-z_]*_ms)":[0-9]+`, `"$1":0`)
+	add(`"(elapsed_ms|[a-z_]*_ms|age_s)":[0-9]+`, `"$1":0`)
 	add(`[0-9]+(\.[0-9]+)?(ms|µs|ns|s|m|h)\b`, `$$DUR`)
 	add(`(\$DUR)+`, `$$DUR`)
 	add(`[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}`, `$$UID`)

@@ -244,3 +244,24 @@ type SinkFunc func(Event)
 
 // Emit calls f.
 func (f SinkFunc) Emit(e Event) { f(e) }
+
+// MessageOf is the words a payload carries ("" for one without any): a
+// phase's, resource's, log line's, plan change's or result's Message, a
+// decision's Reason.
+func MessageOf(p Payload) string {
+	switch p := p.(type) {
+	case PhaseEvent:
+		return p.Message
+	case ResourceEvent:
+		return p.Message
+	case LogEvent:
+		return p.Message
+	case PlanEvent:
+		return p.Message
+	case ResultEvent:
+		return p.Message
+	case DecisionEvent:
+		return p.Reason
+	}
+	return ""
+}

@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
@@ -10,7 +9,7 @@ import (
 
 	"github.com/kilnctl/kiln/engine"
 	"github.com/kilnctl/kiln/engine/event"
-	"github.com/kilnctl/kiln/internal/exit"
+	"github.com/kilnctl/kiln/internal/cli/ndjson"
 	"github.com/kilnctl/kiln/internal/human"
 )
 
@@ -43,7 +42,7 @@ func (p *jsonPrinter) Emit(e event.Event) {
 	if e.Type() == event.TypeSnapshot {
 		return // not in the NDJSON schema (DESIGN.md §8)
 	}
-	b, err := marshalEvent(e)
+	b, err := ndjson.Marshal(e)
 	if err != nil {
 		return
 	}
@@ -51,194 +50,8 @@ func (p *jsonPrinter) Emit(e event.Event) {
 	defer p.mu.Unlock()
 	_, _ = p.w.Write(append(b, '\n'))
 	if r, ok := e.Payload.(event.ResultEvent); ok && !r.OK && p.failures != nil {
-		fmt.Fprintf(p.failures, "kiln: %s (exit %d)\n", oneLine(r.Message), exit.Code(r.Err))
+		fmt.Fprintf(p.failures, "kiln: %s (exit %d)\n", oneLine(r.Message), ndjson.ExitCode(r))
 	}
-}
-
-// resultExit is a result's exit code: 0 when OK, else the failure's.
-func resultExit(r event.ResultEvent) int {
-	if r.OK {
-		return exit.OK
-	}
-	return exit.Code(r.Err)
-}
-
-func nullable(s string) *string {
-	if s == "" {
-		return nil
-	}
-	return &s
-}
-
-// marshalEvent writes the event in the NDJSON schema of DESIGN.md §8
-// (contract: these keys, in this order).
-func marshalEvent(e event.Event) ([]byte, error) {
-	ts := e.Time.UTC().Format(time.RFC3339Nano)
-	typ := e.Type()
-	switch p := e.Payload.(type) {
-	case event.PhaseEvent:
-		return json.Marshal(struct {
-			Time      string      `json:"time"`
-			Type      event.Type  `json:"type"`
-			Phase     event.Phase `json:"phase"`
-			State     event.State `json:"state"`
-			ElapsedMS int64       `json:"elapsed_ms"`
-			Message   string      `json:"message"`
-		}{ts, typ, p.Phase, p.State, p.ElapsedMS, p.Message})
-	case event.DiscoveryEvent:
-		clusters := p.Clusters
-		if clusters == nil {
-			clusters = []event.ClusterInfo{}
-		}
-		for i := range clusters {
-			if clusters[i].KeyIDs == nil {
-				clusters[i].KeyIDs = []string{}
-			}
-		}
-		skipped := p.Skipped
-		if skipped == nil {
-			skipped = []string{}
-		}
-		source := p.Source
-		if source == "" {
-			source = event.SourceDiscovery
-		}
-		return json.Marshal(struct {
-			Time      string              `json:"time"`
-			Type      event.Type          `json:"type"`
-			Clusters  []event.ClusterInfo `json:"clusters"`
-			ElapsedMS int64               `json:"elapsed_ms"`
-			Skipped   []string            `json:"skipped"`
-			Source    string              `json:"source"`
-		}{ts, typ, clusters, p.ElapsedMS, skipped, source})
-	case event.DecisionEvent:
-		return json.Marshal(struct {
-			Time     string     `json:"time"`
-			Type     event.Type `json:"type"`
-			Decision string     `json:"decision"`
-			Reason   string     `json:"reason"`
-		}{ts, typ, p.Decision, p.Reason})
-	case event.ResourceEvent:
-		return json.Marshal(struct {
-			Time      string       `json:"time"`
-			Type      event.Type   `json:"type"`
-			Kind      string       `json:"kind"`
-			Namespace string       `json:"namespace"`
-			Name      string       `json:"name"`
-			Status    event.Status `json:"status"`
-			Message   string       `json:"message"`
-		}{ts, typ, p.Kind, p.Namespace, p.Name, p.Status, p.Message})
-	case event.LogEvent:
-		return json.Marshal(struct {
-			Time    string      `json:"time"`
-			Type    event.Type  `json:"type"`
-			Level   event.Level `json:"level"`
-			Message string      `json:"message"`
-		}{ts, typ, p.Level, p.Message})
-	case *engine.ProjectStatus:
-		st := engine.ProjectStatus{}
-		if p != nil {
-			st = *p
-		}
-		return json.Marshal(struct {
-			Time string     `json:"time"`
-			Type event.Type `json:"type"`
-			engine.ProjectStatus
-		}{ts, typ, st})
-	case *engine.ClusterStatus:
-		return json.Marshal(struct {
-			Time   string                `json:"time"`
-			Type   event.Type            `json:"type"`
-			Status *engine.ClusterStatus `json:"status"`
-		}{ts, typ, p})
-	case *engine.ClusterSummary:
-		c := engine.ClusterSummary{}
-		if p != nil {
-			c = *p
-		}
-		keys := c.KeyIDs
-		if keys == nil {
-			keys = []string{}
-		}
-		var projects *int
-		if c.Projects >= 0 && c.Platform == engine.PlatformInstalled {
-			projects = &c.Projects
-		}
-		return json.Marshal(struct {
-			Time     string     `json:"time"`
-			Type     event.Type `json:"type"`
-			Provider string     `json:"provider"`
-			Name     string     `json:"name"`
-			Location string     `json:"location"`
-			Platform string     `json:"platform"`
-			Version  *string    `json:"version"`
-			Projects *int       `json:"projects"`
-			KeyIDs   []string   `json:"key_ids"`
-			TokenDir *string    `json:"token_dir"`
-			Error    string     `json:"error,omitempty"`
-		}{ts, typ, c.Provider, c.Name, c.Location, c.Platform, nullable(c.Version), projects, keys, nullable(c.TokenDir), c.Err})
-	case event.PlanEvent:
-		fields := p.Fields
-		if fields == nil {
-			fields = []string{}
-		}
-		return json.Marshal(struct {
-			Time      string     `json:"time"`
-			Type      event.Type `json:"type"`
-			Action    string     `json:"action"`
-			Kind      string     `json:"kind"`
-			Namespace string     `json:"namespace"`
-			Name      string     `json:"name"`
-			Fields    []string   `json:"fields"`
-			Message   string     `json:"message"`
-		}{ts, typ, p.Action, p.Kind, p.Namespace, p.Name, fields, p.Message})
-	case *engine.FrontDoor:
-		f := engine.FrontDoor{}
-		if p != nil {
-			f = *p
-		}
-		return json.Marshal(struct {
-			Time string     `json:"time"`
-			Type event.Type `json:"type"`
-			engine.FrontDoor
-		}{ts, typ, f})
-	case *engine.Isolation:
-		i := engine.Isolation{}
-		if p != nil {
-			i = *p
-		}
-		return json.Marshal(struct {
-			Time string     `json:"time"`
-			Type event.Type `json:"type"`
-			engine.Isolation
-		}{ts, typ, i})
-	case *engine.Access:
-		a := engine.Access{}
-		if p != nil {
-			a = *p
-		}
-		if a.Entries == nil {
-			a.Entries = []engine.AccessEntry{}
-		}
-		return json.Marshal(struct {
-			Time string     `json:"time"`
-			Type event.Type `json:"type"`
-			engine.Access
-		}{ts, typ, a})
-	case event.ResultEvent:
-		return json.Marshal(struct {
-			Time     string     `json:"time"`
-			Type     event.Type `json:"type"`
-			OK       bool       `json:"ok"`
-			ExitCode int        `json:"exit_code"`
-			Message  string     `json:"message"`
-			TokenDir *string    `json:"token_dir"`
-		}{ts, typ, p.OK, resultExit(p), p.Message, nullable(p.TokenDir)})
-	}
-	return json.Marshal(struct {
-		Time string     `json:"time"`
-		Type event.Type `json:"type"`
-	}{ts, typ})
 }
 
 // oneLine folds a message onto one line.
@@ -379,7 +192,7 @@ func formatText(e event.Event, quiet bool) string {
 			}
 			return "✓ " + p.Message
 		}
-		return fmt.Sprintf("✗ %s (exit %d)", p.Message, resultExit(p))
+		return fmt.Sprintf("✗ %s (exit %d)", p.Message, ndjson.ExitCode(p))
 	}
 	return ""
 }

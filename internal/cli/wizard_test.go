@@ -31,7 +31,7 @@ func TestWizardAndHeadlessReceiveSameEvents(t *testing.T) {
 			script := tuitest.CreateScript(name, "kiln-local", tc.installed, nil)
 
 			var headless bytes.Buffer
-			if err := script(context.Background(), newJSONSink(&headless), headlessConfirmer{cont: true}); err != nil {
+			if err := script(context.Background(), newJSONPrinter(&headless), headlessConfirmer{cont: true}); err != nil {
 				t.Fatalf("headless: %v", err)
 			}
 			want := strings.Split(strings.TrimSpace(headless.String()), "\n")

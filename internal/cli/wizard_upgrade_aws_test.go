@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/kilnctl/kiln/engine"
+	"github.com/kilnctl/kiln/engine/event"
 	awsprovider "github.com/kilnctl/kiln/engine/provider/aws"
 	"github.com/kilnctl/kiln/internal/exit"
 	"github.com/kilnctl/kiln/tui"
@@ -106,16 +107,16 @@ func TestWizardUpgradeBuildsTheHeadlessChange(t *testing.T) {
 
 		// Upgrade refuses it before the engine reaches AWS, with the
 		// result worded for the screen.
-		var results []engine.Event
+		var results []event.ResultEvent
 		sink := engine.SinkFunc(func(ev engine.Event) {
-			if ev.Type == engine.TypeResult {
-				results = append(results, ev)
+			if r, ok := ev.Payload.(event.ResultEvent); ok {
+				results = append(results, r)
 			}
 		})
 		if err := b.Upgrade(at, c.req, engine.UpgradeRequest{})(context.Background(), sink, nil); exit.Code(err) != exit.BadInput {
 			t.Errorf("Upgrade(%+v) = %v, want exit 2", c.req, err)
 		}
-		if len(results) != 1 || results[0].ExitCode != exit.BadInput || !strings.Contains(results[0].Message, c.field) || strings.Contains(results[0].Message, "--") {
+		if len(results) != 1 || exit.Code(results[0].Err) != exit.BadInput || !strings.Contains(results[0].Message, c.field) || strings.Contains(results[0].Message, "--") {
 			t.Errorf("Upgrade(%+v) results %+v, want one exit 2 naming %s and no flag", c.req, results, c.field)
 		}
 	}
