@@ -86,6 +86,7 @@ func (r *run) step(ctx context.Context, name event.Phase, fn func(context.Contex
 
 // Create discovers, decides, and creates or continues a kiln cluster.
 func (e *Engine) Create(ctx context.Context, req CreateRequest) error {
+	ctx = e.traced(ctx)
 	req.Target = e.hinted(req.Target)
 	r := &run{e: e, req: req}
 	err := r.create(ctx)

@@ -39,6 +39,7 @@ type DestroyRequest struct {
 // gone, then the infrastructure, then forgets the keyring entry and moves
 // the token dir aside (never deletes it).
 func (e *Engine) Destroy(ctx context.Context, req DestroyRequest) error {
+	ctx = e.traced(ctx)
 	req.Target = e.hinted(req.Target)
 	d := &destroyRun{current: PhaseDiscover}
 	aside, err := e.destroy(ctx, req, d)

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/kilnctl/kiln/engine/event"
+	"github.com/kilnctl/kiln/engine/trace"
 
 	"k8s.io/client-go/kubernetes"
 
@@ -100,6 +101,14 @@ func (e *Engine) now() time.Time {
 // project operations and its providers report goes through one, which
 // stamps and cleans it before the Sink gets it.
 func (e *Engine) reporter() *event.Reporter { return event.NewReporter(e.Sink, e.now) }
+
+// traced binds ctx's API request trace (kiln -v, --log-file) to this
+// operation's Reporter: every public operation calls it first, so its
+// debug lines reach its own frontend, stamped and cleaned like its other
+// events.
+func (e *Engine) traced(ctx context.Context) context.Context {
+	return trace.To(ctx, e.reporter().Debug)
+}
 
 // emit reports one event with payload p.
 func (e *Engine) emit(p event.Payload) { e.reporter().Report(p) }

@@ -129,6 +129,7 @@ func (e *Engine) opsFor(loc Location, req Target, timeout time.Duration) *projec
 // Project runs one project operation and emits its result. inspect and
 // list return the observed states (also emitted as project events).
 func (e *Engine) Project(ctx context.Context, req ProjectRequest) ([]ProjectStatus, error) {
+	ctx = e.traced(ctx)
 	req.Target = e.hinted(req.Target)
 	var ops *project.Ops
 	out, msg, err := e.project(ctx, req, &ops)

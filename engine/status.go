@@ -188,6 +188,7 @@ type StatusRequest struct {
 // Status reports the health of a cluster's platform, derived from the
 // live objects.
 func (e *Engine) Status(ctx context.Context, req StatusRequest) (*ClusterStatus, error) {
+	ctx = e.traced(ctx)
 	req.Target = e.hinted(req.Target)
 	st, err := e.status(ctx, req)
 	if err != nil {

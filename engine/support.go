@@ -48,6 +48,7 @@ func DefaultBundleFile(name string, now time.Time) string {
 // what it may not read (a read-only role and Secrets) is listed in
 // problems.txt instead of failing. It returns the file written.
 func (e *Engine) SupportBundle(ctx context.Context, req SupportBundleRequest) (string, error) {
+	ctx = e.traced(ctx)
 	file, n, err := e.supportBundle(ctx, req)
 	return file, e.finish(err, fmt.Sprintf("support bundle written to %s (%d files)", file, n), "")
 }

@@ -94,6 +94,7 @@ type upgrade struct {
 // dependency order, each step verified, writing kiln-config last. Every
 // step is idempotent: an interrupted upgrade run again converges.
 func (e *Engine) Upgrade(ctx context.Context, req UpgradeRequest) error {
+	ctx = e.traced(ctx)
 	req.Target = e.hinted(req.Target)
 	u := &upgrade{e: e, req: req}
 	msg, err := u.run(ctx)

@@ -27,6 +27,7 @@ type WaitRequest struct {
 // verifies against kiln-auth. It needs no config file: tenants come from
 // kiln-config.
 func (e *Engine) Wait(ctx context.Context, req WaitRequest) error {
+	ctx = e.traced(ctx)
 	req.Target = e.hinted(req.Target)
 	td, err := e.wait(ctx, req)
 	dir := ""

@@ -85,7 +85,7 @@ func (g *globals) keyring(sink engine.Sink) (engine.Keyring, error) {
 		if exit.Code(err) == exit.BadInput && g.keyringBackend != "auto" {
 			return nil, err
 		}
-		sink.Emit(engine.Event{Payload: event.LogEvent{Level: engine.LevelWarn, Message: fmt.Sprintf("keyring unavailable (%v); token dirs are found by --token-dir and the default path", err)}})
+		event.NewReporter(sink, nil).Logf(event.LevelWarn, "keyring unavailable (%v); token dirs are found by --token-dir and the default path", err)
 		return nil, nil
 	}
 	return store, nil
