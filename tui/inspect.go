@@ -3,6 +3,7 @@ package tui
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"strings"
 	"time"
 
@@ -304,12 +305,28 @@ func (m *Model) loadInspect() tea.Cmd {
 	}
 }
 
+// projectChanged reports whether a project's status differs between two
+// reads (nil: not in that read).
+func projectChanged(before, after *engine.ProjectStatus) bool {
+	if before == nil || after == nil {
+		return before != after
+	}
+	return !reflect.DeepEqual(*before, *after)
+}
+
 func (m *Model) inspectResult(msg inspectMsg) tea.Cmd {
 	s := m.insp
 	if s == nil || msg.gen != s.gen {
 		return nil
 	}
 	s.loading = false
+	var before *engine.ProjectStatus // the project screen's project as shown
+	if s.feed != nil {
+		if p := s.project(); p != nil {
+			c := *p
+			before = &c
+		}
+	}
 	if msg.err != nil {
 		s.err = msg.err.Error() // keep the last good read on screen
 	} else {
@@ -317,9 +334,13 @@ func (m *Model) inspectResult(msg inspectMsg) tea.Cmd {
 	}
 	s.follow()
 	if msg.watch != nil {
-		// The cluster changed: the project screen's Events may have too
-		// (Events are not watched; they are read again on a change).
-		events := m.readEvents()
+		// The project screen's project changed: its Events may have too
+		// (Events are not watched; they are read again on a change of
+		// that project, not of another one).
+		var events tea.Cmd
+		if after := s.project(); s.feed != nil && projectChanged(before, after) {
+			events = m.readEvents()
+		}
 		if msg.ended {
 			s.stop = nil
 			return events
