@@ -16,7 +16,6 @@ import (
 
 	"github.com/kilnctl/kiln/creds"
 	"github.com/kilnctl/kiln/engine/readiness"
-	"github.com/kilnctl/kiln/internal/exit"
 )
 
 // Confirmer answers the questions an operation must ask. The wizard asks
@@ -165,7 +164,7 @@ func skip(format string, args ...any) error { return &skipped{reason: fmt.Sprint
 // finish emits the result event for an operation and returns err unchanged.
 func (e *Engine) finish(err error, okMessage, tokenDir string) error {
 	if err == nil {
-		e.emit(Event{Type: TypeResult, OK: true, ExitCode: exit.OK, Message: okMessage, TokenDir: tokenDir})
+		e.emit(Event{Type: TypeResult, OK: true, Message: okMessage, TokenDir: tokenDir})
 		return nil
 	}
 	e.emit(FailedResult(err, e.Namer, tokenDir))
@@ -173,11 +172,13 @@ func (e *Engine) finish(err error, okMessage, tokenDir string) error {
 }
 
 // FailedResult is the result event of an operation that failed with err:
-// its exit code, its message worded by n, and the input it names (so a
-// frontend can return the user to that field without reading the words).
-// A frontend that refuses a request before the engine runs emits it too.
+// the error itself (its failure kind and fields, for frontends to decide
+// from; the CLI turns it into an exit code), its message worded by n, and
+// the input it names (so a frontend can return the user to that field
+// without reading the words). A frontend that refuses a request before the
+// engine runs emits it too.
 func FailedResult(err error, n Namer, tokenDir string) Event {
-	ev := Event{Type: TypeResult, OK: false, ExitCode: exit.Code(err), Message: renderError(err, n), TokenDir: tokenDir}
+	ev := Event{Type: TypeResult, OK: false, Err: err, Message: renderError(err, n), TokenDir: tokenDir}
 	var ie *InputError
 	if errors.As(err, &ie) {
 		ev.Input = ie.Input

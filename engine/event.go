@@ -130,7 +130,12 @@ type Event struct {
 	Fields []string
 
 	// result
-	OK       bool
+	OK bool
+	// Err is a failed result's error: frontends decide from its failure
+	// kind and fields (engine/failure), never from Message's words. It is
+	// not marshaled; the engine never sets ExitCode, the CLI's printers
+	// derive it from Err (internal/exit) before they print.
+	Err      error
 	ExitCode int
 	TokenDir string // empty means null
 	// Input is the input a failed result's error names (an input error's

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/kilnctl/kiln/engine/failure"
-	"github.com/kilnctl/kiln/internal/exit"
 )
 
 // The NDJSON schema of DESIGN.md §8 is a contract: each event type has
@@ -122,8 +121,8 @@ func TestPlanEventFieldsIsAnArray(t *testing.T) {
 func TestFailedResultCarriesTheInput(t *testing.T) {
 	err := fmt.Errorf("plan: %w", NewInputError(failure.Input, InputNodes, "eks1", "{input}: 0 is out of range"))
 	ev := FailedResult(err, func(in Input) string { return "the " + string(in) + " field" }, "")
-	if ev.Input != InputNodes || ev.ExitCode != exit.BadInput || ev.OK {
-		t.Fatalf("FailedResult = %+v, want input %s, exit 2", ev, InputNodes)
+	if ev.Input != InputNodes || failure.Of(ev.Err) != failure.Input || ev.ExitCode != 0 || ev.OK {
+		t.Fatalf("FailedResult = %+v, want input %s, an input failure, no exit code (the CLI's)", ev, InputNodes)
 	}
 	if !strings.Contains(ev.Message, "the nodes field") || strings.Contains(ev.Message, "--nodes") {
 		t.Errorf("message %q is not worded by the frontend's Namer", ev.Message)
@@ -143,7 +142,7 @@ func TestFailedResultCarriesTheInput(t *testing.T) {
 			t.Errorf("the result's JSON has field %q beyond DESIGN.md §8's: %s", k, b)
 		}
 	}
-	if plain := FailedResult(errors.New("boom"), nil, ""); plain.Input != "" || plain.ExitCode != exit.Failed {
-		t.Errorf("FailedResult of a plain error = %+v, want no input, exit 1", plain)
+	if plain := FailedResult(errors.New("boom"), nil, ""); plain.Input != "" || failure.Of(plain.Err) != failure.Failed {
+		t.Errorf("FailedResult of a plain error = %+v, want no input, failed", plain)
 	}
 }

@@ -2,6 +2,7 @@ package tui
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"testing"
@@ -10,6 +11,7 @@ import (
 	tea "charm.land/bubbletea/v2"
 
 	"github.com/kilnctl/kiln/engine"
+	"github.com/kilnctl/kiln/engine/failure"
 )
 
 func runningModel() *Model {
@@ -89,11 +91,11 @@ func BenchmarkIngest10000Events(b *testing.B) {
 			}
 			br.Emit(ev)
 		}
-		br.Emit(engine.Event{Type: engine.TypeResult, OK: false, ExitCode: 1, Message: "failed"})
+		br.Emit(engine.Event{Type: engine.TypeResult, OK: false, Err: errors.New("failed"), Message: "failed"})
 		<-c.done
 		total += time.Since(start)
 		b.StopTimer()
-		if m.run.events != n || m.run.failures != failures || m.run.result == nil || m.run.result.ExitCode != 1 {
+		if m.run.events != n || m.run.failures != failures || m.run.result == nil || failure.Of(m.run.result.Err) != failure.Failed {
 			b.Fatalf("events %d/%d, failures %d/%d, result %v", m.run.events, n, m.run.failures, failures, m.run.result)
 		}
 		cancel()

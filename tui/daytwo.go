@@ -10,8 +10,8 @@ import (
 	tea "charm.land/bubbletea/v2"
 
 	"github.com/kilnctl/kiln/engine"
+	"github.com/kilnctl/kiln/engine/failure"
 	"github.com/kilnctl/kiln/engine/input"
-	"github.com/kilnctl/kiln/internal/exit"
 )
 
 // dayTwoMsg is a message of the upgrade and rotate key screens; the model
@@ -131,7 +131,7 @@ func (m *Model) dayTwoAsking() bool {
 // in, with the engine's message; otherwise back to the inspect screen it
 // was opened from, or home.
 func (m *Model) backFromDayTwo(r *runState) tea.Cmd {
-	if r.result != nil && r.result.ExitCode == exit.BadInput && !r.userCancel {
+	if r.failed() == failure.Input && !r.userCancel {
 		m.run = nil
 		switch {
 		case r.kind == opUpgrade && m.day2.up != nil:

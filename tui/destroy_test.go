@@ -9,7 +9,7 @@ import (
 	"github.com/charmbracelet/x/ansi"
 
 	"github.com/kilnctl/kiln/engine"
-	"github.com/kilnctl/kiln/internal/exit"
+	"github.com/kilnctl/kiln/engine/failure"
 	"github.com/kilnctl/kiln/tui"
 	"github.com/kilnctl/kiln/tui/tuitest"
 )
@@ -34,7 +34,7 @@ func TestInterruptedDestroySaysWhatIsLeftAndRunsAgain(t *testing.T) {
 		mu.Unlock()
 		ok, err := c.ConfirmDestroy(ctx, engine.DestroyQuestion{Provider: "kube", Name: "dev1", Location: "kiln-local", Tenants: []string{"default"}})
 		if err != nil || !ok {
-			sink.Emit(engine.Event{Type: engine.TypeResult, ExitCode: exit.NeedConfirm, Message: "nothing was changed"})
+			sink.Emit(engine.Event{Type: engine.TypeResult, Err: failure.NeedsConfirm("nothing was changed"), Message: "nothing was changed"})
 			return err
 		}
 		sink.Emit(engine.Event{Type: engine.TypePhase, Phase: engine.PhasePlatform, State: engine.PhaseStarted})
@@ -42,8 +42,8 @@ func TestInterruptedDestroySaysWhatIsLeftAndRunsAgain(t *testing.T) {
 			sink.Emit(engine.Event{Type: engine.TypeResource, Kind: "Namespace", Name: "kiln-tenant-default", Status: engine.StatusTerminating})
 			<-ctx.Done()
 			sink.Emit(engine.Event{Type: engine.TypePhase, Phase: engine.PhasePlatform, State: engine.PhaseFailed, Message: "wait interrupted: context canceled"})
-			sink.Emit(engine.Event{Type: engine.TypeResult, ExitCode: exit.Interrupted, Message: interruptedLeft})
-			return exit.Interrupt("%s", interruptedLeft)
+			sink.Emit(engine.Event{Type: engine.TypeResult, Err: failure.Interrupt("%s", interruptedLeft), Message: interruptedLeft})
+			return failure.Interrupt("%s", interruptedLeft)
 		}
 		sink.Emit(engine.Event{Type: engine.TypePhase, Phase: engine.PhasePlatform, State: engine.PhaseSucceeded})
 		sink.Emit(engine.Event{Type: engine.TypeResult, OK: true, Message: "cluster dev1 destroyed"})
@@ -95,13 +95,13 @@ func TestInterruptedDestroySaysWhatIsLeftAndRunsAgain(t *testing.T) {
 	}
 }
 
-// A destroy the user declined (exit 3) changed nothing: there is nothing
+// A destroy the user declined (a Confirm failure) changed nothing: there is nothing
 // to run again.
 func TestDeclinedDestroyOffersNoRerun(t *testing.T) {
 	b := backend()
 	b.OnDestroy = func(ctx context.Context, sink engine.Sink, c engine.Confirmer) error {
 		_, err := c.ConfirmDestroy(ctx, engine.DestroyQuestion{Provider: "kube", Name: "dev1", Location: "kiln-local"})
-		sink.Emit(engine.Event{Type: engine.TypeResult, ExitCode: exit.NeedConfirm, Message: "nothing was changed"})
+		sink.Emit(engine.Event{Type: engine.TypeResult, Err: failure.NeedsConfirm("nothing was changed"), Message: "nothing was changed"})
 		return err
 	}
 	h := tuitest.Start(t, b, tui.Options{})

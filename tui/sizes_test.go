@@ -12,7 +12,7 @@ import (
 	"github.com/charmbracelet/x/exp/golden"
 
 	"github.com/kilnctl/kiln/engine"
-	"github.com/kilnctl/kiln/internal/exit"
+	"github.com/kilnctl/kiln/engine/failure"
 	"github.com/kilnctl/kiln/tui"
 	"github.com/kilnctl/kiln/tui/tuitest"
 )
@@ -182,7 +182,7 @@ func asked(t *testing.T, w, hgt int) {
 		if err == nil && ok {
 			t.Errorf("the destroy was confirmed")
 		}
-		sink.Emit(engine.Event{Type: engine.TypeResult, ExitCode: exit.NeedConfirm, Message: "nothing was changed"})
+		sink.Emit(engine.Event{Type: engine.TypeResult, Err: failure.NeedsConfirm("nothing was changed"), Message: "nothing was changed"})
 		return err
 	}
 	b.OnUpgrade = tuitest.UpgradeScript("dev1", "kiln-local", tuitest.UpgradePlan("dev1"))

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/kilnctl/kiln/engine"
+	"github.com/kilnctl/kiln/internal/exit"
 	"github.com/kilnctl/kiln/internal/human"
 )
 
@@ -30,12 +31,28 @@ func (s *jsonSink) Emit(e engine.Event) {
 	if e.Type == engine.TypeSnapshot {
 		return // not in the NDJSON schema (DESIGN.md §8)
 	}
+	if e.Type == engine.TypeResult {
+		e.ExitCode = resultCode(e)
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	_ = s.enc.Encode(e)
 	if e.Type == engine.TypeResult && !e.OK && s.failures != nil {
 		fmt.Fprintf(s.failures, "kiln: %s (exit %d)\n", oneLine(e.Message), e.ExitCode)
 	}
+}
+
+// resultCode is a result event's exit code (DESIGN.md §4): the CLI, not the
+// engine, turns the result's error into its number. A failed result is
+// never 0, even without an error to classify.
+func resultCode(e engine.Event) int {
+	if e.OK {
+		return exit.OK
+	}
+	if c := exit.Code(e.Err); c != exit.OK {
+		return c
+	}
+	return exit.Failed
 }
 
 // oneLine folds a message onto one line.
@@ -175,7 +192,7 @@ func formatText(e engine.Event, quiet bool) string {
 			}
 			return "✓ " + e.Message
 		}
-		return fmt.Sprintf("✗ %s (exit %d)", e.Message, e.ExitCode)
+		return fmt.Sprintf("✗ %s (exit %d)", e.Message, resultCode(e))
 	}
 	return ""
 }

@@ -115,7 +115,7 @@ func TestWizardUpgradeBuildsTheHeadlessChange(t *testing.T) {
 		if err := b.Upgrade(at, c.req, engine.UpgradeRequest{})(context.Background(), sink, nil); exit.Code(err) != exit.BadInput {
 			t.Errorf("Upgrade(%+v) = %v, want exit 2", c.req, err)
 		}
-		if len(results) != 1 || results[0].ExitCode != exit.BadInput || !strings.Contains(results[0].Message, c.field) || strings.Contains(results[0].Message, "--") {
+		if len(results) != 1 || exit.Code(results[0].Err) != exit.BadInput || !strings.Contains(results[0].Message, c.field) || strings.Contains(results[0].Message, "--") {
 			t.Errorf("Upgrade(%+v) results %+v, want one exit 2 naming %s and no flag", c.req, results, c.field)
 		}
 	}

@@ -187,8 +187,9 @@ func UpgradeScriptOn(provider, name, location string, changes []engine.PlanChang
 		}
 		if !ok {
 			msg := fmt.Sprintf("upgrading platform %s needs confirmation (%d changes planned above); nothing was changed. Pass %s to apply it", name, len(changes), tui.InputName(engine.InputYes))
-			emit(engine.Event{Type: engine.TypeResult, ExitCode: 3, Message: msg})
-			return fmt.Errorf("%s", msg)
+			err := failure.NeedsConfirm("%s", msg)
+			emit(engine.Event{Type: engine.TypeResult, Err: err, Message: msg})
+			return err
 		}
 		phase("platform", engine.PhaseStarted, 0, "")
 		emit(engine.Event{Type: engine.TypeResource, Kind: "Namespace", Name: "kiln-tenant-staging", Status: engine.StatusCurrent})
@@ -250,8 +251,9 @@ func RotateScript(name, location, step string, keepOld time.Duration) Script {
 		}
 		if !ok {
 			msg := "rotating the signing key of " + name + " needs confirmation; nothing was changed. Pass " + tui.InputName(engine.InputYes) + " to rotate it"
-			emit(engine.Event{Type: engine.TypeResult, ExitCode: 3, Message: msg})
-			return fmt.Errorf("%s", msg)
+			err := failure.NeedsConfirm("%s", msg)
+			emit(engine.Event{Type: engine.TypeResult, Err: err, Message: msg})
+			return err
 		}
 		phase("credentials", engine.PhaseStarted, 0)
 		emit(engine.Event{Type: engine.TypeResource, Kind: "ConfigMap", Namespace: "kiln-system", Name: "kiln-auth", Status: engine.StatusCurrent, Message: "trusts 2 keys"})
