@@ -12,7 +12,6 @@ import (
 	"github.com/kilnctl/kiln/engine/failure"
 	"github.com/kilnctl/kiln/engine/lock"
 	"github.com/kilnctl/kiln/engine/readiness"
-	"github.com/kilnctl/kiln/internal/exit"
 )
 
 // Decisions of the create decision table (DESIGN.md §7).
@@ -117,7 +116,7 @@ func (e *Engine) Create(ctx context.Context, req CreateRequest) error {
 			err = inputErr(failure.Interrupted, InputContinue, req.Name, "interrupted during the %s phase: the cluster is partly set up; every phase is idempotent, so creating %s again with {input} finishes it with the same key (`%s`)",
 				r.current, req.Name, command(req.Target, r.loc.Name, "create", args...))
 		} else {
-			err = exit.Interrupt("interrupted during the %s phase: nothing was changed", r.current)
+			err = failure.Unchanged(failure.Interrupted, "interrupted during the %s phase: nothing was changed", r.current)
 		}
 	}
 	msg := fmt.Sprintf("cluster %s is ready (%s %s)", req.Name, req.Provider.Name(), r.loc.Name)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/kilnctl/kiln/engine/failure"
 	"github.com/kilnctl/kiln/engine/platform"
 	"github.com/kilnctl/kiln/internal/exit"
 )
@@ -15,10 +16,10 @@ import (
 // running destroy again always finishes what this run began.
 func (e *Engine) destroyInterrupted(ctx context.Context, req DestroyRequest, d *destroyRun) error {
 	if !d.located {
-		return exit.Interrupt("interrupted while looking for cluster %s: nothing was changed", req.Name)
+		return failure.Unchanged(failure.Interrupted, "interrupted while looking for cluster %s: nothing was changed", req.Name)
 	}
 	if !d.changing {
-		return exit.Interrupt("interrupted during the %s phase, before anything was removed: nothing was changed", d.current)
+		return failure.Unchanged(failure.Interrupted, "interrupted during the %s phase, before anything was removed: nothing was changed", d.current)
 	}
 	again := command(req.Target, d.loc.Name, "destroy")
 	if d.loc.Client == nil {
@@ -35,7 +36,7 @@ func (e *Engine) destroyInterrupted(ctx context.Context, req DestroyRequest, d *
 		return exit.Interrupt("interrupted during the %s phase: cluster %s is partly removed: %s", d.current, req.Name, partlyRemoved(rctx, d.loc.Client, req.Target, d.loc.Name, st))
 	case st.NamespaceExists:
 		// The mark never landed: nothing was removed.
-		return exit.Interrupt("interrupted during the %s phase, before anything was removed: nothing was changed", d.current)
+		return failure.Unchanged(failure.Interrupted, "interrupted during the %s phase, before anything was removed: nothing was changed", d.current)
 	}
 	left := "its keyring entry and token dir on this machine"
 	if d.current == PhaseInfrastructure {

@@ -295,7 +295,7 @@ func (r *rotation) removers() string {
 // that finishes the rotation under way.
 func (r *rotation) interrupted(ctx context.Context) error {
 	if r.lock == nil || r.loc.Client == nil {
-		return exit.Interrupt("interrupted before the rotation began: nothing was changed")
+		return failure.Unchanged(failure.Interrupted, "interrupted before the rotation began: nothing was changed")
 	}
 	again := command(r.req.Target, r.loc.Name, "rotate-key")
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)

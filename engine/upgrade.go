@@ -108,11 +108,11 @@ func (e *Engine) Upgrade(ctx context.Context, req UpgradeRequest) error {
 	}
 	var classified *failure.Error
 	if err != nil && ctx.Err() != nil && !errors.As(err, &classified) {
-		left := "nothing was changed"
 		if u.mutated {
-			left = fmt.Sprintf("the upgrade is partly applied (kiln-config still holds the previous config); run `%s` again to finish it", u.command())
+			err = failure.Interrupt("interrupted during the %s phase: the upgrade is partly applied (kiln-config still holds the previous config); run `%s` again to finish it", u.current, u.command())
+		} else {
+			err = failure.Unchanged(failure.Interrupted, "interrupted during the %s phase: nothing was changed", u.current)
 		}
-		err = exit.Interrupt("interrupted during the %s phase: %s", u.current, left)
 	}
 	tokenDir := ""
 	if u.td != nil {

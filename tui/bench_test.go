@@ -9,11 +9,11 @@ import (
 	"time"
 
 	"github.com/kilnctl/kiln/engine/event"
-	"github.com/kilnctl/kiln/internal/exit"
 
 	tea "charm.land/bubbletea/v2"
 
 	"github.com/kilnctl/kiln/engine"
+	"github.com/kilnctl/kiln/engine/failure"
 )
 
 func runningModel() *Model {
@@ -92,11 +92,11 @@ func BenchmarkIngest10000Events(b *testing.B) {
 			}
 			br.Emit(ev)
 		}
-		br.Emit(engine.Event{Payload: event.ResultEvent{Err: errors.New("failed"), OK: false, Message: "failed"}})
+		br.Emit(engine.Event{Payload: event.ResultEvent{OK: false, Err: errors.New("failed"), Message: "failed"}})
 		<-c.done
 		total += time.Since(start)
 		b.StopTimer()
-		if m.run.events != n || m.run.failures != failures || m.run.result == nil || exit.Code(m.run.result.Err) != 1 {
+		if m.run.events != n || m.run.failures != failures || m.run.result == nil || failure.Of(m.run.result.Err) != failure.Failed {
 			b.Fatalf("events %d/%d, failures %d/%d, result %v", m.run.events, n, m.run.failures, failures, m.run.result)
 		}
 		cancel()

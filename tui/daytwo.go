@@ -132,7 +132,7 @@ func (m *Model) dayTwoAsking() bool {
 // in, with the engine's message; otherwise back to the inspect screen it
 // was opened from, or home.
 func (m *Model) backFromDayTwo(r *runState) tea.Cmd {
-	if r.result != nil && failure.Of(r.result.Err) == failure.Input && !r.userCancel {
+	if r.failed() == failure.Input && !r.userCancel {
 		m.run = nil
 		switch {
 		case r.kind == opUpgrade && m.day2.up != nil:

@@ -7,12 +7,11 @@ import (
 	"testing"
 
 	"github.com/kilnctl/kiln/engine/event"
-	"github.com/kilnctl/kiln/engine/failure"
 
 	"github.com/charmbracelet/x/ansi"
 
 	"github.com/kilnctl/kiln/engine"
-	"github.com/kilnctl/kiln/internal/exit"
+	"github.com/kilnctl/kiln/engine/failure"
 	"github.com/kilnctl/kiln/tui"
 	"github.com/kilnctl/kiln/tui/tuitest"
 )
@@ -46,7 +45,7 @@ func TestInterruptedDestroySaysWhatIsLeftAndRunsAgain(t *testing.T) {
 			<-ctx.Done()
 			sink.Emit(engine.Event{Payload: event.PhaseEvent{Phase: engine.PhasePlatform, State: engine.PhaseFailed, Message: "wait interrupted: context canceled"}})
 			sink.Emit(engine.Event{Payload: event.ResultEvent{Err: failure.Interrupt("%s", interruptedLeft), Message: interruptedLeft}})
-			return exit.Interrupt("%s", interruptedLeft)
+			return failure.Interrupt("%s", interruptedLeft)
 		}
 		sink.Emit(engine.Event{Payload: event.PhaseEvent{Phase: engine.PhasePlatform, State: engine.PhaseSucceeded}})
 		sink.Emit(engine.Event{Payload: event.ResultEvent{OK: true, Message: "cluster dev1 destroyed"}})
@@ -98,7 +97,7 @@ func TestInterruptedDestroySaysWhatIsLeftAndRunsAgain(t *testing.T) {
 	}
 }
 
-// A destroy the user declined (exit 3) changed nothing: there is nothing
+// A destroy the user declined (a Confirm failure) changed nothing: there is nothing
 // to run again.
 func TestDeclinedDestroyOffersNoRerun(t *testing.T) {
 	b := backend()

@@ -7,13 +7,12 @@ import (
 	"time"
 
 	"github.com/kilnctl/kiln/engine/event"
-	"github.com/kilnctl/kiln/engine/failure"
 
 	"charm.land/bubbles/v2/key"
 	tea "charm.land/bubbletea/v2"
 
 	"github.com/kilnctl/kiln/engine"
-	"github.com/kilnctl/kiln/internal/exit"
+	"github.com/kilnctl/kiln/engine/failure"
 	"github.com/kilnctl/kiln/internal/human"
 )
 
@@ -79,7 +78,7 @@ func newRunState(kind opKind, name, location string, cancel context.CancelFunc, 
 
 // destroyAgain reports whether the run view offers to run an ended
 // destroy again: it was cancelled or failed after the user confirmed it
-// (not declined, exit 3, and not bad input, exit 2, which a rerun meets
+// (not declined, a Confirm failure, and not bad input, which a rerun meets
 // again). The rerun asks again and finishes what this run began.
 func (r *runState) destroyAgain() bool {
 	if r.kind != opDestroy || r.running || r.result == nil || r.result.OK || r.target.Name == "" {
@@ -87,6 +86,34 @@ func (r *runState) destroyAgain() bool {
 	}
 	k := failure.Of(r.result.Err)
 	return k != failure.Confirm && k != failure.Input
+}
+
+// failed is the kind of the run's failed result (failure.None while it
+// runs or when it succeeded).
+func (r *runState) failed() failure.Kind {
+	if r.result == nil || r.result.OK {
+		return failure.None
+	}
+	return failure.Of(r.result.Err)
+}
+
+// failureWords names a failure's kind in the wizard's words, after a failed
+// result's message. The wizard shows no exit number: those are the CLI's
+// (internal/exit, DESIGN.md §4), and the wizard exits with none of them.
+func failureWords(k failure.Kind) string {
+	switch k {
+	case failure.Input:
+		return "bad input"
+	case failure.Confirm:
+		return "not confirmed"
+	case failure.Locked:
+		return "locked"
+	case failure.Timeout:
+		return "timed out"
+	case failure.Interrupted:
+		return "interrupted"
+	}
+	return "failed"
 }
 
 // ingest applies a batch of events to the running operation.
@@ -152,15 +179,6 @@ func (r *runState) apply(ev engine.Event, now time.Time) {
 	case event.ResultEvent:
 		r.result = &p
 	}
-}
-
-// exitCode is the exit number kiln gives a result (0 when OK), shown
-// beside a failure.
-func exitCode(res *event.ResultEvent) int {
-	if res.OK {
-		return exit.OK
-	}
-	return exit.Code(res.Err)
 }
 
 func (r *runState) addLog(s string) {
@@ -235,7 +253,9 @@ func (m *Model) finishRun(err error) tea.Cmd {
 	m.askCancel, m.cancelling = false, false
 	m.lastRun = r
 	if r.result == nil && err != nil {
-		r.result = &event.ResultEvent{Err: err, Message: err.Error()}
+		// The operation ended before the engine gave a result: a failure,
+		// whatever err's kind (the wizard never read it as more).
+		r.result = &event.ResultEvent{Err: failure.Wrap(failure.Failed, err), Message: err.Error()}
 	}
 	if m.screen == screenContinue || m.screen == screenDestroy || m.screen == screenDiscover || m.screen == screenUpgradePlan || m.screen == screenRotateConfirm {
 		m.screen = screenRun
@@ -321,10 +341,10 @@ func (m *Model) runKey(msg tea.KeyPressMsg) tea.Cmd {
 			return m.returnToInspect()
 		case r.kind == opCreate && r.fromForm && !r.userCancel:
 			// A failed create keeps the form as it was typed; bad input
-			// (exit 2) is said again where it is fixed.
+			// is said again where it is fixed.
 			m.run = nil
 			cmd := m.openCreate(false)
-			if r.result != nil && failure.Of(r.result.Err) == failure.Input {
+			if r.failed() == failure.Input {
 				m.formErr = "Create failed: " + r.result.Message
 			}
 			return cmd
@@ -383,7 +403,11 @@ func (m *Model) openRunDetail() {
 	}
 	lines := append([]string(nil), r.logs...)
 	if r.result != nil {
-		lines = append(lines, "", "Result (exit "+fmt.Sprint(exitCode(r.result))+"): "+r.result.Message)
+		head := "Result"
+		if !r.result.OK {
+			head += " (" + failureWords(r.failed()) + ")"
+		}
+		lines = append(lines, "", head+": "+r.result.Message)
 	}
 	m.detail = &detailView{title: "log of " + r.kind.String() + " " + r.name, lines: lines}
 }
@@ -482,7 +506,9 @@ func (m *Model) viewPhases(p *page, compact bool) {
 }
 
 // viewResult renders the run's result, whole and wrapped: ✓, ✗ with its
-// exit code, or a neutral line for the user's own cancel.
+// failure's kind in words, or a neutral line for the user's own cancel
+// (just "nothing was changed" when the failure says so: a declined
+// question, or a cancel before anything was written).
 func (m *Model) viewResult(p *page) {
 	r := m.run
 	switch {
@@ -491,12 +517,12 @@ func (m *Model) viewResult(p *page) {
 		p.hang(m.st.ok.Render("✓ "+r.result.Message), 2)
 	case r.cancelled():
 		msg := r.result.Message
-		if strings.Contains(msg, "nothing was changed") || strings.Contains(msg, "nothing is changed") {
+		if failure.NothingChanged(r.result.Err) {
 			msg = "nothing was changed"
 		}
 		p.hang(m.st.header.Render("○ cancelled — "+msg), 2)
 	default:
-		p.hang(m.st.fail.Render(fmt.Sprintf("✗ %s (exit %d)", r.result.Message, exitCode(r.result))), 2)
+		p.hang(m.st.fail.Render(fmt.Sprintf("✗ %s (%s)", r.result.Message, failureWords(r.failed()))), 2)
 	}
 	if r.destroyAgain() {
 		p.hang(m.st.warn.Render("Press d to run destroy again: it asks once more, then finishes what this run began (nothing removed comes back)."), 2)

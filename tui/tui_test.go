@@ -9,7 +9,6 @@ import (
 	"testing"
 
 	"github.com/kilnctl/kiln/engine/event"
-	"github.com/kilnctl/kiln/engine/failure"
 
 	tea "charm.land/bubbletea/v2"
 	"github.com/charmbracelet/colorprofile"
@@ -17,6 +16,7 @@ import (
 	"github.com/charmbracelet/x/exp/golden"
 
 	"github.com/kilnctl/kiln/engine"
+	"github.com/kilnctl/kiln/engine/failure"
 	"github.com/kilnctl/kiln/tui"
 	"github.com/kilnctl/kiln/tui/tuitest"
 )
@@ -132,10 +132,43 @@ func TestAlreadyInstalledCancelChangesNothing(t *testing.T) {
 	if strings.Contains(got, "credentials ") {
 		t.Errorf("credentials phase ran after cancel:\n%s", got)
 	}
-	if strings.Contains(got, "✗") || strings.Contains(got, "exit 3") {
+	if strings.Contains(got, "✗") || strings.Contains(got, "(not confirmed)") {
 		t.Errorf("a cancel is shown as a failure:\n%s", got)
 	}
 	requireGolden(t, h.Screen())
+}
+
+// A cancelled run says "nothing was changed" when its failure says so
+// (failure.NothingChanged), whatever the message's words: a message
+// without the phrase still reads as nothing changed, and one with the
+// phrase that is not that fact is shown whole.
+func TestCancelNothingChangedIsTheFailures(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		err  error
+		want string
+	}{
+		{"marked", failure.Unchanged(failure.Interrupted, "interrupted before anything was written"), "○ cancelled — nothing was changed"},
+		{"words only", failure.Interrupt("partly set up; nothing was changed in kiln-config"), "○ cancelled — partly set up; nothing was changed in kiln-config"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			b := backend()
+			b.OnCreate = func(ctx context.Context, sink engine.Sink, _ engine.Confirmer) error {
+				sink.Emit(engine.Event{Payload: event.PhaseEvent{Phase: "discover", State: engine.PhaseStarted}})
+				<-ctx.Done()
+				sink.Emit(engine.Event{Payload: event.ResultEvent{Err: c.err, Message: c.err.Error()}})
+				return c.err
+			}
+			h := tuitest.Start(t, b, tui.Options{})
+			h.WaitFor(t, "dev1")
+			h.Key("c")
+			h.WaitFor(t, "discover")
+			h.Key("ctrl+c")
+			h.WaitFor(t, "Cancel the running create?")
+			h.Key("y")
+			h.WaitFor(t, c.want)
+		})
+	}
 }
 
 func TestCtrlCAsksThenCancels(t *testing.T) {

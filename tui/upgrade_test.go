@@ -99,7 +99,7 @@ func TestUpgradePlanCancelChangesNothing(t *testing.T) {
 			h.Key(key) // enter: Cancel has the focus
 			h.WaitFor(t, "○ cancelled — nothing was changed")
 			got := ansi.Strip(h.WaitFor(t, "esc back"))
-			if strings.Contains(got, "✗") || strings.Contains(got, "exit 3") {
+			if strings.Contains(got, "✗") || strings.Contains(got, "(not confirmed)") {
 				t.Errorf("a cancelled plan is shown as a failure:\n%s", got)
 			}
 			if got := b.Answers(); !reflect.DeepEqual(got, []bool{false}) {
@@ -130,10 +130,10 @@ func TestUpgradeRefusedPlanShownWhole(t *testing.T) {
 	for range 4 {
 		h.Key("enter")
 	}
-	h.WaitFor(t, "(exit 2)")
+	h.WaitFor(t, "(bad input)")
 	failed := h.WaitFor(t, "esc back")
 	msg := "the config removes tenants that still have projects: old/web; nothing was changed. Delete those projects first, or pass the Delete projects option of the upgrade screen (u) to delete them with their tenant"
-	if !strings.Contains(joined(failed), "✗ "+msg+" (exit 2)") {
+	if !strings.Contains(joined(failed), "✗ "+msg+" (bad input)") {
 		t.Errorf("the refusal is not shown whole:\n%s", ansi.Strip(failed))
 	}
 	if strings.Contains(ansi.Strip(failed), "Apply") {

@@ -209,7 +209,7 @@ func TestUpgradeEKSRefusalFocusesTheField(t *testing.T) {
 		h.Key("tab")
 	}
 	h.Key("enter")
-	failed := ansi.Strip(h.WaitFor(t, "(exit 2)"))
+	failed := ansi.Strip(h.WaitFor(t, "(bad input)"))
 	if strings.Contains(failed, "--") {
 		t.Errorf("the refusal names a flag:\n%s", failed)
 	}

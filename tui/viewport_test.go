@@ -7,13 +7,12 @@ import (
 	"testing"
 
 	"github.com/kilnctl/kiln/engine/event"
-	"github.com/kilnctl/kiln/engine/failure"
 
 	tea "charm.land/bubbletea/v2"
 	"github.com/charmbracelet/x/ansi"
 
 	"github.com/kilnctl/kiln/engine"
-	"github.com/kilnctl/kiln/internal/exit"
+	"github.com/kilnctl/kiln/engine/failure"
 	"github.com/kilnctl/kiln/tui"
 	"github.com/kilnctl/kiln/tui/tuitest"
 )
@@ -30,12 +29,12 @@ func TestDetailViewScrolls(t *testing.T) {
 		}
 		sink.Emit(engine.Event{Payload: event.PhaseEvent{Phase: "discover", State: engine.PhaseFailed}})
 		sink.Emit(engine.Event{Payload: event.ResultEvent{Err: failure.Deadline("timed out"), Message: "timed out"}})
-		return exit.Deadline("timed out")
+		return failure.Deadline("timed out")
 	}
 	h := tuitest.Start(t, b, tui.Options{})
 	h.WaitFor(t, "dev1")
 	h.Key("c")
-	h.WaitFor(t, "(exit 5)")
+	h.WaitFor(t, "(timed out)")
 	h.Key("tab")
 	h.Key("enter")
 	got := ansi.Strip(h.WaitFor(t, "── lines 1–"))
@@ -44,7 +43,7 @@ func TestDetailViewScrolls(t *testing.T) {
 	}
 	checkWidth(t, h.Screen(), 80, 24)
 	h.Send(keyEnd())
-	got = ansi.Strip(h.WaitFor(t, "Result (exit 5): timed out"))
+	got = ansi.Strip(h.WaitFor(t, "Result (timed out): timed out"))
 	if !strings.Contains(got, "log line 59") || strings.Contains(got, "log line 00") {
 		t.Errorf("end does not show the last lines:\n%s", got)
 	}

@@ -14,7 +14,6 @@ import (
 
 	"github.com/kilnctl/kiln/engine"
 	"github.com/kilnctl/kiln/engine/failure"
-	"github.com/kilnctl/kiln/internal/exit"
 	"github.com/kilnctl/kiln/tui"
 	"github.com/kilnctl/kiln/tui/tuitest"
 )
@@ -52,39 +51,30 @@ func checkWidth(t *testing.T, screen string, w, h int) {
 // platform found without a trusted token dir, worded for the wizard.
 const longFailure = "kiln platform dev1 is installed in context kiln-local, but no token dir holds a key it trusts (trusted: sha256:3f1c0a9be2d4). Looked in: /home/dev/.local/state/kiln/kube/dev1/tokens (default path), keyring entry (none). Pass the Token dir field of the create form (n) with the directory created when the cluster was made"
 
-// failureOfCode is a failure of the kind kiln exits code for.
-func failureOfCode(code int, msg string) error {
-	for _, k := range []failure.Kind{failure.Input, failure.Confirm, failure.Locked, failure.Timeout, failure.Interrupted, failure.Failed} {
-		if exit.CodeOf(k) == code {
-			return failure.Newf(k, "%s", msg)
-		}
-	}
-	return &exit.Error{Code: code, Err: errors.New(msg)}
-}
-
-func failScript(msg string, code int) tuitest.Script {
+func failScript(msg string, kind failure.Kind) tuitest.Script {
 	return func(ctx context.Context, sink engine.Sink, _ engine.Confirmer) error {
 		sink.Emit(engine.Event{Payload: event.PhaseEvent{Phase: "discover", State: engine.PhaseStarted}})
 		sink.Emit(engine.Event{Payload: event.PhaseEvent{Phase: "discover", State: engine.PhaseSucceeded, ElapsedMS: 40}})
 		sink.Emit(engine.Event{Payload: event.PhaseEvent{Phase: "plan", State: engine.PhaseStarted}})
 		sink.Emit(engine.Event{Payload: event.PhaseEvent{Phase: "plan", State: engine.PhaseFailed, ElapsedMS: 3, Message: msg}})
-		sink.Emit(engine.Event{Payload: event.ResultEvent{Err: failureOfCode(code, msg), Message: msg}})
-		return &exit.Error{Code: code, Err: errors.New(msg)}
+		err := failure.Newf(kind, "%s", msg)
+		sink.Emit(engine.Event{Payload: event.ResultEvent{Err: err, Message: msg}})
+		return err
 	}
 }
 
 // TestFailureShownOnceAndWhole: a long failure is shown whole, wrapped to
 // the width, once (not in the phase line nor the log as well), with its
-// exit code at the end.
+// kind in the wizard's words at the end (not the CLI's exit number).
 func TestFailureShownOnceAndWhole(t *testing.T) {
 	b := backend()
-	b.OnCreate = failScript(longFailure, 1)
+	b.OnCreate = failScript(longFailure, failure.Failed)
 	h := tuitest.Start(t, b, tui.Options{})
 	h.WaitFor(t, "dev1")
 	h.Key("c")
-	h.WaitFor(t, "(exit 1)")
+	h.WaitFor(t, "(failed)")
 	got := h.WaitFor(t, "esc back") // the run has ended
-	if !strings.Contains(joined(got), "✗ "+longFailure+" (exit 1)") {
+	if !strings.Contains(joined(got), "✗ "+longFailure+" (failed)") {
 		t.Errorf("the failure is not shown whole:\n%s", ansi.Strip(got))
 	}
 	if n := strings.Count(joined(got), "no token dir holds a key"); n != 1 {
@@ -97,7 +87,7 @@ func TestFailureShownOnceAndWhole(t *testing.T) {
 
 	// At 60 columns it still reads whole.
 	h.TM.Send(tea.WindowSizeMsg{Width: 60, Height: 16})
-	got = h.WaitFor(t, "(exit 1)")
+	got = h.WaitFor(t, "(failed)")
 	checkWidth(t, got, 60, 16)
 	if !strings.Contains(joined(got), longFailure) {
 		t.Errorf("the failure is cut at 60 columns:\n%s", ansi.Strip(got))
@@ -134,12 +124,12 @@ func TestResourceDetailOpensInFull(t *testing.T) {
 		sink.Emit(engine.Event{Payload: event.PhaseEvent{Phase: "discover", State: engine.PhaseSucceeded}})
 		sink.Emit(engine.Event{Payload: event.ResourceEvent{Kind: "Deployment", Namespace: "kiln-system", Name: "kiln-gateway", Status: engine.StatusInProgress, Message: long}})
 		sink.Emit(engine.Event{Payload: event.ResultEvent{Err: failure.Deadline("timed out"), Message: "timed out"}})
-		return exit.Deadline("timed out")
+		return failure.Deadline("timed out")
 	}
 	h := tuitest.Start(t, b, tui.Options{})
 	h.WaitFor(t, "dev1")
 	h.Key("c")
-	h.WaitFor(t, "(exit 5)")
+	h.WaitFor(t, "(timed out)")
 	got := h.WaitFor(t, "esc back")
 	if strings.Contains(joined(got), long) {
 		t.Fatalf("the row was expected to be cut at 80 columns:\n%s", ansi.Strip(got))
@@ -154,7 +144,7 @@ func TestResourceDetailOpensInFull(t *testing.T) {
 	// tab, enter: the whole log and the result.
 	h.Key("tab")
 	h.Key("enter")
-	h.WaitFor(t, "Result (exit 5): timed out")
+	h.WaitFor(t, "Result (timed out): timed out")
 }
 
 // TestFormChecksWhatItKnows: the create form says, as you type, that the
@@ -220,7 +210,7 @@ func TestFormChecksWhatItKnows(t *testing.T) {
 // the form as it was typed.
 func TestFailedSubmitKeepsTheForm(t *testing.T) {
 	b := backend()
-	b.OnCreate = failScript("cluster dev2 already exists in context lab", 2)
+	b.OnCreate = failScript("cluster dev2 already exists in context lab", failure.Input)
 	h := tuitest.Start(t, b, tui.Options{})
 	h.WaitFor(t, "dev1")
 	h.Key("n")
@@ -232,7 +222,7 @@ func TestFailedSubmitKeepsTheForm(t *testing.T) {
 	h.TM.Type("/tmp/tokens")
 	h.Key("tab")
 	h.Key("enter")
-	h.WaitFor(t, "(exit 2)")
+	h.WaitFor(t, "(bad input)")
 	h.WaitFor(t, "esc back") // the run has ended: esc goes back
 	h.Key("esc")
 	got := ansi.Strip(h.WaitFor(t, "New kiln cluster"))

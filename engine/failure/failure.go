@@ -53,6 +53,10 @@ type Error struct {
 	// known.
 	Holder string
 	Since  time.Time
+	// NothingChanged: the operation stopped before it changed anything
+	// (a Confirm failure always is; see NothingChanged). Frontends
+	// decide from it, never from the message's words.
+	NothingChanged bool
 }
 
 func (e *Error) Error() string { return e.Err.Error() }
@@ -86,6 +90,24 @@ func Deadline(format string, args ...any) error { return Newf(Timeout, format, a
 
 // Interrupt reports that the user interrupted the operation.
 func Interrupt(format string, args ...any) error { return Newf(Interrupted, format, args...) }
+
+// Unchanged returns a failure of kind after which nothing was changed
+// (NothingChanged is set); the message says so in its own words.
+func Unchanged(kind Kind, format string, args ...any) error {
+	return &Error{Kind: kind, Err: fmt.Errorf(format, args...), NothingChanged: true}
+}
+
+// NothingChanged reports whether err says the operation changed nothing:
+// its first classified failure is a Confirm (which by definition stopped
+// before any change) or is marked NothingChanged. It is false when that is
+// not known.
+func NothingChanged(err error) bool {
+	var e *Error
+	if !errors.As(err, &e) {
+		return false
+	}
+	return e.Kind == Confirm || e.NothingChanged
+}
 
 // Of returns err's kind: the first classified failure in its chain, else
 // Interrupted for context.Canceled, Timeout for context.DeadlineExceeded,

@@ -38,3 +38,28 @@ func TestOf(t *testing.T) {
 		t.Errorf("message = %q", got)
 	}
 }
+
+// NothingChanged is a fact of the failure, never read from its words.
+func TestNothingChanged(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"nil", nil, false},
+		{"confirm", NeedsConfirm("needs --yes"), true},
+		{"confirm wrapped", fmt.Errorf("destroy: %w", NeedsConfirm("needs --yes")), true},
+		{"marked", Unchanged(Interrupted, "interrupted during discover"), true},
+		{"marked wrapped", fmt.Errorf("x: %w", Unchanged(Interrupted, "interrupted")), true},
+		{"words alone", Interrupt("interrupted: nothing was changed"), false},
+		{"plain words", errors.New("nothing was changed"), false},
+		{"interrupted", Interrupt("interrupted during platform: partly removed"), false},
+	} {
+		if got := NothingChanged(c.err); got != c.want {
+			t.Errorf("%s: NothingChanged = %v, want %v", c.name, got, c.want)
+		}
+	}
+	if k := Of(Unchanged(Interrupted, "x")); k != Interrupted {
+		t.Errorf("Unchanged kind = %v", k)
+	}
+}

@@ -2,13 +2,15 @@ package cli
 
 import (
 	"bytes"
+	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
 	"github.com/kilnctl/kiln/engine/event"
-	"github.com/kilnctl/kiln/engine/failure"
 
 	"github.com/kilnctl/kiln/engine"
+	"github.com/kilnctl/kiln/engine/failure"
 	"github.com/kilnctl/kiln/internal/exit"
 )
 
@@ -27,7 +29,7 @@ func TestTextLines(t *testing.T) {
 		{engine.Event{Payload: event.DecisionEvent{Decision: "continue", Reason: "installed"}}, false, "→ continue: installed"},
 		{engine.Event{Payload: event.LogEvent{Level: engine.LevelWarn, Message: "careful"}}, true, "  warn: careful"},
 		{engine.Event{Payload: event.LogEvent{Level: engine.LevelInfo, Message: "fyi"}}, true, ""},
-		{engine.Event{Payload: event.ResultEvent{Err: failure.Lock("locked"), OK: false, Message: "locked"}}, true, "✗ locked (exit 4)"},
+		{engine.Event{Payload: event.ResultEvent{OK: false, Err: failure.Lock("locked"), Message: "locked"}}, true, "✗ locked (exit 4)"},
 		{engine.Event{Payload: event.ResultEvent{OK: true, Message: "done"}}, false, "✓ done"},
 		{engine.Event{Payload: &engine.FrontDoor{Mode: "loadBalancer", Address: "lb.example.test", DNS: "*.dev1.example.test CNAME lb.example.test", Ready: true, TLS: "at the gateway", Message: "load balancer"}}, false,
 			"  front door loadBalancer at lb.example.test (load balancer)\n  DNS record to create: *.dev1.example.test CNAME lb.example.test\n  TLS: at the gateway"},
@@ -51,6 +53,35 @@ func TestJSONPrinterWritesOneLinePerEvent(t *testing.T) {
 	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
 	if len(lines) != 2 || !strings.HasPrefix(lines[0], `{"time":`) || !strings.Contains(lines[1], `"type":"result"`) {
 		t.Fatalf("NDJSON output:\n%s", buf.String())
+	}
+}
+
+// The result's exit_code is the CLI's: the engine's result event carries
+// the error, and the JSON sink turns its failure kind into the number
+// (DESIGN.md §4), also on the failures line.
+func TestJSONPrinterExitCodeFromTheError(t *testing.T) {
+	for _, c := range []struct {
+		ev   event.ResultEvent
+		want int
+	}{
+		{event.ResultEvent{OK: true, Message: "done"}, 0},
+		{engine.FailedResult(fmt.Errorf("plan: %w", failure.NeedsConfirm("needs --yes")), nil, ""), 3},
+		{engine.FailedResult(failure.Lock("held by ci"), nil, ""), 4},
+		{engine.FailedResult(failure.Interrupt("stopped"), nil, ""), 130},
+		{engine.FailedResult(errors.New("boom"), nil, ""), 1},
+		// A failed result without an error is still a failure.
+		{event.ResultEvent{Message: "failed"}, 1},
+	} {
+		var out, fails bytes.Buffer
+		s := newJSONPrinter(&out)
+		s.failures = &fails
+		s.Emit(event.Event{Payload: c.ev})
+		if want := fmt.Sprintf(`"ok":%v,"exit_code":%d,`, c.ev.OK, c.want); !strings.Contains(out.String(), want) {
+			t.Errorf("%s: NDJSON %s, want %s", c.ev.Message, out.String(), want)
+		}
+		if want := fmt.Sprintf("(exit %d)\n", c.want); !c.ev.OK && !strings.HasSuffix(fails.String(), want) {
+			t.Errorf("%s: failures line %q, want it to end in %q", c.ev.Message, fails.String(), want)
+		}
 	}
 }
 

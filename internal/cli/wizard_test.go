@@ -3,10 +3,10 @@ package cli
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"strings"
 	"testing"
 
+	"github.com/kilnctl/kiln/internal/cli/ndjson"
 	"github.com/kilnctl/kiln/tui"
 	"github.com/kilnctl/kiln/tui/tuitest"
 )
@@ -55,7 +55,7 @@ func TestWizardAndHeadlessReceiveSameEvents(t *testing.T) {
 				t.Fatalf("wizard received %d events, headless %d", len(evs), len(want))
 			}
 			for i, ev := range evs {
-				got, err := json.Marshal(ev)
+				got, err := ndjson.Marshal(ev)
 				if err != nil {
 					t.Fatal(err)
 				}

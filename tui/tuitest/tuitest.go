@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/kilnctl/kiln/engine/event"
-	"github.com/kilnctl/kiln/engine/failure"
 
 	tea "charm.land/bubbletea/v2"
 	"github.com/charmbracelet/colorprofile"
@@ -21,6 +20,7 @@ import (
 	"github.com/charmbracelet/x/exp/teatest/v2"
 
 	"github.com/kilnctl/kiln/engine"
+	"github.com/kilnctl/kiln/engine/failure"
 	"github.com/kilnctl/kiln/engine/project"
 	"github.com/kilnctl/kiln/tui"
 )
@@ -197,7 +197,8 @@ func CreateScript(name, location string, installed bool, gate <-chan struct{}) S
 				TrustedKeyIDs: []string{keyID}, TokenDir: "/home/dev/.local/state/kiln/kube/" + name + "/tokens"})
 			if err != nil || !ok {
 				phase("plan", engine.PhaseFailed, 5, "already installed; nothing was changed")
-				emit(engine.Event{Payload: event.ResultEvent{Err: failure.NeedsConfirm("kiln platform %s is already installed; nothing was changed", name), Message: "kiln platform " + name + " is already installed; nothing was changed"}})
+				msg := "kiln platform " + name + " is already installed; nothing was changed"
+				emit(engine.Event{Payload: event.ResultEvent{Err: failure.NeedsConfirm("%s", msg), Message: msg}})
 				return context.Canceled
 			}
 			decision, reason = engine.DecisionContinue, "platform installed; continuing with trusted key "+keyID[:19]
@@ -222,7 +223,7 @@ func CreateScript(name, location string, installed bool, gate <-chan struct{}) S
 			case <-gate:
 			case <-ctx.Done():
 				phase("readiness", engine.PhaseFailed, 100, "interrupted")
-				emit(engine.Event{Payload: event.ResultEvent{Err: ctx.Err(), Message: "interrupted during " + name}})
+				emit(engine.Event{Payload: event.ResultEvent{Err: failure.Interrupt("interrupted during %s", name), Message: "interrupted during " + name}})
 				return ctx.Err()
 			}
 		}

@@ -13,13 +13,18 @@ import (
 	"github.com/kilnctl/kiln/internal/exit"
 )
 
-// ExitCode is a result's exit code: 0 when OK, else its failure's
-// (exit.Code of the result's Err). The engine never numbers its failures.
+// ExitCode is a result's exit code (DESIGN.md §4): 0 when OK, else its
+// failure's (exit.Code of the result's Err). The CLI, not the engine,
+// numbers failures; a failed result is never 0, even without an error to
+// classify.
 func ExitCode(r event.ResultEvent) int {
 	if r.OK {
 		return exit.OK
 	}
-	return exit.Code(r.Err)
+	if c := exit.Code(r.Err); c != exit.OK {
+		return c
+	}
+	return exit.Failed
 }
 
 func nullable(s string) *string {
