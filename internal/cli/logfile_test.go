@@ -26,7 +26,10 @@ func TestTeeSinkShowsDebugOnlyWithVerboseAndLogsEverything(t *testing.T) {
 		var front bytes.Buffer
 		s := r.tee(&textPrinter{w: &front})
 		s.Emit(engine.Event{Payload: event.LogEvent{Level: engine.LevelDebug, Message: "k8s GET /x -> 200 (1ms)"}})
-		trace.Logf(r.context(context.Background()), "traced %d", verbose)
+		// An operation binds the trace to its Reporter on its sink, as
+		// every engine operation does (Engine.traced).
+		op := trace.To(r.context(context.Background()), event.NewReporter(s, nil).Debug)
+		trace.Logf(op, "traced %d", verbose)
 		s.Emit(engine.Event{Payload: event.LogEvent{Level: engine.LevelInfo, Message: "hello"}})
 		r.close()
 		data, err := os.ReadFile(path)
