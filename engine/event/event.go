@@ -13,7 +13,10 @@
 // report without depending on the engine.
 package event
 
-import "time"
+import (
+	"errors"
+	"time"
+)
 
 // Type names what an event reports: the "type" key of the NDJSON schema
 // (DESIGN.md §8, contract).
@@ -127,6 +130,13 @@ func (e Event) Type() Type {
 		return ""
 	}
 	return e.Payload.EventType()
+}
+
+// MarshalJSON refuses: an event's JSON is the NDJSON schema of DESIGN.md
+// §8, which only the frontend's encoder writes (internal/cli/ndjson), so
+// an event marshaled by accident fails instead of printing another shape.
+func (e Event) MarshalJSON() ([]byte, error) {
+	return nil, errors.New("event: an event's JSON is the NDJSON printer's (internal/cli/ndjson)")
 }
 
 // PhaseEvent is a phase starting or ending.

@@ -1,6 +1,7 @@
 package event
 
 import (
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
@@ -77,5 +78,12 @@ func TestEventTypeIsThePayloads(t *testing.T) {
 	}
 	if got := (Event{}).Type(); got != "" {
 		t.Errorf("no payload: type %q", got)
+	}
+}
+
+// An event is never marshaled as its Go shape: that is not the §8 schema.
+func TestEventRefusesPlainJSON(t *testing.T) {
+	if b, err := json.Marshal(Event{Payload: LogEvent{Level: LevelInfo, Message: "m"}}); err == nil {
+		t.Errorf("json.Marshal(Event) = %s, want an error", b)
 	}
 }
