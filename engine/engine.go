@@ -1,8 +1,11 @@
 // Package engine is kiln's UI-agnostic, phased engine. Every operation runs
 // as named, idempotent phases (discover → plan → credentials →
 // infrastructure → platform → readiness) and reports every observable fact
-// as an Event through one Sink. Frontends (the Bubble Tea wizard, headless
-// text and NDJSON) only render events and answer confirmations.
+// as a typed event (package event) through the operation's event.Reporter,
+// which stamps and cleans it for one Sink; its project operations and its
+// provider report through the same Reporter. Frontends (the Bubble Tea
+// wizard, headless text and NDJSON) only render events and answer
+// confirmations.
 package engine
 
 import (
@@ -59,6 +62,7 @@ type Keyring interface {
 // Engine runs operations. Construct it with its dependencies; it holds no
 // per-operation state.
 type Engine struct {
+	// Sink receives every event of an operation, through its Reporter.
 	Sink    Sink
 	Confirm Confirmer
 	Keyring Keyring
