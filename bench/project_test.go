@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -20,6 +21,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
@@ -251,10 +253,23 @@ func (t *projectTemplate) seed(c *testcluster.Cluster, tenant string, names []st
 		}
 		return nil
 	}
+	// A loaded API server times some creates out (10,000 projects are
+	// 50,000 objects): each is tried again, and one that landed after all
+	// is there.
+	retried := func(kind, p string) error {
+		var err error
+		for try := range 8 {
+			if err = create(kind, p); err == nil || apierrors.IsAlreadyExists(errors.Unwrap(err)) {
+				return nil
+			}
+			time.Sleep(time.Duration(try+1) * 500 * time.Millisecond)
+		}
+		return err
+	}
 	// Kind by kind, so every project's Secret exists before any of its
 	// Deployments (as kiln orders them).
 	for _, kind := range kinds {
-		if err := parallel(64, len(names), func(i int) error { return create(kind, names[i]) }); err != nil {
+		if err := parallel(64, len(names), func(i int) error { return retried(kind, names[i]) }); err != nil {
 			return err
 		}
 	}
@@ -396,7 +411,8 @@ func projectStates(out []byte) (int, string) {
 // and a script that reads every project with one
 // `kubectl get` per object (ConfigMap kiln-project-P, Secret P-auth,
 // Deployment, Service, Ingress P), KILN_BENCH_CONCURRENCY processes at a
-// time. The sizes are $KILN_BENCH_SCALE_SIZES (default "10,100,1000");
+// time. With $KILN_BENCH_KILN_BEFORE set, that kiln binary answers too
+// (list-before, status-before). The sizes are $KILN_BENCH_SCALE_SIZES (default "10,100,1000");
 // each size seeds the projects it lacks (tenant scale) and waits at most
 // $KILN_BENCH_SETTLE_S for their Deployments. Each kiln op is one kiln
 // process, start to exit, through the counting proxy; the peer runs
@@ -427,6 +443,9 @@ func BenchmarkProjectScale(b *testing.B) {
 	p := startAPIProxy(b, c, "bench")
 	e := &kilnEnv{bin: tmpl.env.bin, p: p, vars: tmpl.env.vars}
 	_, kubectlErr := exec.LookPath("kubectl")
+	// An older kiln, when named, answers too (list-before, status-before):
+	// before and after a change in the same run.
+	before := os.Getenv("KILN_BENCH_KILN_BEFORE")
 	for _, n := range sizes {
 		have, err := projectRefs(c)
 		if err != nil {
@@ -446,10 +465,18 @@ func BenchmarkProjectScale(b *testing.B) {
 		start := time.Now()
 		avail := settle(c, len(have), settleLimit)
 		b.Logf("%d projects: %d Deployments available after %s more (limit %s)", len(have), avail, time.Since(start).Round(time.Second), settleLimit)
-		for _, cmd := range []string{"list", "status"} {
+		cmds := []string{"list", "status"}
+		if before != "" {
+			cmds = append(cmds, "list-before", "status-before")
+		}
+		for _, cmd := range cmds {
 			b.Run(fmt.Sprintf("%s/projects=%d", cmd, n), func(b *testing.B) {
+				e := e
+				if strings.HasSuffix(cmd, "-before") {
+					e = &kilnEnv{bin: before, p: p, vars: tmpl.env.vars}
+				}
 				args := []string{"project", "list", "kube", projCluster}
-				if cmd == "status" {
+				if strings.HasPrefix(cmd, "status") {
 					args = []string{"status", "kube", projCluster}
 				}
 				var walls durations

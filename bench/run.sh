@@ -26,7 +26,8 @@
 #                   5,000 projects, SCALE_10000=1 10,000 (opt-in: 25,000 or
 #                   50,000 objects and as many fake pods as projects load a
 #                   shared machine for minutes; the per-object script runs
-#                   up to KILN_BENCH_PEER_MAX=1000)
+#                   up to KILN_BENCH_PEER_MAX=1000); SCALE_BEFORE_REF=main
+#                   adds the kiln of that commit (list-before, status-before)
 #   PROJECTS=only   bulk start of 100 projects against kubectl
 #   FAULTS=only     completion through injected API faults (3%, 10%, a 20%
 #                   mix of every kind, a relist storm, 2 s latency, an API
@@ -240,7 +241,7 @@ tables() {
 # stables turns the project-scale lines into a markdown table, kiln and its
 # peer side by side at each size.
 stables() {
-	awk '
+	awk -v before="${scale_before:-before}" '
 	/^BenchmarkProjectScale\// {
 		name = $1; sub(/^BenchmarkProjectScale\//, "", name); sub(/-[0-9]+$/, "", name)
 		split(name, p, "/"); sub(/^projects=/, "", p[2])
@@ -252,23 +253,24 @@ stables() {
 	function num(x, d) { return x == "" ? "–" : sprintf("%." d "f", x) }
 	function ratio(x, y) { return (x == "" || y == "" || y + 0 == 0) ? "–" : sprintf("%.2f×", x / y) }
 	END {
-		print "#### `kiln project list`, `kiln status` and a kubectl script by number of projects"
+		print "#### `kiln project list`, `kiln status` and their kubectl peers by number of projects"
 		print ""
 		print "| command | projects | runs | wall-ms (mean) | LIST requests/run | requests/run | writes/run | peak RSS (MB) | wall ÷ `kiln project list` |"
 		print "|---|---:|---:|---:|---:|---:|---:|---:|---:|"
-		split("list status kubectl-get-all kubectl-get", cmds, " ")
+		split("list status kubectl-get-all kubectl-get list-before status-before", cmds, " ")
 		label["list"] = "`kiln project list`"; label["status"] = "`kiln status`"
+		label["list-before"] = "`kiln project list`, kiln " before; label["status-before"] = "`kiln status`, kiln " before
 		label["kubectl-get-all"] = "`kubectl get` of the same 8 kinds, `-A -l … -o json`"
 		label["kubectl-get"] = "script: one `kubectl get` per object per project"
 		for (s = 1; s <= ns; s++) {
 			z = sizes[s]
-			for (j = 1; j <= 4; j++) {
+			for (j = 1; j <= 6; j++) {
 				c = cmds[j]
 				if (!((c, z) in n)) continue
 				printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", label[c], num(val(c, z, "projects"), 0), (val(c, z, "runs") == "" ? n[c, z] : val(c, z, "runs")),
 					num(val(c, z, "wall-ms"), 0), num(val(c, z, "lists/op"), 0), num(val(c, z, "requests/op"), 0),
 					num(val(c, z, "writes/op"), 0), num(val(c, z, "rss-MB"), 1),
-					(c == "status") ? "–" : ratio(val(c, z, "wall-ms"), val("list", z, "wall-ms"))
+					(c ~ /^status/) ? "–" : ratio(val(c, z, "wall-ms"), val("list", z, "wall-ms"))
 			}
 		}
 		print ""
@@ -277,13 +279,13 @@ stables() {
 		for (s = 1; s <= ns; s++) {
 			z = sizes[s]
 			if (z + 0 < 1000) continue
-			for (j = 1; j <= 3; j++) {
+			for (j = 1; j <= 6; j++) {
 				c = cmds[j]
-				if (!((c, z) in n)) continue
+				if (!((c, z) in n) || c == "kubectl-get") continue
 				w = val(c, z, "wall-ms") + 0; r = val(c, z, "rss-MB") + 0
 				verdict = ""
-				if (c != "kubectl-get-all" && z + 0 == 1000) verdict = (w <= 1000 && r <= 150) ? " — within the budget" : " — **over the budget**"
-				if (c != "kubectl-get-all" && z + 0 == 10000) verdict = (w <= 2000 && r <= 250) ? " — within the budget" : " — **over the budget**"
+				if ((c == "list" || c == "status") && z + 0 == 1000) verdict = (w <= 1000 && r <= 150) ? " — within the budget" : " — **over the budget**"
+				if ((c == "list" || c == "status") && z + 0 == 10000) verdict = (w <= 2000 && r <= 250) ? " — within the budget" : " — **over the budget**"
 				printf "- %s at %s projects: %.0f ms, %.1f MB, %s LISTs%s\n", label[c], z, w, r, val(c, z, "lists/op"), verdict
 			}
 		}
@@ -634,6 +636,15 @@ fi
 if [[ -n $run_scale ]]; then
 	if replayed scale scale.txt; then :; else
 	block scale
+	if [[ -n ${SCALE_BEFORE_REF:-} ]]; then
+		# An older kiln answers list and status too (list-before,
+		# status-before), in the same run.
+		mkdir "$tmp/scale-before-src"
+		git archive "$SCALE_BEFORE_REF" | tar -x -C "$tmp/scale-before-src"
+		(cd "$tmp/scale-before-src" && go build -o "$tmp/kiln-scale-before" ./cmd/kiln)
+		export KILN_BENCH_KILN_BEFORE="$tmp/kiln-scale-before"
+		scale_before=$(git rev-parse --short "$SCALE_BEFORE_REF")
+	fi
 	go test -run '^$' -bench '^BenchmarkProjectScale$' \
 		-benchtime="${PROJ_ITER}x" -count=1 -timeout 60m ./bench/ 2>&1 | tee "$tmp/scale.txt"
 	for n in ${KILN_BENCH_SCALE_SIZES//,/ }; do
