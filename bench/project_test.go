@@ -429,7 +429,7 @@ func projectStates(out []byte) (int, string) {
 //	runs         the peer's runs (b.N counts its idle iterations too)
 //
 // lists/op grows with the pages, not the projects: list and status read
-// every project object with one paginated LIST per kind (500 objects a
+// every project object with one paginated LIST per kind (1,000 objects a
 // page). The budgets (logged as met or missed) are 1 s and 150 MB at 1,000
 // projects, 2 s and 250 MB at 10,000.
 func BenchmarkProjectScale(b *testing.B) {
