@@ -137,35 +137,61 @@ func (o *Ops) pageSize() int64 {
 // cluster-wide LIST: kiln's roles grant reading only in kiln's namespaces
 // (docs/rbac-operator.yaml, docs/rbac-support.yaml).
 func (o *Ops) read(ctx context.Context, namespace, tenant, selector string) (*snapshot, error) {
-	if namespace == "" {
-		var all *snapshot
-		for _, t := range o.tenants() {
-			s, err := o.read(ctx, Ref{Tenant: t}.Namespace(), tenant, selector)
-			if o.notYet(ctx, Ref{Tenant: t}.Namespace(), err) {
-				continue
-			}
-			if err != nil {
-				return nil, err
-			}
-			all = all.merge(s)
-		}
-		if all == nil {
-			return newSnapshot(), nil
-		}
-		return all, nil
-	}
 	opts := metav1.ListOptions{LabelSelector: selector}
 	routeOpts := opts
 	if tenant != "" {
 		routeOpts.LabelSelector += "," + LabelTenant + "=" + tenant
 	}
-	return o.readScope(ctx, namespace, scope{cms: opts, deps: opts, svcs: opts, ings: routeOpts, leases: opts, slices: opts, pods: opts, secrets: opts})
+	if namespace != "" {
+		return o.readScope(ctx, namespace, scope{cms: opts, deps: opts, svcs: opts, ings: &routeOpts, leases: opts, slices: opts, pods: opts, secrets: opts})
+	}
+	// Every tenant's namespace, side by side, and the routes of them all
+	// with one LIST of kiln-system beside them (not one per tenant: each
+	// would answer with every tenant's routes).
+	ts := o.tenants()
+	snaps := make([]*snapshot, len(ts))
+	errs := make([]error, len(ts))
+	var routes *snapshot
+	var routesErr error
+	var wg sync.WaitGroup
+	for i, t := range ts {
+		wg.Go(func() {
+			ns := Ref{Tenant: t}.Namespace()
+			s, err := o.readScope(ctx, ns, scope{cms: opts, deps: opts, svcs: opts, leases: opts, slices: opts, pods: opts, secrets: opts})
+			if o.notYet(ctx, ns, err) {
+				return
+			}
+			snaps[i], errs[i] = s, err
+		})
+	}
+	if len(ts) > 0 {
+		wg.Go(func() { routes, routesErr = o.readScope(ctx, "", scope{ings: &routeOpts}) })
+	}
+	wg.Wait()
+	var all *snapshot
+	for i := range ts {
+		if errs[i] != nil {
+			return nil, errs[i]
+		}
+		if snaps[i] != nil {
+			all = all.merge(snaps[i])
+		}
+	}
+	if all == nil {
+		return newSnapshot(), nil
+	}
+	if routesErr != nil {
+		return nil, routesErr
+	}
+	return all.merge(routes), nil
 }
 
 // scope is what each of a snapshot's LISTs asks for: the options of each
 // kind's LIST (the routes' in kiln-system, the rest in one namespace).
+// With namespace "" only the routes are read; with ings nil, no routes.
 type scope struct {
-	cms, deps, svcs, ings, leases, slices, pods, secrets metav1.ListOptions
+	cms, deps, svcs, leases, slices, pods, secrets metav1.ListOptions
+	ings                                           *metav1.ListOptions
 }
 
 // pages lists with opts a page of size objects at a time, following the
@@ -193,8 +219,8 @@ func pages[L metav1.ListInterface](ctx context.Context, opts metav1.ListOptions,
 }
 
 // readScope reads the snapshot of namespace that sc selects: eight
-// paginated LISTs, the kinds in parallel, each kind's pages one after
-// another.
+// paginated LISTs (seven without routes, one for the routes only), the
+// kinds in parallel, each kind's pages one after another.
 func (o *Ops) readScope(ctx context.Context, namespace string, sc scope) (*snapshot, error) {
 	cs := o.Client
 	size := o.pageSize()
@@ -212,6 +238,25 @@ func (o *Ops) readScope(ctx context.Context, namespace string, sc scope) (*snaps
 			defer wg.Done()
 			errs[i] = f()
 		}()
+	}
+	if sc.ings != nil {
+		list(3, func() error {
+			return pages(ctx, *sc.ings, size, protoList(cs.NetworkingV1().RESTClient(), platform.Namespace, "ingresses", newList[networkingv1.IngressList]), func() { clear(s.ings) }, func(l *networkingv1.IngressList) {
+				for i := range l.Items {
+					x := l.Items[i]
+					x.ManagedFields = nil
+					s.ings[key(x.Namespace, x.Name)] = &x
+				}
+			})
+		})
+	}
+	if namespace == "" {
+		// The routes only (read's one LIST of them for every tenant).
+		wg.Wait()
+		if err := errs[3]; err != nil {
+			return nil, fmt.Errorf("list ingresses in %s (%s): %w", platform.Namespace, sc.ings.LabelSelector, err)
+		}
+		return s, nil
 	}
 	list(0, func() error {
 		return pages(ctx, sc.cms, size, protoList(cs.CoreV1().RESTClient(), namespace, "configmaps", newList[corev1.ConfigMapList]), func() { s.specs = nil }, func(l *corev1.ConfigMapList) {
@@ -237,15 +282,6 @@ func (o *Ops) readScope(ctx context.Context, namespace string, sc scope) (*snaps
 				x := l.Items[i]
 				x.ManagedFields = nil
 				s.svcs[key(x.Namespace, x.Name)] = &x
-			}
-		})
-	})
-	list(3, func() error {
-		return pages(ctx, sc.ings, size, protoList(cs.NetworkingV1().RESTClient(), platform.Namespace, "ingresses", newList[networkingv1.IngressList]), func() { clear(s.ings) }, func(l *networkingv1.IngressList) {
-			for i := range l.Items {
-				x := l.Items[i]
-				x.ManagedFields = nil
-				s.ings[key(x.Namespace, x.Name)] = &x
 			}
 		})
 	})
@@ -298,12 +334,16 @@ func (o *Ops) readScope(ctx context.Context, namespace string, sc scope) (*snaps
 		}
 		return fmt.Errorf("list %s (%s): %w", what, sel, err)
 	}
+	ings := metav1.ListOptions{}
+	if sc.ings != nil {
+		ings = *sc.ings
+	}
 	for i, what := range []struct {
 		name string
 		opts metav1.ListOptions
 	}{
 		{"configmaps", sc.cms}, {"deployments", sc.deps}, {"services", sc.svcs},
-		{"ingresses in " + platform.Namespace, sc.ings}, {"leases", sc.leases},
+		{"ingresses in " + platform.Namespace, ings}, {"leases", sc.leases},
 		{"endpointslices", sc.slices}, {"pods", sc.pods},
 	} {
 		if errs[i] != nil {
