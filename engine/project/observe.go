@@ -243,9 +243,8 @@ func (o *Ops) readScope(ctx context.Context, namespace string, sc scope) (*snaps
 		list(3, func() error {
 			return pages(ctx, *sc.ings, size, protoList(cs.NetworkingV1().RESTClient(), platform.Namespace, "ingresses", newList[networkingv1.IngressList]), func() { clear(s.ings) }, func(l *networkingv1.IngressList) {
 				for i := range l.Items {
-					x := l.Items[i]
-					x.ManagedFields = nil
-					s.ings[key(x.Namespace, x.Name)] = &x
+					x := &networkingv1.Ingress{ObjectMeta: trimMeta(&l.Items[i].ObjectMeta), Spec: l.Items[i].Spec, Status: l.Items[i].Status}
+					s.ings[key(x.Namespace, x.Name)] = x
 				}
 			})
 		})
@@ -279,9 +278,8 @@ func (o *Ops) readScope(ctx context.Context, namespace string, sc scope) (*snaps
 	list(2, func() error {
 		return pages(ctx, sc.svcs, size, protoList(cs.CoreV1().RESTClient(), namespace, "services", newList[corev1.ServiceList]), func() { clear(s.svcs) }, func(l *corev1.ServiceList) {
 			for i := range l.Items {
-				x := l.Items[i]
-				x.ManagedFields = nil
-				s.svcs[key(x.Namespace, x.Name)] = &x
+				x := &corev1.Service{ObjectMeta: trimMeta(&l.Items[i].ObjectMeta), Spec: l.Items[i].Spec, Status: l.Items[i].Status}
+				s.svcs[key(x.Namespace, x.Name)] = x
 			}
 		})
 	})
@@ -320,9 +318,14 @@ func (o *Ops) readScope(ctx context.Context, namespace string, sc scope) (*snaps
 			return listSecretMetadata(ctx, cs, namespace, opts)
 		}, func() { clear(s.secrets) }, func(l *metav1.PartialObjectMetadataList) {
 			for i := range l.Items {
-				x := l.Items[i]
-				x.ManagedFields = nil
-				s.secrets[key(x.Namespace, x.Name)] = &x
+				// Of a Secret, observe reads whether it is being deleted and
+				// the key it holds in force.
+				y := &l.Items[i]
+				x := &metav1.PartialObjectMetadata{ObjectMeta: trimMeta(&y.ObjectMeta)}
+				if k, ok := y.Annotations[AnnotationKey]; ok {
+					x.Annotations = map[string]string{AnnotationKey: k}
+				}
+				s.secrets[key(x.Namespace, x.Name)] = x
 			}
 		})
 	})
@@ -388,18 +391,27 @@ func newList[T any, L interface {
 // spec without the pod template but the template's annotations and
 // volumes (the token in force), and its status.
 func trimDeployment(d *appsv1.Deployment) *appsv1.Deployment {
-	x := &appsv1.Deployment{ObjectMeta: d.ObjectMeta, Spec: d.Spec, Status: d.Status}
-	x.ManagedFields = nil
+	x := &appsv1.Deployment{ObjectMeta: trimMeta(&d.ObjectMeta), Spec: d.Spec, Status: d.Status}
 	x.Spec.Template = corev1.PodTemplateSpec{}
 	x.Spec.Template.Annotations = d.Spec.Template.Annotations
 	x.Spec.Template.Spec.Volumes = d.Spec.Template.Spec.Volumes
 	return x
 }
 
+// trimMeta is the metadata observe and readiness.Judge read of an object
+// other than a spec ConfigMap: its name, generation and deletion; not its
+// labels, annotations or managedFields (most of a kept object's memory).
+func trimMeta(m *metav1.ObjectMeta) metav1.ObjectMeta {
+	return metav1.ObjectMeta{
+		Name: m.Name, Namespace: m.Namespace, UID: m.UID, Generation: m.Generation,
+		CreationTimestamp: m.CreationTimestamp, DeletionTimestamp: m.DeletionTimestamp,
+	}
+}
+
 // trimPod is what observe reads of p (its name, node and status).
 func trimPod(p *corev1.Pod) corev1.Pod {
 	return corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace, Labels: p.Labels},
+		ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace},
 		Spec:       corev1.PodSpec{NodeName: p.Spec.NodeName},
 		Status:     p.Status,
 	}
