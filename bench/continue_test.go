@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -247,6 +248,28 @@ func (k *kubectlScript) runRSS(args ...string) (int64, error) {
 	}
 	if err != nil {
 		return kb, fmt.Errorf("kubectl %v: %w\n%s", args, err, out)
+	}
+	return kb, nil
+}
+
+// runRSSDiscard is runRSS with stdout thrown away (not held in the
+// benchmark's memory: a `kubectl get -A -o json` of 10,000 projects prints
+// hundreds of MB).
+func (k *kubectlScript) runRSSDiscard(args ...string) (int64, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "kubectl", append([]string{"--kubeconfig", k.p.Kubeconfig}, args...)...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr // stdout: the null device
+	err := cmd.Run()
+	var kb int64
+	if cmd.ProcessState != nil {
+		if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
+			kb = ru.Maxrss
+		}
+	}
+	if err != nil {
+		return kb, fmt.Errorf("kubectl %v: %w\n%s", args, err, stderr.Bytes())
 	}
 	return kb, nil
 }

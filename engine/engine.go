@@ -84,6 +84,9 @@ type Engine struct {
 	// and upgrade ("dev" when empty), and the tag of the default gateway
 	// image (kiln's own image at this version, platform.GatewayImage).
 	Version string
+	// PageSize is how many objects each LIST of the projects' objects asks
+	// for at a time (project.Ops.PageSize; 0: project.DefaultPageSize).
+	PageSize int64
 }
 
 // version is this kiln's version as recorded on kiln-config.

@@ -122,7 +122,7 @@ func (e *Engine) opsFor(loc Location, req Target, timeout time.Duration) *projec
 	return &project.Ops{
 		Client: loc.Client, Cluster: req.Name, Config: loc.State.Config, Timeout: timeout, Provider: req.Provider.Name(),
 		Location: loc.Name, At: req.Provider.Nouns().Target, Actions: req.actions, Namer: e.Namer,
-		R: &reporter{Reporter: e.reporter(), e: e, w: e.watcher(loc.Client), rest: loc.REST}, Now: e.Now,
+		R: &reporter{Reporter: e.reporter(), e: e, w: e.watcher(loc.Client), rest: loc.REST}, Now: e.Now, PageSize: e.PageSize,
 	}
 }
 

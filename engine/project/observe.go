@@ -24,6 +24,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 
 	"github.com/kilnctl/kiln/engine/event"
 	"github.com/kilnctl/kiln/engine/lock"
@@ -84,14 +85,21 @@ const (
 	TokenUnknown = "unknown"
 )
 
-// snapshot is every project object of one scope, read with one LIST per
-// kind: answering for 1 or 1,000 projects costs the same 7 requests. The
-// routes are one LIST of kiln-system's Ingresses by label, whatever the
-// number of tenants.
-// Secrets are read as metadata only (an eighth LIST, never their data):
-// the row of a project's Secret says whether it exists and which key it
-// holds in force. A role that may not list Secrets sees every other row,
-// and the Secret's as Unknown, "not permitted to read secrets".
+// snapshot is every project object of one scope, read with one paginated
+// LIST per kind: answering for 1 or 1,000 projects costs the same 8
+// requests, and past a page (Ops.PageSize objects) one more request per
+// kind and page. The routes are one LIST of kiln-system's Ingresses by
+// label, whatever the number of tenants.
+// Secrets are read as metadata only (never their data): the row of a
+// project's Secret says whether it exists and which key it holds in
+// force. A role that may not list Secrets sees every other row, and the
+// Secret's as Unknown, "not permitted to read secrets".
+//
+// Each page is trimmed as it arrives: the snapshot keeps of every object
+// only what observe reads (no managedFields, no pod specs, a ready count
+// per Service instead of its EndpointSlices), so memory grows with the
+// projects by the little observe needs, not by whole objects, and a page's
+// decoded objects are garbage once the next one is read.
 type snapshot struct {
 	specs []corev1.ConfigMap
 	// secrets are the Secrets' metadata; secretsErr why they could not
@@ -102,11 +110,25 @@ type snapshot struct {
 	svcs       map[string]*corev1.Service
 	ings       map[string]*networkingv1.Ingress
 	leases     map[string]*coordinationv1.Lease
-	slices     map[string][]discoveryv1.EndpointSlice // by namespace/service
-	pods       map[string][]corev1.Pod                // by namespace/project
+	ready      map[string]int          // ready endpoints, by namespace/service
+	pods       map[string][]corev1.Pod // by namespace/project
 }
 
 func key(ns, name string) string { return ns + "/" + name }
+
+// DefaultPageSize is how many objects each of a snapshot's LISTs asks for
+// at a time (limit and continue) unless Ops.PageSize says otherwise. At
+// 1,000 projects that is one page per kind, as before pages; at 10,000,
+// ten, which with status's own reads stays near the client's burst of
+// 100 requests (500 a page would wait on its 50 per second).
+const DefaultPageSize = 1000
+
+func (o *Ops) pageSize() int64 {
+	if o.PageSize > 0 {
+		return o.PageSize
+	}
+	return DefaultPageSize
+}
 
 // read lists the project objects in namespace ("" for every namespace)
 // matching selector, and their routes in kiln-system (of tenant, when
@@ -116,55 +138,100 @@ func key(ns, name string) string { return ns + "/" + name }
 // cluster-wide LIST: kiln's roles grant reading only in kiln's namespaces
 // (docs/rbac-operator.yaml, docs/rbac-support.yaml).
 func (o *Ops) read(ctx context.Context, namespace, tenant, selector string) (*snapshot, error) {
-	if namespace == "" {
-		var all *snapshot
-		for _, t := range o.tenants() {
-			s, err := o.read(ctx, Ref{Tenant: t}.Namespace(), tenant, selector)
-			if o.notYet(ctx, Ref{Tenant: t}.Namespace(), err) {
-				continue
-			}
-			if err != nil {
-				return nil, err
-			}
-			all = all.merge(s)
-		}
-		if all == nil {
-			return newSnapshot(), nil
-		}
-		return all, nil
-	}
 	opts := metav1.ListOptions{LabelSelector: selector}
 	routeOpts := opts
 	if tenant != "" {
 		routeOpts.LabelSelector += "," + LabelTenant + "=" + tenant
 	}
-	return o.readScope(ctx, namespace, scope{cms: opts, deps: opts, svcs: opts, ings: routeOpts, leases: opts, slices: opts, pods: opts, secrets: opts})
+	if namespace != "" {
+		return o.readScope(ctx, namespace, scope{cms: opts, deps: opts, svcs: opts, ings: &routeOpts, leases: opts, slices: opts, pods: opts, secrets: opts})
+	}
+	// Every tenant's namespace, side by side, and the routes of them all
+	// with one LIST of kiln-system beside them (not one per tenant: each
+	// would answer with every tenant's routes).
+	ts := o.tenants()
+	snaps := make([]*snapshot, len(ts))
+	errs := make([]error, len(ts))
+	var routes *snapshot
+	var routesErr error
+	var wg sync.WaitGroup
+	for i, t := range ts {
+		wg.Go(func() {
+			ns := Ref{Tenant: t}.Namespace()
+			s, err := o.readScope(ctx, ns, scope{cms: opts, deps: opts, svcs: opts, leases: opts, slices: opts, pods: opts, secrets: opts})
+			if o.notYet(ctx, ns, err) {
+				return
+			}
+			snaps[i], errs[i] = s, err
+		})
+	}
+	if len(ts) > 0 {
+		wg.Go(func() { routes, routesErr = o.readScope(ctx, "", scope{ings: &routeOpts}) })
+	}
+	wg.Wait()
+	var all *snapshot
+	for i := range ts {
+		if errs[i] != nil {
+			return nil, errs[i]
+		}
+		if snaps[i] != nil {
+			all = all.merge(snaps[i])
+		}
+	}
+	if all == nil {
+		return newSnapshot(), nil
+	}
+	if routesErr != nil {
+		return nil, routesErr
+	}
+	return all.merge(routes), nil
 }
 
 // scope is what each of a snapshot's LISTs asks for: the options of each
 // kind's LIST (the routes' in kiln-system, the rest in one namespace).
+// With namespace "" only the routes are read; with ings nil, no routes.
 type scope struct {
-	cms, deps, svcs, ings, leases, slices, pods, secrets metav1.ListOptions
+	cms, deps, svcs, leases, slices, pods, secrets metav1.ListOptions
+	ings                                           *metav1.ListOptions
 }
 
-// readScope reads the snapshot of namespace that sc selects: eight LISTs,
-// in parallel.
+// pages lists with opts a page of size objects at a time, following the
+// continue token, and gives each page to each. A continue token that
+// expired (410: the read took longer than the API server keeps its
+// snapshot) starts over with one unpaginated LIST, after reset drops what
+// the pages gave so far, as kubectl does.
+func pages[L metav1.ListInterface](ctx context.Context, opts metav1.ListOptions, size int64, list func(context.Context, metav1.ListOptions) (L, error), reset func(), each func(L)) error {
+	opts.Limit = size
+	for {
+		l, err := list(ctx, opts)
+		if err != nil && opts.Continue != "" && apierrors.IsResourceExpired(err) {
+			reset()
+			opts.Limit, opts.Continue = 0, ""
+			l, err = list(ctx, opts)
+		}
+		if err != nil {
+			return err
+		}
+		each(l)
+		if opts.Continue = l.GetContinue(); opts.Continue == "" || opts.Limit == 0 {
+			return nil
+		}
+	}
+}
+
+// readScope reads the snapshot of namespace that sc selects: eight
+// paginated LISTs (seven without routes, one for the routes only), the
+// kinds in parallel, each kind's pages one after another.
 func (o *Ops) readScope(ctx context.Context, namespace string, sc scope) (*snapshot, error) {
 	cs := o.Client
+	size := o.pageSize()
 	s := newSnapshot()
-	// The lists are independent: they run in parallel (one round trip of
-	// latency, not seven), then are read in a fixed order.
+	// The kinds are independent: they run in parallel (one round trip of
+	// latency per page, not per kind), each filling its own part of s,
+	// then the errors are read in a fixed order.
 	var (
-		cms    *corev1.ConfigMapList
-		deps   *appsv1.DeploymentList
-		svcs   *corev1.ServiceList
-		ings   *networkingv1.IngressList
-		leases *coordinationv1.LeaseList
-		slices *discoveryv1.EndpointSliceList
-		pods   *corev1.PodList
-		secs   *metav1.PartialObjectMetadataList
-		errs   [8]error
-		wg     sync.WaitGroup
+		errs [8]error
+		wg   sync.WaitGroup
 	)
 	list := func(i int, f func() error) {
 		wg.Add(1)
@@ -173,23 +240,96 @@ func (o *Ops) readScope(ctx context.Context, namespace string, sc scope) (*snaps
 			errs[i] = f()
 		}()
 	}
-	list(0, func() (err error) { cms, err = cs.CoreV1().ConfigMaps(namespace).List(ctx, sc.cms); return err })
-	list(1, func() (err error) { deps, err = cs.AppsV1().Deployments(namespace).List(ctx, sc.deps); return err })
-	list(2, func() (err error) { svcs, err = cs.CoreV1().Services(namespace).List(ctx, sc.svcs); return err })
-	list(3, func() (err error) {
-		ings, err = cs.NetworkingV1().Ingresses(platform.Namespace).List(ctx, sc.ings)
-		return err
+	if sc.ings != nil {
+		list(3, func() error {
+			return pages(ctx, *sc.ings, size, protoList(cs.NetworkingV1().RESTClient(), platform.Namespace, "ingresses", newList[networkingv1.IngressList]), func() { clear(s.ings) }, func(l *networkingv1.IngressList) {
+				for i := range l.Items {
+					x := &networkingv1.Ingress{ObjectMeta: trimMeta(&l.Items[i].ObjectMeta), Spec: l.Items[i].Spec, Status: l.Items[i].Status}
+					s.ings[key(x.Namespace, x.Name)] = x
+				}
+			})
+		})
+	}
+	if namespace == "" {
+		// The routes only (read's one LIST of them for every tenant).
+		wg.Wait()
+		if err := errs[3]; err != nil {
+			return nil, fmt.Errorf("list ingresses in %s (%s): %w", platform.Namespace, sc.ings.LabelSelector, err)
+		}
+		return s, nil
+	}
+	list(0, func() error {
+		return pages(ctx, sc.cms, size, protoList(cs.CoreV1().RESTClient(), namespace, "configmaps", newList[corev1.ConfigMapList]), func() { s.specs = nil }, func(l *corev1.ConfigMapList) {
+			for i := range l.Items {
+				if cm := &l.Items[i]; strings.HasPrefix(cm.Name, specPrefix) {
+					cm.ManagedFields = nil
+					s.specs = append(s.specs, *cm)
+				}
+			}
+		})
 	})
-	list(4, func() (err error) {
-		leases, err = cs.CoordinationV1().Leases(namespace).List(ctx, sc.leases)
-		return err
+	list(1, func() error {
+		return pages(ctx, sc.deps, size, protoList(cs.AppsV1().RESTClient(), namespace, "deployments", newList[appsv1.DeploymentList]), func() { clear(s.deps) }, func(l *appsv1.DeploymentList) {
+			for i := range l.Items {
+				x := trimDeployment(&l.Items[i])
+				s.deps[key(x.Namespace, x.Name)] = x
+			}
+		})
 	})
-	list(5, func() (err error) {
-		slices, err = cs.DiscoveryV1().EndpointSlices(namespace).List(ctx, sc.slices)
-		return err
+	list(2, func() error {
+		return pages(ctx, sc.svcs, size, protoList(cs.CoreV1().RESTClient(), namespace, "services", newList[corev1.ServiceList]), func() { clear(s.svcs) }, func(l *corev1.ServiceList) {
+			for i := range l.Items {
+				x := &corev1.Service{ObjectMeta: trimMeta(&l.Items[i].ObjectMeta), Spec: l.Items[i].Spec, Status: l.Items[i].Status}
+				s.svcs[key(x.Namespace, x.Name)] = x
+			}
+		})
 	})
-	list(6, func() (err error) { pods, err = cs.CoreV1().Pods(namespace).List(ctx, sc.pods); return err })
-	list(7, func() (err error) { secs, err = listSecretMetadata(ctx, cs, namespace, sc.secrets); return err })
+	list(4, func() error {
+		return pages(ctx, sc.leases, size, protoList(cs.CoordinationV1().RESTClient(), namespace, "leases", newList[coordinationv1.LeaseList]), func() { clear(s.leases) }, func(l *coordinationv1.LeaseList) {
+			for i := range l.Items {
+				x := l.Items[i]
+				x.ManagedFields = nil
+				s.leases[key(x.Namespace, x.Name)] = &x
+			}
+		})
+	})
+	// EndpointSlices carry their Service's labels (the controller copies
+	// them), so the same selector finds them; of each, only its ready
+	// endpoints are kept, counted by Service.
+	list(5, func() error {
+		return pages(ctx, sc.slices, size, protoList(cs.DiscoveryV1().RESTClient(), namespace, "endpointslices", newList[discoveryv1.EndpointSliceList]), func() { clear(s.ready) }, func(l *discoveryv1.EndpointSliceList) {
+			for i := range l.Items {
+				x := &l.Items[i]
+				k := key(x.Namespace, x.Labels[discoveryv1.LabelServiceName])
+				s.ready[k] += readiness.CountReady(l.Items[i : i+1])
+			}
+		})
+	})
+	list(6, func() error {
+		return pages(ctx, sc.pods, size, protoList(cs.CoreV1().RESTClient(), namespace, "pods", newList[corev1.PodList]), func() { clear(s.pods) }, func(l *corev1.PodList) {
+			for i := range l.Items {
+				x := &l.Items[i]
+				k := key(x.Namespace, x.Labels[LabelProject])
+				s.pods[k] = append(s.pods[k], trimPod(x))
+			}
+		})
+	})
+	list(7, func() error {
+		return pages(ctx, sc.secrets, size, func(ctx context.Context, opts metav1.ListOptions) (*metav1.PartialObjectMetadataList, error) {
+			return listSecretMetadata(ctx, cs, namespace, opts)
+		}, func() { clear(s.secrets) }, func(l *metav1.PartialObjectMetadataList) {
+			for i := range l.Items {
+				// Of a Secret, observe reads whether it is being deleted and
+				// the key it holds in force.
+				y := &l.Items[i]
+				x := &metav1.PartialObjectMetadata{ObjectMeta: trimMeta(&y.ObjectMeta)}
+				if k, ok := y.Annotations[AnnotationKey]; ok {
+					x.Annotations = map[string]string{AnnotationKey: k}
+				}
+				s.secrets[key(x.Namespace, x.Name)] = x
+			}
+		})
+	})
 	wg.Wait()
 	wrap := func(what string, o metav1.ListOptions, err error) error {
 		sel := o.LabelSelector
@@ -198,77 +338,91 @@ func (o *Ops) readScope(ctx context.Context, namespace string, sc scope) (*snaps
 		}
 		return fmt.Errorf("list %s (%s): %w", what, sel, err)
 	}
-	if err := errs[0]; err != nil {
-		return nil, wrap("configmaps", sc.cms, err)
+	ings := metav1.ListOptions{}
+	if sc.ings != nil {
+		ings = *sc.ings
 	}
-	for _, cm := range cms.Items {
-		if strings.HasPrefix(cm.Name, specPrefix) {
-			s.specs = append(s.specs, cm)
+	for i, what := range []struct {
+		name string
+		opts metav1.ListOptions
+	}{
+		{"configmaps", sc.cms}, {"deployments", sc.deps}, {"services", sc.svcs},
+		{"ingresses in " + platform.Namespace, ings}, {"leases", sc.leases},
+		{"endpointslices", sc.slices}, {"pods", sc.pods},
+	} {
+		if errs[i] != nil {
+			return nil, wrap(what.name, what.opts, errs[i])
 		}
-	}
-	if err := errs[1]; err != nil {
-		return nil, wrap("deployments", sc.deps, err)
-	}
-	for i := range deps.Items {
-		x := &deps.Items[i]
-		s.deps[key(x.Namespace, x.Name)] = x
-	}
-	if err := errs[2]; err != nil {
-		return nil, wrap("services", sc.svcs, err)
-	}
-	for i := range svcs.Items {
-		x := &svcs.Items[i]
-		s.svcs[key(x.Namespace, x.Name)] = x
-	}
-	if err := errs[3]; err != nil {
-		return nil, wrap("ingresses in "+platform.Namespace, sc.ings, err)
-	}
-	for i := range ings.Items {
-		x := &ings.Items[i]
-		s.ings[key(x.Namespace, x.Name)] = x
-	}
-	if err := errs[4]; err != nil {
-		return nil, wrap("leases", sc.leases, err)
-	}
-	for i := range leases.Items {
-		x := &leases.Items[i]
-		s.leases[key(x.Namespace, x.Name)] = x
-	}
-	// EndpointSlices carry their Service's labels (the controller copies
-	// them), so the same selector finds them.
-	if err := errs[5]; err != nil {
-		return nil, wrap("endpointslices", sc.slices, err)
-	}
-	for _, x := range slices.Items {
-		k := key(x.Namespace, x.Labels[discoveryv1.LabelServiceName])
-		s.slices[k] = append(s.slices[k], x)
-	}
-	if err := errs[6]; err != nil {
-		return nil, wrap("pods", sc.pods, err)
-	}
-	for _, x := range pods.Items {
-		k := key(x.Namespace, x.Labels[LabelProject])
-		s.pods[k] = append(s.pods[k], x)
 	}
 	switch err := errs[7]; {
 	case apierrors.IsForbidden(err):
+		clear(s.secrets)
 		s.secretsErr = errors.New("not permitted to read secrets")
 	case err != nil:
 		return nil, wrap("secrets (metadata)", sc.secrets, err)
-	default:
-		for i := range secs.Items {
-			x := &secs.Items[i]
-			s.secrets[key(x.Namespace, x.Name)] = x
-		}
 	}
 	return s, nil
+}
+
+// protoList lists resource in namespace through rc, asking for protobuf
+// (JSON if the server has no protobuf for it): the API server encodes it
+// from what it stores without converting to JSON, and it is smaller and
+// cheaper for kiln to decode; at 10,000 projects decoding JSON was most of
+// the read's CPU.
+func protoList[L runtime.Object](rc rest.Interface, namespace, resource string, newL func() L) func(context.Context, metav1.ListOptions) (L, error) {
+	return func(ctx context.Context, opts metav1.ListOptions) (L, error) {
+		out := newL()
+		err := rc.Get().Namespace(namespace).Resource(resource).
+			VersionedParams(&opts, scheme.ParameterCodec).
+			SetHeader("Accept", "application/vnd.kubernetes.protobuf, application/json").
+			Do(ctx).Into(out)
+		return out, err
+	}
+}
+
+func newList[T any, L interface {
+	*T
+	runtime.Object
+}]() L {
+	return L(new(T))
+}
+
+// trimDeployment is what observe reads of d, in an object of its own (so
+// the page d came in is not kept): its metadata without managedFields, its
+// spec without the pod template but the template's annotations and
+// volumes (the token in force), and its status.
+func trimDeployment(d *appsv1.Deployment) *appsv1.Deployment {
+	x := &appsv1.Deployment{ObjectMeta: trimMeta(&d.ObjectMeta), Spec: d.Spec, Status: d.Status}
+	x.Spec.Template = corev1.PodTemplateSpec{}
+	x.Spec.Template.Annotations = d.Spec.Template.Annotations
+	x.Spec.Template.Spec.Volumes = d.Spec.Template.Spec.Volumes
+	return x
+}
+
+// trimMeta is the metadata observe and readiness.Judge read of an object
+// other than a spec ConfigMap: its name, generation and deletion; not its
+// labels, annotations or managedFields (most of a kept object's memory).
+func trimMeta(m *metav1.ObjectMeta) metav1.ObjectMeta {
+	return metav1.ObjectMeta{
+		Name: m.Name, Namespace: m.Namespace, UID: m.UID, Generation: m.Generation,
+		CreationTimestamp: m.CreationTimestamp, DeletionTimestamp: m.DeletionTimestamp,
+	}
+}
+
+// trimPod is what observe reads of p (its name, node and status).
+func trimPod(p *corev1.Pod) corev1.Pod {
+	return corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace},
+		Spec:       corev1.PodSpec{NodeName: p.Spec.NodeName},
+		Status:     p.Status,
+	}
 }
 
 func newSnapshot() *snapshot {
 	return &snapshot{
 		deps: map[string]*appsv1.Deployment{},
 		svcs: map[string]*corev1.Service{}, ings: map[string]*networkingv1.Ingress{},
-		leases: map[string]*coordinationv1.Lease{}, slices: map[string][]discoveryv1.EndpointSlice{},
+		leases: map[string]*coordinationv1.Lease{}, ready: map[string]int{},
 		pods: map[string][]corev1.Pod{}, secrets: map[string]*metav1.PartialObjectMetadata{},
 	}
 }
@@ -332,7 +486,7 @@ func (s *snapshot) merge(t *snapshot) *snapshot {
 	maps.Copy(s.svcs, t.svcs)
 	maps.Copy(s.ings, t.ings)
 	maps.Copy(s.leases, t.leases)
-	maps.Copy(s.slices, t.slices)
+	maps.Copy(s.ready, t.ready)
 	maps.Copy(s.pods, t.pods)
 	return s
 }
@@ -489,7 +643,7 @@ func (o *Ops) observe(snap *snapshot, cm *corev1.ConfigMap) (*Status, error) {
 	if svc != nil {
 		svcRes = judge(readiness.KindService, svc)
 		if svcRes.Status == readiness.Current {
-			n := readiness.CountReady(snap.slices[key(ns, r.Project)])
+			n := snap.ready[key(ns, r.Project)]
 			if n == 0 {
 				svcRes = readiness.Result{Status: readiness.InProgress, Message: "no ready endpoints"}
 			} else {

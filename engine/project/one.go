@@ -9,6 +9,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
+func ptr[T any](x T) *T { return &x }
+
 // Observe computes the row List gives project r, from a read of r's
 // objects only: the same eight LISTs as List's with the same label
 // selector, each narrowed to r (by the object's name, DESIGN.md §5, or
@@ -32,7 +34,7 @@ func (o *Ops) Observe(ctx context.Context, r Ref) (st *Status, ok bool, err erro
 		cms:     named(SpecName(r.Project)),
 		deps:    named(r.Project),
 		svcs:    named(r.Project),
-		ings:    named(RouteName(r)),
+		ings:    ptr(named(RouteName(r))),
 		leases:  named(LeaseName(r.Project)),
 		slices:  metav1.ListOptions{LabelSelector: sel + "," + discoveryv1.LabelServiceName + "=" + r.Project},
 		pods:    metav1.ListOptions{LabelSelector: o.selector(r.Project)},

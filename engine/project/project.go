@@ -117,6 +117,9 @@ type Ops struct {
 	// ProgressEvery is how often Bulk reports its summary line (default
 	// DefaultProgressEvery).
 	ProgressEvery time.Duration
+	// PageSize is how many objects each LIST of the projects' objects asks
+	// for at a time, following the continue token (0: DefaultPageSize).
+	PageSize int64
 }
 
 func (o *Ops) now() time.Time {
