@@ -9,7 +9,6 @@ import (
 	"github.com/kilnctl/kiln/engine/config"
 	"github.com/kilnctl/kiln/engine/failure"
 	"github.com/kilnctl/kiln/engine/platform"
-	"github.com/kilnctl/kiln/internal/exit"
 )
 
 // Facts are what a create found before deciding: discovery's view of the
@@ -123,7 +122,7 @@ func placeError(pl Placement, n Nouns, name, location, hosted string, elsewhere 
 		return inputErr(failure.Input, n.Target, name, "cluster %s already exists in %s %s, not in %s (a NAME is unique per %s); use {input} %s",
 			name, n.Location, strings.Join(elsewhere, ", "), location, n.Scope, elsewhere[0])
 	case PlaceTaken:
-		return exit.Usage("%s %s already hosts kiln cluster %s; a cluster hosts one kiln platform (NAME %s)", n.Location, location, hosted, name)
+		return failure.BadInput("%s %s already hosts kiln cluster %s; a cluster hosts one kiln platform (NAME %s)", n.Location, location, hosted, name)
 	}
 	return nil
 }

@@ -16,8 +16,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/kilnctl/kiln/engine/config"
+	"github.com/kilnctl/kiln/engine/failure"
 	"github.com/kilnctl/kiln/engine/platform"
-	"github.com/kilnctl/kiln/internal/exit"
 )
 
 // TypeFrontDoor reports how the gateway is reached from outside the
@@ -462,7 +462,7 @@ func (e *Engine) waitLoadBalancer(ctx context.Context, cs kubernetes.Interface) 
 
 func lbTimeout(ctx context.Context, err error) error {
 	if ctx.Err() == context.DeadlineExceeded {
-		return exit.Deadline("timed out waiting for a load-balancer address on Service %s/%s (spec.gateway.expose loadBalancer): no load-balancer controller has published one; install one (a cloud controller manager, MetalLB) or choose another spec.gateway.expose with kiln upgrade", platform.Namespace, platform.GatewayName)
+		return failure.Deadline("timed out waiting for a load-balancer address on Service %s/%s (spec.gateway.expose loadBalancer): no load-balancer controller has published one; install one (a cloud controller manager, MetalLB) or choose another spec.gateway.expose with kiln upgrade", platform.Namespace, platform.GatewayName)
 	}
 	if ctx.Err() != nil {
 		return ctx.Err()

@@ -9,7 +9,7 @@ import (
 	"strings"
 
 	"github.com/kilnctl/kiln/creds"
-	"github.com/kilnctl/kiln/internal/exit"
+	"github.com/kilnctl/kiln/engine/failure"
 )
 
 // candidate is a place a cluster's token dir may be.
@@ -57,10 +57,10 @@ func loadCandidate(c candidate, provider, name string) (*creds.TokenDir, error) 
 		}
 	}
 	if err != nil {
-		return nil, exit.Usage("token dir %s (from %s) is unusable: %v; move it aside or run `kiln tokens forget %s %s`", c.Path, c.Source, err, provider, name)
+		return nil, failure.BadInput("token dir %s (from %s) is unusable: %v; move it aside or run `kiln tokens forget %s %s`", c.Path, c.Source, err, provider, name)
 	}
 	if td.Manifest.Cluster != name || td.Manifest.Provider != provider {
-		return nil, exit.Usage("token dir %s (from %s) belongs to cluster %s/%s, not %s/%s", c.Path, c.Source, td.Manifest.Provider, td.Manifest.Cluster, provider, name)
+		return nil, failure.BadInput("token dir %s (from %s) belongs to cluster %s/%s, not %s/%s", c.Path, c.Source, td.Manifest.Provider, td.Manifest.Cluster, provider, name)
 	}
 	return td, nil
 }

@@ -23,7 +23,6 @@ import (
 	"github.com/kilnctl/kiln/engine/lock"
 	"github.com/kilnctl/kiln/engine/platform"
 	"github.com/kilnctl/kiln/engine/readiness"
-	"github.com/kilnctl/kiln/internal/exit"
 )
 
 // locked runs fn holding Lease kiln-project-P (exit 4 naming the holder
@@ -81,7 +80,7 @@ func (o *Ops) lockedSeen(ctx context.Context, r Ref, op string, seen **coordinat
 // namespace must exist, and for every operation but create the project too.
 func (o *Ops) precheck(ctx context.Context, r Ref, mustExist bool) (*Spec, error) {
 	if _, err := o.Client.CoreV1().Namespaces().Get(ctx, r.Namespace(), metav1.GetOptions{}); err != nil {
-		return nil, exit.Usage("tenant %q: namespace %s: %v", r.Tenant, r.Namespace(), err)
+		return nil, failure.BadInput("tenant %q: namespace %s: %v", r.Tenant, r.Namespace(), err)
 	}
 	if !mustExist {
 		s, _, err := o.readSpec(ctx, r)
@@ -106,7 +105,7 @@ func quoteHost(h string) string {
 // stack it is refused (use restack).
 func (o *Ops) Create(ctx context.Context, r Ref, stackName string) error {
 	if h := o.Host(r); len(h) > maxHost {
-		return exit.Usage("TENANT/PROJECT %s: its host %s is %d characters; a host name has at most %d (shorten the project or tenant name, or the cluster's spec.domain)", r, quoteHost(h), len(h), maxHost)
+		return failure.BadInput("TENANT/PROJECT %s: its host %s is %d characters; a host name has at most %d (shorten the project or tenant name, or the cluster's spec.domain)", r, quoteHost(h), len(h), maxHost)
 	}
 	st, err := o.stack(stackName)
 	if err != nil {
@@ -139,7 +138,7 @@ func (o *Ops) Create(ctx context.Context, r Ref, stackName string) error {
 
 func sameStack(r Ref, cur *Spec, stackName string, st config.Stack) error {
 	if cur != nil && stackName != "" && cur.Stack.Name != st.Name {
-		return exit.Usage("project %s already exists with stack %q, not %q; use kiln project restack to change it", r, cur.Stack.Name, st.Name)
+		return failure.BadInput("project %s already exists with stack %q, not %q; use kiln project restack to change it", r, cur.Stack.Name, st.Name)
 	}
 	return nil
 }
@@ -189,7 +188,7 @@ func (o *Ops) Restack(ctx context.Context, r Ref, stackName string) error {
 	return o.locked(ctx, r, "restack", func(ctx context.Context, l *lock.Lock) error {
 		spec, err := o.writeSpec(ctx, r, "restack", l.Holder(), func(cur *Spec) (*Spec, error) {
 			if cur == nil {
-				return nil, exit.Usage("project %s: no such project (deleted meanwhile)", r)
+				return nil, failure.BadInput("project %s: no such project (deleted meanwhile)", r)
 			}
 			cur.Stack, cur.State = st, DesiredRunning
 			return cur, nil
@@ -210,7 +209,7 @@ func (o *Ops) Delete(ctx context.Context, r Ref) error {
 	if _, err := o.precheck(ctx, r, true); err != nil {
 		// A delete killed after removing the spec ConfigMap leaves the
 		// Lease (and nothing else): finish it rather than refuse.
-		if exit.Code(err) != exit.BadInput || !o.leaseLeft(ctx, r) {
+		if failure.Of(err) != failure.Input || !o.leaseLeft(ctx, r) {
 			return err
 		}
 		o.R.Logf("warn", "project %s: spec ConfigMap already gone but Lease %s/%s left (an interrupted delete): finishing the delete", r, r.Namespace(), LeaseName(r.Project))
@@ -240,7 +239,7 @@ func (o *Ops) leaseLeft(ctx context.Context, r Ref) bool {
 func (o *Ops) setState(ctx context.Context, r Ref, op, holder, state string) (*Spec, error) {
 	return o.writeSpec(ctx, r, op, holder, func(cur *Spec) (*Spec, error) {
 		if cur == nil {
-			return nil, exit.Usage("project %s: no such project (deleted meanwhile)", r)
+			return nil, failure.BadInput("project %s: no such project (deleted meanwhile)", r)
 		}
 		cur.State = state
 		return cur, nil
@@ -454,7 +453,7 @@ func (o *Ops) RotateToken(ctx context.Context, r Ref) error {
 	return o.locked(ctx, r, "rotate-token", func(ctx context.Context, l *lock.Lock) error {
 		spec, err := o.writeSpec(ctx, r, "rotate-token", l.Holder(), func(cur *Spec) (*Spec, error) {
 			if cur == nil {
-				return nil, exit.Usage("project %s: no such project (deleted meanwhile)", r)
+				return nil, failure.BadInput("project %s: no such project (deleted meanwhile)", r)
 			}
 			return cur, nil
 		})
@@ -504,7 +503,7 @@ func (o *Ops) RotateToken(ctx context.Context, r Ref) error {
 		if rollErr == nil {
 			return o.R.Phase(ctx, "commit", func(ctx context.Context) error { return o.keepOnly(ctx, r, newKey) })
 		}
-		if ctx.Err() != nil && !errors.Is(rollErr, context.DeadlineExceeded) && exit.Code(rollErr) != exit.Timeout {
+		if ctx.Err() != nil && !errors.Is(rollErr, context.DeadlineExceeded) && failure.Of(rollErr) != failure.Timeout {
 			return rollErr // interrupted or lost the lease: the next operation settles
 		}
 		o.R.Logf("warn", "rollout with the new token failed (%v); switching back to %s", rollErr, oldKey)

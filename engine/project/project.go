@@ -22,7 +22,6 @@ import (
 	"github.com/kilnctl/kiln/engine/input"
 	"github.com/kilnctl/kiln/engine/platform"
 	"github.com/kilnctl/kiln/engine/readiness"
-	"github.com/kilnctl/kiln/internal/exit"
 )
 
 // Labels and annotations (contract: kiln.dev/project, kiln.dev/token-sha256).
@@ -153,7 +152,7 @@ func (o *Ops) checkTenant(t string) error {
 			return nil
 		}
 	}
-	return exit.Usage("tenant %q: not a tenant of cluster %s (tenants: %v)", t, o.Cluster, o.Config.Spec.Tenants)
+	return failure.BadInput("tenant %q: not a tenant of cluster %s (tenants: %v)", t, o.Cluster, o.Config.Spec.Tenants)
 }
 
 // stack resolves --stack: the named stack, or the config's first stack.

@@ -8,10 +8,10 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/kilnctl/kiln/engine/failure"
 	"github.com/kilnctl/kiln/engine/lock"
 	"github.com/kilnctl/kiln/engine/platform"
 	"github.com/kilnctl/kiln/engine/readiness"
-	"github.com/kilnctl/kiln/internal/exit"
 )
 
 // Repair heals projects whose desired state is running: objects that are
@@ -33,7 +33,7 @@ func (o *Ops) Repair(ctx context.Context) ([]string, error) {
 		r := Ref{Tenant: st.Tenant, Project: st.Project}
 		did, err := o.repairOne(ctx, r)
 		switch {
-		case exit.Code(err) == exit.Locked:
+		case failure.Of(err) == failure.Locked:
 			o.R.Logf("warn", "repair %s skipped: %v", r, err)
 		case err != nil:
 			o.R.Logf("error", "repair %s: %v", r, err)

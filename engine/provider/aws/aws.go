@@ -31,7 +31,6 @@ import (
 	"github.com/kilnctl/kiln/engine/failure"
 	"github.com/kilnctl/kiln/engine/input"
 	"github.com/kilnctl/kiln/engine/trace"
-	"github.com/kilnctl/kiln/internal/exit"
 )
 
 // Tags every kiln-created AWS resource carries.
@@ -329,7 +328,7 @@ func (p *Provider) loadConfig(ctx context.Context, region string) (aws.Config, e
 		if p.Profile != "" {
 			return aws.Config{}, input.New(failure.Input, input.Profile, p.Profile, "{input} %s: %v", p.Profile, err)
 		}
-		return aws.Config{}, exit.Usage("AWS configuration: %v", err)
+		return aws.Config{}, failure.BadInput("AWS configuration: %v", err)
 	}
 	return cfg, nil
 }

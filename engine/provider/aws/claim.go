@@ -15,7 +15,7 @@ import (
 	iamtypes "github.com/aws/aws-sdk-go-v2/service/iam/types"
 
 	"github.com/kilnctl/kiln/engine"
-	"github.com/kilnctl/kiln/internal/exit"
+	"github.com/kilnctl/kiln/engine/failure"
 )
 
 // The claim serializes infrastructure changes of one NAME across hosts.
@@ -121,7 +121,8 @@ func (in *infra) acquireClaim(ctx context.Context, op string) (*claim, context.C
 		if !stale {
 			since := iamTag(got.Role.Tags, TagClaimSince)
 			in.emit(KindClaim, name, engine.StatusInProgress, "held by %s since %s", other, since)
-			return nil, nil, exit.Lock("infrastructure of %s is being changed by %s since %s (claim: IAM role %s); nothing was created. Wait for it to finish; a claim whose holder died on another host expires %s after its last renewal (%s)",
+			at, _ := time.Parse(time.RFC3339, since) // zero when not a time
+			return nil, nil, failure.Held(other, at, "infrastructure of %s is being changed by %s since %s (claim: IAM role %s); nothing was created. Wait for it to finish; a claim whose holder died on another host expires %s after its last renewal (%s)",
 				in.name, other, since, name, claimTTL, iamTag(got.Role.Tags, TagClaimRenewed))
 		}
 		// Take over exactly the claim judged stale: another contender may
@@ -194,7 +195,7 @@ func (c *claim) renew(ctx context.Context, cancelOp context.CancelCauseFunc) {
 		}
 		got, err := c.in.iam.GetRole(ctx, &iam.GetRoleInput{RoleName: aws.String(c.role)})
 		if err == nil && aws.ToString(got.Role.RoleId) != c.roleID || apiCode(err) == "NoSuchEntity" {
-			cancelOp(exit.Lock("lost the claim of %s (IAM role %s): another kiln took it over; stopped", c.in.name, c.role))
+			cancelOp(failure.Lock("lost the claim of %s (IAM role %s): another kiln took it over; stopped", c.in.name, c.role))
 			return
 		}
 		if err == nil {
@@ -207,7 +208,7 @@ func (c *claim) renew(ctx context.Context, cancelOp context.CancelCauseFunc) {
 			continue
 		}
 		if time.Since(last) > claimTTL*2/3 {
-			cancelOp(exit.Lock("could not renew the claim of %s (IAM role %s) for %s: %v; stopped so that no other kiln races this one", c.in.name, c.role, time.Since(last).Round(time.Second), err))
+			cancelOp(failure.Lock("could not renew the claim of %s (IAM role %s) for %s: %v; stopped so that no other kiln races this one", c.in.name, c.role, time.Since(last).Round(time.Second), err))
 			return
 		}
 	}
