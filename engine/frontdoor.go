@@ -53,9 +53,13 @@ func hintsFor(t Target, location string) frontDoorHints {
 	return h
 }
 
-// upgrade is the upgrade hint, in backquotes.
+// upgrade is the upgrade hint, in backquotes; without hints for a cluster,
+// Command's words for any cluster (PROVIDER NAME).
 func (h frontDoorHints) upgrade() string {
-	return "`" + orDefault(h.Upgrade, "kiln upgrade PROVIDER NAME -c FILE") + "`"
+	if h.Upgrade == "" {
+		h.Upgrade = Command(Target{Name: "NAME"}, "", []string{"upgrade"}, "-c", "FILE")
+	}
+	return "`" + h.Upgrade + "`"
 }
 
 // FrontDoor is the entry point of a cluster: how kiln-gateway is reached

@@ -103,7 +103,7 @@ func (u *upgrade) plan(ctx context.Context) (*upgradePlan, error) {
 
 	// Tenants: tokens first (signed with the key the cluster trusts), then
 	// namespaces; removed tenants' namespaces, then their tokens.
-	td, err := loadCandidate(candidate{Path: u.td.Path, Source: "token dir"}, req.Provider.Name(), req.Name)
+	td, err := loadCandidate(candidate{Path: u.td.Path, Source: "token dir", Forget: u.e.forgetHint(req.Provider.Name(), req.Name)}, req.Provider.Name(), req.Name)
 	if err != nil {
 		return nil, err
 	}
