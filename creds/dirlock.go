@@ -72,7 +72,7 @@ func LockDir(dir, holder string) (*DirLock, error) {
 	return &DirLock{f: f, path: path}, nil
 }
 
-// lockedBy is the exit-4 error for a token directory another process holds.
+// lockedBy is the Locked failure for a token directory another process holds.
 func lockedBy(dir, path string) error {
 	holder, since := "another kiln process", "an unknown time"
 	var rec lockRecord

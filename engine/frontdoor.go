@@ -419,7 +419,7 @@ func (e *Engine) resolveExpose(ctx context.Context, p Provider, cs kubernetes.In
 }
 
 // waitLoadBalancer watches Service kiln-gateway until it has a
-// load-balancer address, within ctx. A deadline is exit 5 naming what is
+// load-balancer address, within ctx. A deadline is failure.Timeout naming what is
 // missing.
 func (e *Engine) waitLoadBalancer(ctx context.Context, cs kubernetes.Interface) error {
 	e.logf(LevelInfo, "waiting for a load-balancer address on Service %s/%s (spec.gateway.expose loadBalancer): the cluster's load-balancer controller publishes it; on a cluster without one (no cloud controller manager, no MetalLB) it never comes",

@@ -32,7 +32,7 @@ type RotateKeyRequest struct {
 }
 
 // RotateConfirmer is a Confirmer that can confirm a key rotation. A
-// Confirmer without it (or none) answers no: exit 3, nothing changed.
+// Confirmer without it (or none) answers no: failure.Confirm, nothing changed.
 type RotateConfirmer interface {
 	ConfirmRotate(ctx context.Context, q RotateQuestion) (bool, error)
 }

@@ -94,7 +94,7 @@ func platformRefs(name string, cfg *config.ClusterConfig) []readiness.Ref {
 }
 
 // locate discovers and returns the location where NAME's platform lives.
-// A cluster that is not found is bad input (exit 2): the NAME is wrong or
+// A cluster that is not found is bad input (failure.Input): the NAME is wrong or
 // the kubeconfig does not reach it. With infraOK, a location holding only
 // part of NAME's infrastructure (see infraOnly) is returned too: destroy
 // removes what is there.

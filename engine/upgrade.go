@@ -41,7 +41,7 @@ type UpgradeRequest struct {
 }
 
 // UpgradeConfirmer is a Confirmer that can confirm an upgrade plan. A
-// Confirmer without it (or none) answers no: exit 3, nothing changed.
+// Confirmer without it (or none) answers no: failure.Confirm, nothing changed.
 type UpgradeConfirmer interface {
 	ConfirmUpgrade(ctx context.Context, q UpgradeQuestion) (bool, error)
 }

@@ -350,7 +350,7 @@ func sameQty(a, b string) bool {
 }
 
 // refusal is the plan's bad input: removing a tenant that has projects
-// without DeleteProjects (exit 2 naming them).
+// without DeleteProjects (failure.Input naming them).
 func (p *upgradePlan) refusal(u *upgrade) error {
 	if len(p.blocked) == 0 || u.req.DeleteProjects {
 		return nil

@@ -13,7 +13,7 @@ import (
 )
 
 // checkExclusions reads the leases of opts.Excludes (this lock being held)
-// and fails with exit 4 naming the first live holder. A holder is live
+// and fails with failure.Locked naming the first live holder. A holder is live
 // unless provably dead (deadHolder) or, when its timestamps look stale,
 // watched unchanged for its lease's duration.
 func (l *Lock) checkExclusions(ctx context.Context) error {

@@ -21,7 +21,7 @@
 //     monotonic clock, or at once when the holder is provably a dead process
 //     of this same boot (see deadHolder).
 //   - A held lease whose timestamps are plausible (renewed within its
-//     duration of the contender's clock) is refused at once with exit 4:
+//     duration of the contender's clock) is refused at once with failure.Locked:
 //     kiln refuses rather than queues. Only a lease that looks stale (or
 //     renewed in the future: a clock is off) is watched before deciding.
 //   - Exclusive holders (platform-changing cluster operations) and the
@@ -92,7 +92,7 @@ type Options struct {
 
 // Exclusion names leases that exclude the operation. Having taken its own
 // lease, Acquire reads them; if a live operation holds one, it gives its own
-// lease back and fails with exit 4 naming that holder. Because both sides
+// lease back and fails with failure.Locked naming that holder. Because both sides
 // write their own lease before reading the other's, at least one of two
 // racing operations sees the other.
 type Exclusion struct {
@@ -102,7 +102,7 @@ type Exclusion struct {
 	Selector        string
 	// ExclusiveOnly: only holders that took their lease as Exclusive count.
 	ExclusiveOnly bool
-	// Advice ends the exit-4 message: why this is refused and what to do.
+	// Advice ends the Locked failure's message: why this is refused and what to do.
 	Advice string
 }
 
@@ -412,7 +412,7 @@ func (l *Lock) Lost() error {
 // Explain turns the error of an operation that ran under this lock into
 // the lost-lock error when the lease was lost: the operation then stopped
 // because of that (usually with a bare "context canceled"), and the run
-// must end with exit 4 saying so, not as an interrupt.
+// must end with failure.Locked saying so, not as an interrupt.
 func (l *Lock) Explain(err error) error {
 	lost := l.Lost()
 	if err == nil || lost == nil || errors.Is(err, lost) {

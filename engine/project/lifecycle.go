@@ -25,7 +25,7 @@ import (
 	"github.com/kilnctl/kiln/engine/readiness"
 )
 
-// locked runs fn holding Lease kiln-project-P (exit 4 naming the holder
+// locked runs fn holding Lease kiln-project-P (failure.Locked naming the holder
 // when another operation has it). fn's context ends if the lease is lost.
 func (o *Ops) locked(ctx context.Context, r Ref, op string, fn func(context.Context, *lock.Lock) error) error {
 	return o.lockedSeen(ctx, r, op, nil, fn)

@@ -88,7 +88,7 @@ type Ops struct {
 	Client  kubernetes.Interface
 	Cluster string
 	Config  *config.ClusterConfig
-	// Timeout bounds each wait for readiness (exit 5 when it passes).
+	// Timeout bounds each wait for readiness (failure.Timeout when it passes).
 	Timeout time.Duration
 	R       Reporter
 	// Now is the clock (default time.Now).
@@ -134,7 +134,7 @@ func (r Ref) Namespace() string { return config.TenantNamespace(r.Tenant) }
 func (r Ref) String() string { return r.Tenant + "/" + r.Project }
 
 // Parse checks TENANT/PROJECT against the name rules and the cluster's
-// tenants (exit 2 naming what is wrong).
+// tenants (failure.Input naming what is wrong).
 func (o *Ops) Parse(s string) (Ref, error) {
 	t, p, err := config.ValidateProjectRef(s)
 	if err != nil {

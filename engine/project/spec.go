@@ -83,7 +83,7 @@ func (o *Ops) readSpec(ctx context.Context, r Ref) (*Spec, *corev1.ConfigMap, er
 }
 
 // mustSpec is readSpec for operations on an existing project: a missing
-// project is bad input (exit 2).
+// project is bad input (failure.Input).
 func (o *Ops) mustSpec(ctx context.Context, r Ref) (*Spec, error) {
 	s, _, err := o.readSpec(ctx, r)
 	if err != nil {

@@ -227,7 +227,7 @@ func (p *Provider) DefaultRegion() (string, error) {
 
 // AWSConfig returns the AWS configuration for region (the standard chain,
 // --profile, AWS_ENDPOINT_URL), with usable credentials: missing
-// credentials are bad input (exit 2).
+// credentials are bad input (failure.Input).
 func (p *Provider) AWSConfig(ctx context.Context, region string) (aws.Config, error) {
 	cfg, err := p.config(ctx, region)
 	if err != nil {
@@ -414,7 +414,7 @@ func (p *Provider) nodes() int32 {
 }
 
 // validateCredentials checks, once per provider, that the AWS
-// configuration loads and yields credentials: exit 2 before anything is
+// configuration loads and yields credentials: failure.Input before anything is
 // created, and before regions are asked for.
 func (p *Provider) validateCredentials(ctx context.Context) error {
 	p.validateMu.Lock()

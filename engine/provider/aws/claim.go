@@ -23,7 +23,7 @@ import (
 // kiln-NAME-claim, tagged with its holder and the time. IAM refuses a
 // second role of the same name (EntityAlreadyExists), and IAM is global,
 // so of any number of kiln processes, on any hosts, creating NAME in any
-// region, exactly one holds the claim; the others exit 4 naming it. The
+// region, exactly one holds the claim; the others fail as failure.Locked naming it. The
 // role grants nothing (no policies; only EC2 may assume it, through an
 // instance profile that does not exist). The holder renews a tag every
 // minute and deletes the role when its infrastructure phase ends.
@@ -78,7 +78,7 @@ type claim struct {
 	once   sync.Once
 }
 
-// acquireClaim takes the claim of in.name for op, or fails with exit 4
+// acquireClaim takes the claim of in.name for op, or fails with failure.Locked
 // naming its holder. The returned context is cancelled if the claim is
 // lost (taken over after this process stopped renewing it).
 func (in *infra) acquireClaim(ctx context.Context, op string) (*claim, context.Context, error) {
