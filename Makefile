@@ -55,18 +55,16 @@ test: fmt-check vet goreleaser-check testbin-realnode build
 	hack/with-secret-service.sh env KILN_TEST_SECRET_SERVICE=1 KILN_AFTER_PKGS=1 GO=$(GO) TEST_TIMEOUT=$(TEST_TIMEOUT) hack/test.sh
 
 ## bench-smoke: compile and run every benchmark once (-benchtime=1x) at tiny
-## sizes so none rots; no figures are kept. Three control planes for ./bench
-## (BenchmarkUpgrade and BenchmarkPlatformDestroy install a platform of their
-## own, and a cluster hosts one), none for the others.
+## sizes so none rots; no figures are kept (hack/bench-smoke.sh). ./bench is
+## compiled once and run three times at once, each with a control plane
+## of its own (BenchmarkUpgrade and BenchmarkPlatformDestroy install a platform
+## of their own, and a cluster hosts one), beside the others (no control plane).
 BENCH_SMOKE_ENV := KILN_BENCH_SCALE_SIZES=2,3 KILN_BENCH_PROJECTS=3 KILN_BENCH_BULK=2 \
 	KILN_BENCH_CONCURRENCY=2 KILN_BENCH_SETTLE_S=60 KILN_BENCH_INSPECT_PROJECTS=3 KILN_BENCH_IDLE_S=1 \
 	KILN_BENCH_SLOW_S=1 KILN_BENCH_UPGRADE_PROJECTS=2 KILN_BENCH_FAULT_RATES=10 KILN_BENCH_FAULT_SCENARIOS=none KILN_BENCH_LIST_ITER=1 \
 	KILN_BENCH_GATEWAY_SECONDS=1
 bench-smoke: testbin
-	$(BENCH_SMOKE_ENV) $(GO) test -run '^$$' -bench . -skip '^Benchmark(Upgrade|PlatformDestroy)$$' -benchtime=1x -count=1 -timeout 15m ./bench/
-	$(BENCH_SMOKE_ENV) $(GO) test -run '^$$' -bench '^BenchmarkUpgrade$$' -benchtime=1x -count=1 -timeout 10m ./bench/
-	$(BENCH_SMOKE_ENV) KILN_BENCH_DESTROY_PROJECTS=1 $(GO) test -run '^$$' -bench '^BenchmarkPlatformDestroy$$' -benchtime=1x -count=1 -timeout 10m ./bench/
-	$(BENCH_SMOKE_ENV) $(GO) test -run '^$$' -bench . -benchtime=1x -count=1 -timeout 10m ./bench/gateway/ ./tui/ ./engine/provider/aws/
+	$(BENCH_SMOKE_ENV) GO=$(GO) hack/bench-smoke.sh
 
 ## unit: fast feedback (~1 min): -short skips the end-to-end tests of the
 ## binary; package tests of lock, readiness and testcluster still start a

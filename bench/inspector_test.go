@@ -12,6 +12,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/kilnctl/kiln/engine"
+	"github.com/kilnctl/kiln/engine/event"
 	"github.com/kilnctl/kiln/engine/provider/kube"
 )
 
@@ -91,7 +92,7 @@ func BenchmarkInspector(b *testing.B) {
 			updates <- upd{st, time.Now()}
 		})
 	}()
-	svcStatus := func(st *engine.ClusterStatus) string {
+	svcStatus := func(st *engine.ClusterStatus) event.Status {
 		for _, pr := range st.Projects {
 			if pr.Tenant == tmplTenant && pr.Project == tmplProject {
 				for _, o := range pr.Objects {

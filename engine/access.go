@@ -2,11 +2,6 @@ package engine
 
 import "context"
 
-// TypeAccess reports who may reach the cluster through the cloud's own
-// access control (kiln status on aws: the EKS access entries): Access is
-// set.
-const TypeAccess = "access"
-
 // Kinds of an access entry.
 const (
 	AccessAdmin  = "admin"  // cluster admin

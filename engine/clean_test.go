@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/kilnctl/kiln/engine/event"
 )
 
 // Strings from a cluster reach the terminal without escape sequences or
@@ -18,14 +20,18 @@ func TestCleanRemovesTerminalControls(t *testing.T) {
 		Projects: []ProjectStatus{{Project: "p", Reasons: []string{"r\x9b31m", "s\u009b1m"}, Created: time.Now()}}}
 	var got []Event
 	e := &Engine{Sink: SinkFunc(func(ev Event) { got = append(got, ev) })}
-	e.emit(Event{Type: TypeSnapshot, Snapshot: st, Message: "x\x1b[0m", Cluster: &ClusterSummary{Err: "dial \x1b[5m"}})
-	ev := got[0]
-	for _, s := range []string{ev.Message, ev.Snapshot.Name, ev.Snapshot.Objects[0].Message, ev.Snapshot.Projects[0].Reasons[0], ev.Snapshot.Projects[0].Reasons[1], ev.Cluster.Err} {
+	e.emit(st)
+	e.emit(event.LogEvent{Message: "x\x1b[0m"})
+	e.emit(&ClusterSummary{Err: "dial \x1b[5m"})
+	snap := got[0].Payload.(*ClusterStatus)
+	msg := got[1].Payload.(event.LogEvent).Message
+	cl := got[2].Payload.(*ClusterSummary)
+	for _, s := range []string{msg, snap.Name, snap.Objects[0].Message, snap.Projects[0].Reasons[0], snap.Projects[0].Reasons[1], cl.Err} {
 		if strings.ContainsAny(s, "\x1b\u009b") || strings.Contains(s, "\x9b") {
 			t.Errorf("control character left in %q", s)
 		}
 	}
-	if ev.Snapshot.Projects[0].Created.IsZero() {
+	if snap.Projects[0].Created.IsZero() {
 		t.Error("cleaning touched a time")
 	}
 }

@@ -34,6 +34,7 @@ type ClusterSummary struct {
 // keyring entry, the default path) that loads and validates with
 // creds.Load and holds a key id kiln-auth trusts. Nothing is changed.
 func (e *Engine) DiscoverClusters(ctx context.Context, p Provider, tokenDir string) ([]ClusterSummary, error) {
+	ctx = e.traced(ctx)
 	return e.discoverClusters(ctx, p, tokenDir, nil)
 }
 
@@ -96,6 +97,7 @@ func (e *Engine) discoverClusters(ctx context.Context, p Provider, tokenDir stri
 // with its projects' token sync and creation times and the stacks of
 // kiln-config. Unlike Status it emits no result event.
 func (e *Engine) Inspect(ctx context.Context, t Target) (*ClusterStatus, error) {
+	ctx = e.traced(ctx)
 	t = e.hinted(t)
 	return e.status(ctx, StatusRequest{Target: t})
 }

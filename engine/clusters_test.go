@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/kilnctl/kiln/creds"
+	"github.com/kilnctl/kiln/engine/event"
 	"github.com/kilnctl/kiln/engine/platform"
 )
 
@@ -81,10 +82,10 @@ func TestDiscoverClustersTrustsOnlyWhatCreateWould(t *testing.T) {
 	if got[3].Location != "d" || got[3].Err == "" || got[3].Platform != "?" {
 		t.Errorf("unreachable: %+v", got[3])
 	}
-	var disc []Event
+	var disc []event.DiscoveryEvent
 	for _, ev := range evs {
-		if ev.Type == TypeDiscovery {
-			disc = append(disc, ev)
+		if d, ok := ev.Payload.(event.DiscoveryEvent); ok {
+			disc = append(disc, d)
 		}
 	}
 	if len(disc) != 1 || disc[0].Source != SourceDiscovery || len(disc[0].Clusters) != 5 || len(disc[0].Skipped) != 1 {

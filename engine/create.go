@@ -8,6 +8,7 @@ import (
 
 	"github.com/kilnctl/kiln/creds"
 	"github.com/kilnctl/kiln/engine/config"
+	"github.com/kilnctl/kiln/engine/event"
 	"github.com/kilnctl/kiln/engine/failure"
 	"github.com/kilnctl/kiln/engine/lock"
 	"github.com/kilnctl/kiln/engine/readiness"
@@ -72,18 +73,19 @@ type run struct {
 	// holds (continue); the gateway's pod template records its digest.
 	authTable *creds.TenantTable
 	w         *readiness.Watcher
-	current   string // the phase running now, for the interrupt message
-	mutated   bool   // whether anything was written yet
+	current   event.Phase // the phase running now, for the interrupt message
+	mutated   bool        // whether anything was written yet
 }
 
 // step runs one phase of create and records which one it is.
-func (r *run) step(ctx context.Context, name string, fn func(context.Context) error) error {
+func (r *run) step(ctx context.Context, name event.Phase, fn func(context.Context) error) error {
 	r.current = name
 	return r.e.phase(ctx, name, fn)
 }
 
 // Create discovers, decides, and creates or continues a kiln cluster.
 func (e *Engine) Create(ctx context.Context, req CreateRequest) error {
+	ctx = e.traced(ctx)
 	req.Target = e.hinted(req.Target)
 	r := &run{e: e, req: req}
 	err := r.create(ctx)

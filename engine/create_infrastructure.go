@@ -3,7 +3,7 @@ package engine
 import "context"
 
 func (r *run) infrastructure(ctx context.Context) error {
-	loc, skipped, err := r.req.Provider.EnsureInfrastructure(ctx, r.req.Name, r.loc.Name, r.e.Sink)
+	loc, skipped, err := r.req.Provider.EnsureInfrastructure(ctx, r.req.Name, r.loc.Name, r.e.reporter())
 	if err != nil {
 		return err
 	}

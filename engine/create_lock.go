@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/kilnctl/kiln/engine/event"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"k8s.io/client-go/kubernetes"
@@ -117,7 +119,7 @@ func (r *run) acquire(ctx context.Context, cs kubernetes.Interface) error {
 	r.loc.State = st
 	if d := out.Decision; d != before && !(before == DecisionFresh && d == DecisionResume) {
 		r.decision = d
-		r.e.emit(Event{Type: TypeDecision, Decision: d, Reason: "changed while waiting for the lock: " + out.Reason})
+		r.e.emit(event.DecisionEvent{Decision: d, Reason: "changed while waiting for the lock: " + out.Reason})
 	}
 	r.mutated = true
 	return nil

@@ -3,6 +3,8 @@ package engine
 import (
 	"context"
 
+	"github.com/kilnctl/kiln/engine/event"
+
 	"github.com/kilnctl/kiln/engine/platform"
 )
 
@@ -20,7 +22,7 @@ func (r *run) plan(ctx context.Context) error {
 		return err
 	}
 	r.decision = out.Decision
-	r.e.emit(Event{Type: TypeDecision, Decision: out.Decision, Reason: out.Reason + uniqueness(r.req.Provider, r.req.Name, r.skipped)})
+	r.e.emit(event.DecisionEvent{Decision: out.Decision, Reason: out.Reason + uniqueness(r.req.Provider, r.req.Name, r.skipped)})
 	return nil
 }
 

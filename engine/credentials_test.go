@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/kilnctl/kiln/creds"
+	"github.com/kilnctl/kiln/engine/event"
 	"github.com/kilnctl/kiln/engine/failure"
 )
 
@@ -34,14 +35,14 @@ func (p *notActiveProvider) Discover(_ context.Context, name string) ([]Location
 	return []Location{{Name: "eu-west-1", Cluster: name, Infra: InfraPartial}}, nil
 }
 
-func (p *notActiveProvider) EnsureInfrastructure(context.Context, string, string, Sink) (Location, bool, error) {
+func (p *notActiveProvider) EnsureInfrastructure(context.Context, string, string, *event.Reporter) (Location, bool, error) {
 	p.mu.Lock()
 	p.ensure++
 	p.mu.Unlock()
 	return Location{}, false, errors.New("EKS cluster dev1 is CREATING")
 }
 
-func (p *notActiveProvider) DestroyInfrastructure(context.Context, string, string, Sink) (bool, error) {
+func (p *notActiveProvider) DestroyInfrastructure(context.Context, string, string, *event.Reporter) (bool, error) {
 	return false, errors.New("not used")
 }
 
@@ -81,7 +82,7 @@ func TestTokenDirKeptWhileTrustIsUnknown(t *testing.T) {
 				t.Fatal(err)
 			}
 			var logs strings.Builder
-			e := &Engine{Sink: SinkFunc(func(ev Event) { logs.WriteString(ev.Message + "\n") })}
+			e := &Engine{Sink: SinkFunc(func(ev Event) { logs.WriteString(event.MessageOf(ev.Payload) + "\n") })}
 			p := &notActiveProvider{}
 			err = e.Create(context.Background(), CreateRequest{Target: Target{Provider: p, Name: "dev1"}, Timeout: time.Minute})
 			if err == nil || !strings.Contains(err.Error(), "CREATING") {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/kilnctl/kiln/creds"
 	"github.com/kilnctl/kiln/engine/config"
+	"github.com/kilnctl/kiln/engine/event"
 	"github.com/kilnctl/kiln/engine/failure"
 	"github.com/kilnctl/kiln/engine/lock"
 	"github.com/kilnctl/kiln/engine/platform"
@@ -37,6 +38,7 @@ type DestroyRequest struct {
 // gone, then the infrastructure, then forgets the keyring entry and moves
 // the token dir aside (never deletes it).
 func (e *Engine) Destroy(ctx context.Context, req DestroyRequest) error {
+	ctx = e.traced(ctx)
 	req.Target = e.hinted(req.Target)
 	d := &destroyRun{current: PhaseDiscover}
 	aside, err := e.destroy(ctx, req, d)
@@ -58,7 +60,7 @@ func (e *Engine) Destroy(ctx context.Context, req DestroyRequest) error {
 // destroyRun is how far one destroy got: what its interruption reports.
 type destroyRun struct {
 	// current is the phase under way.
-	current string
+	current event.Phase
 	// loc is where the cluster was found (located says it was).
 	loc     Location
 	located bool
@@ -168,7 +170,7 @@ func (e *Engine) destroy(ctx context.Context, req DestroyRequest, d *destroyRun)
 func (e *Engine) destroyRest(ctx context.Context, req DestroyRequest, loc Location, td *creds.TokenDir, d *destroyRun) (string, error) {
 	d.current = PhaseInfrastructure
 	err := e.phase(ctx, PhaseInfrastructure, func(ctx context.Context) error {
-		skipped, err := req.Provider.DestroyInfrastructure(ctx, req.Name, loc.Name, e.Sink)
+		skipped, err := req.Provider.DestroyInfrastructure(ctx, req.Name, loc.Name, e.reporter())
 		if err == nil && skipped {
 			return skip("kiln did not create %s %s; it stays", locationNoun(req.Provider), loc.Name)
 		}

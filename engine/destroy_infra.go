@@ -41,7 +41,7 @@ func (e *Engine) destroyInfraOnly(ctx context.Context, req DestroyRequest, loc L
 		return skip("no platform: %s %s holds only part of the infrastructure", locationNoun(req.Provider), loc.Name)
 	})
 	return e.phase(ctx, PhaseInfrastructure, func(ctx context.Context) error {
-		skipped, err := req.Provider.DestroyInfrastructure(ctx, req.Name, loc.Name, e.Sink)
+		skipped, err := req.Provider.DestroyInfrastructure(ctx, req.Name, loc.Name, e.reporter())
 		if err == nil && skipped {
 			return skip("kiln did not create %s %s; it stays", locationNoun(req.Provider), loc.Name)
 		}

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kilnctl/kiln/engine/event"
+
 	"github.com/kilnctl/kiln/creds"
 	"github.com/kilnctl/kiln/engine/failure"
 	"github.com/kilnctl/kiln/internal/human"
@@ -14,12 +16,12 @@ import (
 // Discovery sources, reported in the discovery event.
 const (
 	// SourceDiscovery: every location in scope was searched.
-	SourceDiscovery = "discovery"
+	SourceDiscovery = event.SourceDiscovery
 	// SourceNamed: only the location the user named was inspected.
-	SourceNamed = "named"
+	SourceNamed = event.SourceNamed
 	// SourceRemembered: only the location kiln remembered for the cluster
 	// was inspected.
-	SourceRemembered = "remembered"
+	SourceRemembered = event.SourceRemembered
 )
 
 // slowAfter is when a location counts as slow in the discovery summary.
@@ -159,7 +161,7 @@ func (e *Engine) report(req Target, locs []Location, skipped []string, cands []c
 		}
 		infos = append(infos, info)
 	}
-	e.emit(Event{Type: TypeDiscovery, Clusters: infos, ElapsedMS: took.Milliseconds(), Skipped: skipped, Source: source})
+	e.emit(event.DiscoveryEvent{Clusters: infos, Skipped: skipped, Source: source, ElapsedMS: took.Milliseconds()})
 	noun := locationNoun(p)
 	msg := fmt.Sprintf("discovery: %d %s%s searched in %s", len(locs), noun, human.Plural(len(locs)), took.Round(10*time.Millisecond))
 	if len(skipped) > 0 {
@@ -296,4 +298,12 @@ func splitSkipped(locs []Location) (searched []Location, skipped []string) {
 		}
 	}
 	return searched, skipped
+}
+
+// nullable is s, or nil for "" (the discovery event's token_dir: null).
+func nullable(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kilnctl/kiln/engine/event"
 	"github.com/kilnctl/kiln/engine/failure"
 )
 
@@ -23,10 +24,10 @@ func (p *scopedProvider) Scope() (Input, string) { return InputContexts, "KILN_C
 func (p *scopedProvider) Discover(context.Context, string) ([]Location, error) {
 	return p.locs, nil
 }
-func (p *scopedProvider) EnsureInfrastructure(context.Context, string, string, Sink) (Location, bool, error) {
+func (p *scopedProvider) EnsureInfrastructure(context.Context, string, string, *event.Reporter) (Location, bool, error) {
 	return Location{}, true, nil
 }
-func (p *scopedProvider) DestroyInfrastructure(context.Context, string, string, Sink) (bool, error) {
+func (p *scopedProvider) DestroyInfrastructure(context.Context, string, string, *event.Reporter) (bool, error) {
 	return true, nil
 }
 
@@ -45,14 +46,14 @@ func TestDiscoveryReportsSlowAndSkippedLocations(t *testing.T) {
 	if f.loc.Name != "a" || len(f.skipped) != 1 || f.skipped[0] != "prod" {
 		t.Errorf("found %+v", f)
 	}
-	var disc *Event
+	var disc *event.DiscoveryEvent
 	var summary string
-	for i, ev := range evs {
-		if ev.Type == TypeDiscovery {
-			disc = &evs[i]
+	for _, ev := range evs {
+		if d, ok := ev.Payload.(event.DiscoveryEvent); ok {
+			disc = &d
 		}
-		if ev.Type == TypeLog && strings.HasPrefix(ev.Message, "discovery:") {
-			summary = ev.Level + " " + ev.Message
+		if l, ok := ev.Payload.(event.LogEvent); ok && strings.HasPrefix(l.Message, "discovery:") {
+			summary = string(l.Level) + " " + l.Message
 		}
 	}
 	if disc == nil || len(disc.Clusters) != 2 || disc.Source != SourceDiscovery || len(disc.Skipped) != 1 || disc.Clusters[1].ElapsedMS != 5000 {
@@ -90,8 +91,8 @@ func TestNamedLocationIsWordedByTheFrontend(t *testing.T) {
 	} {
 		var logs []string
 		e := &Engine{Chosen: tc.chosen, Namer: func(in Input) string { return "FORM FIELD " + string(in) }, Sink: SinkFunc(func(ev Event) {
-			if ev.Type == TypeLog {
-				logs = append(logs, ev.Message)
+			if l, ok := ev.Payload.(event.LogEvent); ok {
+				logs = append(logs, l.Message)
 			}
 		})}
 		if tc.chosen == "" {

@@ -1,8 +1,11 @@
 // Package engine is kiln's UI-agnostic, phased engine. Every operation runs
 // as named, idempotent phases (discover → plan → credentials →
 // infrastructure → platform → readiness) and reports every observable fact
-// as an Event through one Sink. Frontends (the Bubble Tea wizard, headless
-// text and NDJSON) only render events and answer confirmations.
+// as a typed event (package event) through the operation's event.Reporter,
+// which stamps and cleans it for one Sink; its project operations and its
+// provider report through the same Reporter. Frontends (the Bubble Tea
+// wizard, headless text and NDJSON) only render events and answer
+// confirmations.
 package engine
 
 import (
@@ -11,6 +14,9 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/kilnctl/kiln/engine/event"
+	"github.com/kilnctl/kiln/engine/trace"
 
 	"k8s.io/client-go/kubernetes"
 
@@ -56,6 +62,7 @@ type Keyring interface {
 // Engine runs operations. Construct it with its dependencies; it holds no
 // per-operation state.
 type Engine struct {
+	// Sink receives every event of an operation, through its Reporter.
 	Sink    Sink
 	Confirm Confirmer
 	Keyring Keyring
@@ -94,23 +101,28 @@ func (e *Engine) now() time.Time {
 	return time.Now()
 }
 
-func (e *Engine) emit(ev Event) {
-	if ev.Time.IsZero() {
-		ev.Time = e.now()
-	}
-	// No string from a cluster reaches a terminal with control characters.
-	cleanDeep(&ev)
-	if e.Sink != nil {
-		e.Sink.Emit(ev)
-	}
+// reporter is the operation's Reporter: every event the engine, its
+// project operations and its providers report goes through one, which
+// stamps and cleans it before the Sink gets it.
+func (e *Engine) reporter() *event.Reporter { return event.NewReporter(e.Sink, e.now) }
+
+// traced binds ctx's API request trace (kiln -v, --log-file) to this
+// operation's Reporter: every public operation calls it first, so its
+// debug lines reach its own frontend, stamped and cleaned like its other
+// events.
+func (e *Engine) traced(ctx context.Context) context.Context {
+	return trace.To(ctx, e.reporter().Debug)
 }
 
-func (e *Engine) logf(level, format string, args ...any) {
-	e.emit(Event{Type: TypeLog, Level: level, Message: fmt.Sprintf(format, args...)})
+// emit reports one event with payload p.
+func (e *Engine) emit(p event.Payload) { e.reporter().Report(p) }
+
+func (e *Engine) logf(level event.Level, format string, args ...any) {
+	e.reporter().Logf(level, format, args...)
 }
 
-func (e *Engine) resource(kind, ns, name, status, msg string) {
-	e.emit(Event{Type: TypeResource, Kind: kind, Namespace: ns, Name: name, Status: status, Message: msg})
+func (e *Engine) resource(kind, ns, name string, status event.Status, msg string) {
+	e.reporter().Resource(kind, ns, name, status, msg)
 }
 
 // watcher returns a readiness watcher that emits a resource event whenever
@@ -133,25 +145,25 @@ func (e *Engine) watcher(cs kubernetes.Interface) *readiness.Watcher {
 
 // phase runs one named step, reporting started and succeeded/failed with
 // the elapsed time. A step returning errSkipped is reported as skipped.
-func (e *Engine) phase(ctx context.Context, name string, run func(context.Context) error) error {
+func (e *Engine) phase(ctx context.Context, name event.Phase, run func(context.Context) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
 	start := e.now()
-	e.emit(Event{Type: TypePhase, Phase: name, State: PhaseStarted})
+	e.emit(event.PhaseEvent{Phase: name, State: PhaseStarted})
 	err := run(ctx)
 	elapsed := time.Since(start).Milliseconds()
 	var skip *skipped
 	switch {
 	case errors.As(err, &skip):
-		e.emit(Event{Type: TypePhase, Phase: name, State: PhaseSkipped, ElapsedMS: elapsed, Message: skip.reason})
+		e.emit(event.PhaseEvent{Phase: name, State: PhaseSkipped, ElapsedMS: elapsed, Message: skip.reason})
 		err = nil
 	case err != nil:
-		e.emit(Event{Type: TypePhase, Phase: name, State: PhaseFailed, ElapsedMS: elapsed, Message: renderError(err, e.Namer)})
+		e.emit(event.PhaseEvent{Phase: name, State: PhaseFailed, ElapsedMS: elapsed, Message: renderError(err, e.Namer)})
 	default:
-		e.emit(Event{Type: TypePhase, Phase: name, State: PhaseSucceeded, ElapsedMS: elapsed})
+		e.emit(event.PhaseEvent{Phase: name, State: PhaseSucceeded, ElapsedMS: elapsed})
 	}
-	checkpoint(ctx, "after-"+name)
+	checkpoint(ctx, "after-"+string(name))
 	return err
 }
 
@@ -164,24 +176,37 @@ func skip(format string, args ...any) error { return &skipped{reason: fmt.Sprint
 // finish emits the result event for an operation and returns err unchanged.
 func (e *Engine) finish(err error, okMessage, tokenDir string) error {
 	if err == nil {
-		e.emit(Event{Type: TypeResult, OK: true, Message: okMessage, TokenDir: tokenDir})
+		e.emit(event.ResultEvent{OK: true, Message: okMessage, TokenDir: tokenDir})
 		return nil
 	}
 	e.emit(FailedResult(err, e.Namer, tokenDir))
 	return err
 }
 
-// FailedResult is the result event of an operation that failed with err:
-// the error itself (its failure kind and fields, for frontends to decide
-// from; the CLI turns it into an exit code), its message worded by n, and
-// the input it names (so a frontend can return the user to that field
-// without reading the words). A frontend that refuses a request before the
-// engine runs emits it too.
-func FailedResult(err error, n Namer, tokenDir string) Event {
-	ev := Event{Type: TypeResult, OK: false, Err: err, Message: renderError(err, n), TokenDir: tokenDir}
+// FailedResult is the result of an operation that failed with err: the
+// failure itself (its kind and the input it names are for frontends to
+// decide from, the exit number for the CLI to derive) and its message
+// worded by n. A frontend that refuses a request before the engine runs
+// reports it too.
+func FailedResult(err error, n Namer, tokenDir string) event.ResultEvent {
+	return event.ResultEvent{OK: false, Err: err, Message: renderError(err, n), TokenDir: tokenDir}
+}
+
+// Refuse reports the failed result of a request a frontend refuses before
+// the engine runs (the result the engine would give, worded by its Namer),
+// through the same Reporter as every event, and returns err.
+func (e *Engine) Refuse(err error) error {
+	e.emit(FailedResult(err, e.Namer, ""))
+	return err
+}
+
+// InputOf is the input a failure names (an input error's Input: the flag,
+// or the wizard's field, the user fixes), "" for none. Frontends return
+// the user to that field without reading the message's words.
+func InputOf(err error) Input {
 	var ie *InputError
 	if errors.As(err, &ie) {
-		ev.Input = ie.Input
+		return ie.Input
 	}
-	return ev
+	return ""
 }

@@ -20,10 +20,6 @@ import (
 	"github.com/kilnctl/kiln/engine/platform"
 )
 
-// TypeFrontDoor reports how the gateway is reached from outside the
-// cluster (kiln status, kiln wait): FrontDoor is set.
-const TypeFrontDoor = "frontdoor"
-
 // defaultClassAnnotation is the annotation that makes an IngressClass the
 // cluster's default (networking/v1).
 const defaultClassAnnotation = networkingv1.AnnotationIsDefaultIngressClass

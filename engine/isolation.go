@@ -12,10 +12,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 )
 
-// TypeIsolation reports whether the cluster enforces the NetworkPolicies
-// kiln installs (kiln status): Isolation is set.
-const TypeIsolation = "isolation"
-
 // Network isolation states (DESIGN.md §17): kiln never says enforced
 // without evidence.
 const (

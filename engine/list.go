@@ -37,6 +37,7 @@ type ListRequest struct {
 // location that could not be inspected, then a result. Unreachable
 // locations are reported, never fatal. Nothing is changed.
 func (e *Engine) List(ctx context.Context, req ListRequest) ([]ClusterSummary, error) {
+	ctx = e.traced(ctx)
 	all := append(append([]Provider{}, req.Providers...), req.Optional...)
 	rows := make([][]ClusterSummary, len(all))
 	errs := make([]error, len(all))
@@ -62,7 +63,7 @@ func (e *Engine) List(ctx context.Context, req ListRequest) ([]ClusterSummary, e
 		out = append(out, rows[i]...)
 	}
 	for _, c := range out {
-		e.emit(Event{Type: TypeCluster, Cluster: &c})
+		e.emit(&c)
 	}
 	if failed != nil {
 		return out, e.finish(failed, "", "")

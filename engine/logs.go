@@ -34,6 +34,7 @@ type ProjectLogsRequest struct {
 // prints them as it likes (the wizard's project screen keeps the last
 // lines, the CLI prefixes each with its pod).
 func (e *Engine) ProjectLogs(ctx context.Context, req ProjectLogsRequest, out func(PodLogLine)) error {
+	ctx = e.traced(ctx)
 	req.Target = e.hinted(req.Target)
 	n := 0
 	err := e.projectLogs(ctx, req, func(l PodLogLine) { n++; out(l) })

@@ -11,6 +11,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/kilnctl/kiln/engine/config"
+	"github.com/kilnctl/kiln/engine/event"
 	"github.com/kilnctl/kiln/engine/failure"
 	"github.com/kilnctl/kiln/engine/project"
 	"github.com/kilnctl/kiln/engine/readiness"
@@ -49,21 +50,19 @@ type ProjectRequest struct {
 	Concurrency int
 }
 
-// reporter adapts the engine's event sink to project.Reporter.
+// reporter is project.Reporter: the operation's event.Reporter (Resource,
+// Logf) with the engine's phases and watcher.
 type reporter struct {
+	*event.Reporter
 	e    *Engine
 	w    *readiness.Watcher
 	rest *rest.Config
 }
 
-func (r *reporter) Phase(ctx context.Context, name string, run func(context.Context) error) error {
+func (r *reporter) Phase(ctx context.Context, name event.Phase, run func(context.Context) error) error {
 	return r.e.phase(ctx, name, run)
 }
-func (r *reporter) Resource(kind, ns, name, status, msg string) {
-	r.e.resource(kind, ns, name, status, msg)
-}
-func (r *reporter) Logf(level, format string, args ...any) { r.e.logf(level, format, args...) }
-func (r *reporter) Watcher() *readiness.Watcher            { return r.w }
+func (r *reporter) Watcher() *readiness.Watcher { return r.w }
 
 // projectOps locates the cluster and returns the project operations on it.
 func (e *Engine) projectOps(ctx context.Context, req Target, timeout time.Duration) (*project.Ops, error) {
@@ -122,13 +121,14 @@ func (e *Engine) opsFor(loc Location, req Target, timeout time.Duration) *projec
 	return &project.Ops{
 		Client: loc.Client, Cluster: req.Name, Config: loc.State.Config, Timeout: timeout, Provider: req.Provider.Name(),
 		Location: loc.Name, At: req.Provider.Nouns().Target, Actions: req.actions, Namer: e.Namer,
-		R: &reporter{e: e, w: e.watcher(loc.Client), rest: loc.REST}, Now: e.Now,
+		R: &reporter{Reporter: e.reporter(), e: e, w: e.watcher(loc.Client), rest: loc.REST}, Now: e.Now,
 	}
 }
 
 // Project runs one project operation and emits its result. inspect and
 // list return the observed states (also emitted as project events).
 func (e *Engine) Project(ctx context.Context, req ProjectRequest) ([]ProjectStatus, error) {
+	ctx = e.traced(ctx)
 	req.Target = e.hinted(req.Target)
 	var ops *project.Ops
 	out, msg, err := e.project(ctx, req, &ops)
@@ -204,7 +204,7 @@ func (e *Engine) project(ctx context.Context, req ProjectRequest, opsOut **proje
 				return nil, "", err
 			}
 			for i := range list {
-				e.emit(Event{Type: TypeProject, Project: &list[i]})
+				e.emit(&list[i])
 			}
 			return list, fmt.Sprintf("%d project%s in cluster %s", len(list), human.Plural(len(list)), req.Name), nil
 		}
@@ -227,7 +227,7 @@ func (e *Engine) project(ctx context.Context, req ProjectRequest, opsOut **proje
 		for _, o := range st.Objects {
 			e.resource(o.Kind, o.Namespace, o.Name, o.Status, o.Message)
 		}
-		e.emit(Event{Type: TypeProject, Project: st})
+		e.emit(st)
 		return []ProjectStatus{*st}, describeProject(st), nil
 	case ProjectCreate:
 		err = ops.Create(ctx, r, req.Stack)

@@ -7,6 +7,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/kilnctl/kiln/engine/event"
 	"github.com/kilnctl/kiln/engine/platform"
 )
 
@@ -61,11 +62,12 @@ type Provider interface {
 	Discover(ctx context.Context, name string) ([]Location, error)
 	// EnsureInfrastructure makes the cluster exist at location (idempotent)
 	// and returns a client for it. skipped is true when there was nothing to
-	// do (the kube provider: the cluster already exists).
-	EnsureInfrastructure(ctx context.Context, name, location string, sink Sink) (loc Location, skipped bool, err error)
+	// do (the kube provider: the cluster already exists). It reports its
+	// progress through r, the operation's Reporter.
+	EnsureInfrastructure(ctx context.Context, name, location string, r *event.Reporter) (loc Location, skipped bool, err error)
 	// DestroyInfrastructure removes what EnsureInfrastructure created,
 	// verified. skipped as above.
-	DestroyInfrastructure(ctx context.Context, name, location string, sink Sink) (skipped bool, err error)
+	DestroyInfrastructure(ctx context.Context, name, location string, r *event.Reporter) (skipped bool, err error)
 }
 
 // LocationInspector is a provider that can inspect one location alone,

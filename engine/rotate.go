@@ -81,6 +81,7 @@ type rotation struct {
 // again finishes the rotation under way and never starts a second one; at
 // every instant the cluster trusts the key of the committed token dir.
 func (e *Engine) RotateKey(ctx context.Context, req RotateKeyRequest) error {
+	ctx = e.traced(ctx)
 	req.Target = e.hinted(req.Target)
 	r := &rotation{e: e, req: req}
 	err := r.run(ctx)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/kilnctl/kiln/creds"
 	"github.com/kilnctl/kiln/engine/config"
+	"github.com/kilnctl/kiln/engine/event"
 	"github.com/kilnctl/kiln/engine/failure"
 	"github.com/kilnctl/kiln/engine/platform"
 	"github.com/kilnctl/kiln/engine/readiness"
@@ -22,11 +23,11 @@ import (
 
 // ObjectStatus is the live status of one platform object.
 type ObjectStatus struct {
-	Kind      string `json:"kind"`
-	Namespace string `json:"namespace"`
-	Name      string `json:"name"`
-	Status    string `json:"status"`
-	Message   string `json:"message"`
+	Kind      string       `json:"kind"`
+	Namespace string       `json:"namespace"`
+	Name      string       `json:"name"`
+	Status    event.Status `json:"status"`
+	Message   string       `json:"message"`
 }
 
 // ClusterStatus is kiln status: everything derived from live objects.
@@ -187,6 +188,7 @@ type StatusRequest struct {
 // Status reports the health of a cluster's platform, derived from the
 // live objects.
 func (e *Engine) Status(ctx context.Context, req StatusRequest) (*ClusterStatus, error) {
+	ctx = e.traced(ctx)
 	req.Target = e.hinted(req.Target)
 	st, err := e.status(ctx, req)
 	if err != nil {
@@ -295,13 +297,13 @@ func (e *Engine) statusAt(ctx context.Context, req StatusRequest, loc Location, 
 	wg.Wait()
 	if ps.Installed && ps.Config != nil {
 		out.FrontDoor = &fd
-		e.emit(Event{Type: TypeFrontDoor, FrontDoor: &fd})
+		e.emit(&fd)
 	}
 	out.Isolation = &iso
-	e.emit(Event{Type: TypeIsolation, Isolation: &iso})
+	e.emit(&iso)
 	if acc != nil {
 		out.Access = acc
-		e.emit(Event{Type: TypeAccess, Access: acc})
+		e.emit(acc)
 	}
 	if ps.Installed && ps.Config != nil {
 		ops := e.opsFor(loc, req.Target, req.Timeout)
@@ -314,7 +316,7 @@ func (e *Engine) statusAt(ctx context.Context, req StatusRequest, loc Location, 
 			return out, err
 		}
 		for i := range out.Projects {
-			e.emit(Event{Type: TypeProject, Project: &out.Projects[i]})
+			e.emit(&out.Projects[i])
 		}
 	}
 	td, found, err := findTrusted(cands, req.Provider.Name(), req.Name, ps.Keys)
@@ -343,7 +345,7 @@ func (e *Engine) statusAt(ctx context.Context, req StatusRequest, loc Location, 
 		e.logf(LevelInfo, "tokens: %s holds trusted key %s", out.TokenDir, out.KeyID)
 	}
 	if req.Watch {
-		e.emit(Event{Type: TypeSnapshot, Snapshot: out})
+		e.emit(out)
 		w := e.watcher(loc.Client)
 		never := func(readiness.Result) bool { return false }
 		_, err := w.Until(ctx, refs, never)

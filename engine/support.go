@@ -2,7 +2,6 @@ package engine
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"path/filepath"
 	"runtime"
@@ -34,6 +33,11 @@ type SupportBundleRequest struct {
 	File string
 	// KilnVersion is this kiln's version, recorded in versions.json.
 	KilnVersion string
+	// Encode writes one event as the frontend's NDJSON printer does (the
+	// schema of DESIGN.md §8 is the CLI's): the bundle's discovery.ndjson
+	// holds this run's discovery events so encoded. nil leaves the file
+	// empty.
+	Encode func(Event) ([]byte, error)
 }
 
 // DefaultBundleFile is the bundle's default file name.
@@ -48,6 +52,7 @@ func DefaultBundleFile(name string, now time.Time) string {
 // what it may not read (a read-only role and Secrets) is listed in
 // problems.txt instead of failing. It returns the file written.
 func (e *Engine) SupportBundle(ctx context.Context, req SupportBundleRequest) (string, error) {
+	ctx = e.traced(ctx)
 	file, n, err := e.supportBundle(ctx, req)
 	return file, e.finish(err, fmt.Sprintf("support bundle written to %s (%d files)", file, n), "")
 }
@@ -144,7 +149,10 @@ func (e *Engine) fillBundle(ctx context.Context, b *bundle.Bundle, req SupportBu
 	rec.mu.Lock()
 	var disc []byte
 	for _, ev := range rec.evs {
-		line, err := json.Marshal(ev)
+		if req.Encode == nil {
+			break
+		}
+		line, err := req.Encode(ev)
 		if err == nil {
 			disc = append(append(disc, line...), '\n')
 		}

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/kilnctl/kiln/engine/event"
+
 	"github.com/kilnctl/kiln/creds"
 	"github.com/kilnctl/kiln/engine/config"
 	"github.com/kilnctl/kiln/engine/failure"
@@ -81,7 +83,7 @@ type upgrade struct {
 	td      *creds.TokenDir
 	w       *readiness.Watcher
 	lock    *lock.Lock
-	current string
+	current event.Phase
 	mutated bool
 }
 
@@ -91,6 +93,7 @@ type upgrade struct {
 // dependency order, each step verified, writing kiln-config last. Every
 // step is idempotent: an interrupted upgrade run again converges.
 func (e *Engine) Upgrade(ctx context.Context, req UpgradeRequest) error {
+	ctx = e.traced(ctx)
 	req.Target = e.hinted(req.Target)
 	u := &upgrade{e: e, req: req}
 	msg, err := u.run(ctx)
@@ -117,7 +120,7 @@ func (e *Engine) Upgrade(ctx context.Context, req UpgradeRequest) error {
 	return e.finish(err, msg, tokenDir)
 }
 
-func (u *upgrade) step(ctx context.Context, name string, fn func(context.Context) error) error {
+func (u *upgrade) step(ctx context.Context, name event.Phase, fn func(context.Context) error) error {
 	u.current = name
 	return u.e.phase(ctx, name, fn)
 }
@@ -162,7 +165,7 @@ func (u *upgrade) run(ctx context.Context) (string, error) {
 			return err
 		}
 		for _, c := range p.changes {
-			e.emit(Event{Type: TypePlan, Action: c.Action, Kind: c.Kind, Namespace: c.Namespace, Name: c.Name, Fields: c.Fields, Message: c.Message})
+			e.emit(event.PlanEvent{Action: c.Action, Kind: c.Kind, Namespace: c.Namespace, Name: c.Name, Fields: c.Fields, Message: c.Message})
 		}
 		for _, n := range p.notes {
 			e.logf(LevelWarn, "%s", n)

@@ -1,6 +1,10 @@
 package engine
 
-import "context"
+import (
+	"context"
+
+	"github.com/kilnctl/kiln/engine/event"
+)
 
 // InfraUpgrader is a provider whose infrastructure kiln upgrade can change
 // (aws: the EKS control-plane version, the node group's size, instance
@@ -16,7 +20,7 @@ type InfraUpgrader interface {
 	// UpgradeInfrastructure makes those changes in order, each waited for
 	// and shown as resource events on sink. It is idempotent: run again
 	// after an interruption, it finishes what is left.
-	UpgradeInfrastructure(ctx context.Context, name, location string, sink Sink) error
+	UpgradeInfrastructure(ctx context.Context, name, location string, r *event.Reporter) error
 }
 
 // planInfrastructure adds the provider's infrastructure changes to the
@@ -42,7 +46,7 @@ func (u *upgrade) applyInfrastructure(ctx context.Context, p *upgradePlan) error
 	if len(p.infra) == 0 {
 		return skip("no infrastructure changes")
 	}
-	if err := u.req.Provider.(InfraUpgrader).UpgradeInfrastructure(ctx, u.req.Name, u.loc.Name, u.e.Sink); err != nil {
+	if err := u.req.Provider.(InfraUpgrader).UpgradeInfrastructure(ctx, u.req.Name, u.loc.Name, u.e.reporter()); err != nil {
 		return err
 	}
 	checkpoint(ctx, "upgrade-after-infrastructure")

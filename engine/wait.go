@@ -27,6 +27,7 @@ type WaitRequest struct {
 // verifies against kiln-auth. It needs no config file: tenants come from
 // kiln-config.
 func (e *Engine) Wait(ctx context.Context, req WaitRequest) error {
+	ctx = e.traced(ctx)
 	req.Target = e.hinted(req.Target)
 	td, err := e.wait(ctx, req)
 	dir := ""
@@ -88,7 +89,7 @@ func (e *Engine) wait(ctx context.Context, req WaitRequest) (*creds.TokenDir, er
 			}
 		}
 		fd := readFrontDoor(wctx, loc.Client, st.Config, hintsFor(req.Target, loc.Name))
-		e.emit(Event{Type: TypeFrontDoor, FrontDoor: &fd})
+		e.emit(&fd)
 		return nil
 	})
 	if err == nil && req.Probe {

@@ -66,6 +66,7 @@ const maxIncremental = 5
 // Watch returns nil when ctx ends, or the discovery's error (the cluster
 // is not there: failure.Input) before fn was ever called.
 func (e *Engine) Watch(ctx context.Context, t Target, fn WatchFunc) error {
+	ctx = e.traced(ctx)
 	t = e.hinted(t)
 	loc, cands, err := e.locate(ctx, t, false)
 	if err != nil {

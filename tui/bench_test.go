@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kilnctl/kiln/engine/event"
+
 	tea "charm.land/bubbletea/v2"
 
 	"github.com/kilnctl/kiln/engine"
@@ -26,14 +28,13 @@ func runningModel() *Model {
 func BenchmarkViewRun1000Resources(b *testing.B) {
 	m := runningModel()
 	evs := make([]engine.Event, 0, 1010)
-	for _, p := range []string{"discover", "plan", "credentials", "platform"} {
-		evs = append(evs, engine.Event{Type: engine.TypePhase, Phase: p, State: engine.PhaseSucceeded, ElapsedMS: 120})
+	for _, p := range []event.Phase{"discover", "plan", "credentials", "platform"} {
+		evs = append(evs, engine.Event{Payload: event.PhaseEvent{Phase: p, State: engine.PhaseSucceeded, ElapsedMS: 120}})
 	}
-	evs = append(evs, engine.Event{Type: engine.TypePhase, Phase: "readiness", State: engine.PhaseStarted})
-	statuses := []string{engine.StatusCurrent, engine.StatusInProgress, engine.StatusFailed, engine.StatusNotFound}
+	evs = append(evs, engine.Event{Payload: event.PhaseEvent{Phase: "readiness", State: engine.PhaseStarted}})
+	statuses := []event.Status{engine.StatusCurrent, engine.StatusInProgress, engine.StatusFailed, engine.StatusNotFound}
 	for i := range 1000 {
-		evs = append(evs, engine.Event{Type: engine.TypeResource, Kind: "Deployment", Namespace: "kiln-tenant-t", Name: fmt.Sprintf("app-%04d", i),
-			Status: statuses[i%len(statuses)], Message: "1/2 replicas available"})
+		evs = append(evs, engine.Event{Payload: event.ResourceEvent{Kind: "Deployment", Namespace: "kiln-tenant-t", Name: fmt.Sprintf("app-%04d", i), Status: statuses[i%len(statuses)], Message: "1/2 replicas available"}})
 	}
 	m.ingest(evs)
 	m.run.resSel = 500
@@ -82,16 +83,16 @@ func BenchmarkIngest10000Events(b *testing.B) {
 			var ev engine.Event
 			switch i % 10 {
 			case 0:
-				ev = engine.Event{Type: engine.TypePhase, Phase: fmt.Sprintf("p%d", i%50), State: engine.PhaseFailed, Message: "boom"}
+				ev = engine.Event{Payload: event.PhaseEvent{Phase: event.Phase(fmt.Sprintf("p%d", i%50)), State: engine.PhaseFailed, Message: "boom"}}
 				failures++
 			case 1, 2, 3:
-				ev = engine.Event{Type: engine.TypeLog, Level: engine.LevelInfo, Message: "line"}
+				ev = engine.Event{Payload: event.LogEvent{Level: engine.LevelInfo, Message: "line"}}
 			default:
-				ev = engine.Event{Type: engine.TypeResource, Kind: "Pod", Namespace: "ns", Name: fmt.Sprintf("pod-%d", i%300), Status: engine.StatusInProgress}
+				ev = engine.Event{Payload: event.ResourceEvent{Kind: "Pod", Namespace: "ns", Name: fmt.Sprintf("pod-%d", i%300), Status: engine.StatusInProgress}}
 			}
 			br.Emit(ev)
 		}
-		br.Emit(engine.Event{Type: engine.TypeResult, OK: false, Err: errors.New("failed"), Message: "failed"})
+		br.Emit(engine.Event{Payload: event.ResultEvent{OK: false, Err: errors.New("failed"), Message: "failed"}})
 		<-c.done
 		total += time.Since(start)
 		b.StopTimer()

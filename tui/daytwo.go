@@ -10,6 +10,7 @@ import (
 	tea "charm.land/bubbletea/v2"
 
 	"github.com/kilnctl/kiln/engine"
+	"github.com/kilnctl/kiln/engine/event"
 	"github.com/kilnctl/kiln/engine/failure"
 	"github.com/kilnctl/kiln/engine/input"
 )
@@ -143,7 +144,7 @@ func (m *Model) backFromDayTwo(r *runState) tea.Cmd {
 				in    engine.Input
 				field int
 			}{{engine.InputDeleteProjects, upFieldDelete}, {input.KubernetesVersion, upFieldVersion}, {engine.InputNodes, upFieldNodes}, {engine.InputInstanceType, upFieldType}} {
-				if r.result.Input == f.in {
+				if engine.InputOf(r.result.Err) == f.in {
 					return m.focusUpgrade(f.field)
 				}
 			}
@@ -247,7 +248,7 @@ func (m *Model) viewDayTwo(p *page, rows int) string {
 
 // planLogLine is a plan event as a line of the run's log: + create, ~
 // update (with its fields), - delete, then the engine's words.
-func planLogLine(ev engine.Event) string {
+func planLogLine(ev event.PlanEvent) string {
 	mark := map[string]string{"create": "+", "update": "~", "delete": "-"}[ev.Action]
 	ref := ev.Name
 	if ev.Namespace != "" {

@@ -6,6 +6,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/kilnctl/kiln/engine/event"
+
 	"github.com/charmbracelet/x/ansi"
 
 	"github.com/kilnctl/kiln/engine"
@@ -34,19 +36,19 @@ func TestInterruptedDestroySaysWhatIsLeftAndRunsAgain(t *testing.T) {
 		mu.Unlock()
 		ok, err := c.ConfirmDestroy(ctx, engine.DestroyQuestion{Provider: "kube", Name: "dev1", Location: "kiln-local", Tenants: []string{"default"}})
 		if err != nil || !ok {
-			sink.Emit(engine.Event{Type: engine.TypeResult, Err: failure.NeedsConfirm("nothing was changed"), Message: "nothing was changed"})
+			sink.Emit(engine.Event{Payload: event.ResultEvent{Err: failure.NeedsConfirm("nothing was changed"), Message: "nothing was changed"}})
 			return err
 		}
-		sink.Emit(engine.Event{Type: engine.TypePhase, Phase: engine.PhasePlatform, State: engine.PhaseStarted})
+		sink.Emit(engine.Event{Payload: event.PhaseEvent{Phase: engine.PhasePlatform, State: engine.PhaseStarted}})
 		if n == 1 {
-			sink.Emit(engine.Event{Type: engine.TypeResource, Kind: "Namespace", Name: "kiln-tenant-default", Status: engine.StatusTerminating})
+			sink.Emit(engine.Event{Payload: event.ResourceEvent{Kind: "Namespace", Name: "kiln-tenant-default", Status: engine.StatusTerminating}})
 			<-ctx.Done()
-			sink.Emit(engine.Event{Type: engine.TypePhase, Phase: engine.PhasePlatform, State: engine.PhaseFailed, Message: "wait interrupted: context canceled"})
-			sink.Emit(engine.Event{Type: engine.TypeResult, Err: failure.Interrupt("%s", interruptedLeft), Message: interruptedLeft})
+			sink.Emit(engine.Event{Payload: event.PhaseEvent{Phase: engine.PhasePlatform, State: engine.PhaseFailed, Message: "wait interrupted: context canceled"}})
+			sink.Emit(engine.Event{Payload: event.ResultEvent{Err: failure.Interrupt("%s", interruptedLeft), Message: interruptedLeft}})
 			return failure.Interrupt("%s", interruptedLeft)
 		}
-		sink.Emit(engine.Event{Type: engine.TypePhase, Phase: engine.PhasePlatform, State: engine.PhaseSucceeded})
-		sink.Emit(engine.Event{Type: engine.TypeResult, OK: true, Message: "cluster dev1 destroyed"})
+		sink.Emit(engine.Event{Payload: event.PhaseEvent{Phase: engine.PhasePlatform, State: engine.PhaseSucceeded}})
+		sink.Emit(engine.Event{Payload: event.ResultEvent{OK: true, Message: "cluster dev1 destroyed"}})
 		return nil
 	}
 	h := tuitest.Start(t, b, tui.Options{})
@@ -101,7 +103,7 @@ func TestDeclinedDestroyOffersNoRerun(t *testing.T) {
 	b := backend()
 	b.OnDestroy = func(ctx context.Context, sink engine.Sink, c engine.Confirmer) error {
 		_, err := c.ConfirmDestroy(ctx, engine.DestroyQuestion{Provider: "kube", Name: "dev1", Location: "kiln-local"})
-		sink.Emit(engine.Event{Type: engine.TypeResult, Err: failure.NeedsConfirm("nothing was changed"), Message: "nothing was changed"})
+		sink.Emit(engine.Event{Payload: event.ResultEvent{Err: failure.NeedsConfirm("nothing was changed"), Message: "nothing was changed"}})
 		return err
 	}
 	h := tuitest.Start(t, b, tui.Options{})

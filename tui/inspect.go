@@ -3,6 +3,7 @@ package tui
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"strings"
 	"time"
 
@@ -304,12 +305,28 @@ func (m *Model) loadInspect() tea.Cmd {
 	}
 }
 
+// projectChanged reports whether a project's status differs between two
+// reads (nil: not in that read).
+func projectChanged(before, after *engine.ProjectStatus) bool {
+	if before == nil || after == nil {
+		return before != after
+	}
+	return !reflect.DeepEqual(*before, *after)
+}
+
 func (m *Model) inspectResult(msg inspectMsg) tea.Cmd {
 	s := m.insp
 	if s == nil || msg.gen != s.gen {
 		return nil
 	}
 	s.loading = false
+	var before *engine.ProjectStatus // the project screen's project as shown
+	if s.feed != nil {
+		if p := s.project(); p != nil {
+			c := *p
+			before = &c
+		}
+	}
 	if msg.err != nil {
 		s.err = msg.err.Error() // keep the last good read on screen
 	} else {
@@ -317,9 +334,13 @@ func (m *Model) inspectResult(msg inspectMsg) tea.Cmd {
 	}
 	s.follow()
 	if msg.watch != nil {
-		// The cluster changed: the project screen's Events may have too
-		// (Events are not watched; they are read again on a change).
-		events := m.readEvents()
+		// The project screen's project changed: its Events may have too
+		// (Events are not watched; they are read again on a change of
+		// that project, not of another one).
+		var events tea.Cmd
+		if after := s.project(); s.feed != nil && projectChanged(before, after) {
+			events = m.readEvents()
+		}
 		if msg.ended {
 			s.stop = nil
 			return events
@@ -697,7 +718,21 @@ func (m *Model) viewInspect(p *page, rows int) {
 	}
 	// Rows left for the platform objects once everything else is placed.
 	projects := max(len(st.Projects), 1)
-	fixed := len(p.lines) + 1 + 1 + 1 + 2 + 3 + 2 // headers, tenants, tokens, entry and isolation, projects head, actions
+	// The lines under the objects (tenants, tokens, entry, isolation,
+	// access) and the pinned actions are rendered first, so that their
+	// wrapped height counts.
+	details := newPage(p.width)
+	m.inspectDetails(details, st)
+	shownProjects := s.projects()
+	acts := newPage(p.width)
+	m.inspectActions(acts, shownProjects)
+	filter := 0
+	if s.filtering || s.filter != "" {
+		filter = 1
+	}
+	// Headers, the objects' title, details, blank, the projects' title,
+	// the filter, the table's head; the blank before the pinned actions.
+	fixed := len(p.lines) + 1 + len(details.lines) + 1 + 1 + filter + 1 + 1 + len(acts.pinned)
 	platRows := clamp(rows-fixed-min(projects, 6), 2, len(st.Objects))
 	ready := 0
 	for _, o := range st.Objects {
@@ -731,6 +766,60 @@ func (m *Model) viewInspect(p *page, rows int) {
 	if n := len(st.Objects) - len(shown); n > 0 {
 		p.line(m.st.faint.Render(fmt.Sprintf("   … %d more, current", n)))
 	}
+	p.lines = append(p.lines, details.lines...)
+	p.blank()
+	title := fmt.Sprintf("Projects (%d)", len(st.Projects))
+	if s.filter != "" || s.filtering {
+		title = fmt.Sprintf("Projects (%d of %d match)", len(shownProjects), len(st.Projects))
+	}
+	p.line(m.st.header.Render(title))
+	if s.filtering || s.filter != "" {
+		cur := ""
+		if s.filtering {
+			cur = "▏"
+		}
+		p.line("  /" + s.filter + cur + m.st.faint.Render("  (enter keeps the filter, esc clears it)"))
+	}
+	switch {
+	case len(st.Projects) == 0:
+		if m.opts.ReadOnly {
+			p.line(m.st.faint.Render("  none yet"))
+		} else {
+			p.line(m.st.faint.Render("  none yet; n makes one"))
+		}
+	case len(shownProjects) == 0:
+		p.line(m.st.faint.Render("  no project matches /" + s.filter))
+	default:
+		cols := m.projectColumns(shownProjects, p.width)
+		trows := make([]table.Row, len(shownProjects))
+		for i, pr := range shownProjects {
+			a := "-"
+			if c := pr.Created; !c.IsZero() {
+				a = human.Age(m.opts.Now().Sub(c))
+			}
+			reasons := projectReasons(pr)
+			state := pr.State
+			if i-s.sel < 2*rows && s.sel-i < 2*rows {
+				state = m.projectState(pr.State).Render(state) // styled only where the table can show it
+			}
+			trows[i] = table.Row{ref(pr), state, pr.Stack, fmt.Sprintf("%4s", a), reasons}
+		}
+		p.addTable(m.renderTable(&s.table, cols, trows, s.sel, p.width, max(rows-len(p.lines)-4, 4)))
+		if why := s.hiddenSel(); why != "" {
+			// No row is selected: the note saying why is what the page
+			// keeps in view (with the rows above it), as it would the
+			// selected row, so a project gone or filtered away never
+			// leaves the table scrolled out of sight.
+			p.hang(m.st.faint.Render("  "+why), 4)
+			p.markFocus()
+		}
+	}
+	p.pinned = append(p.pinned, acts.pinned...)
+}
+
+// inspectDetails is the inspect screen's lines under the platform objects:
+// a partial removal, tenants, tokens, the entry, isolation and access.
+func (m *Model) inspectDetails(p *page, st *engine.ClusterStatus) {
 	if st.PartlyRemoved != "" {
 		p.hang(m.st.warn.Render("! Partly removed: "+st.PartlyRemoved), 2)
 	}
@@ -779,55 +868,6 @@ func (m *Model) viewInspect(p *page, rows int) {
 				counts[engine.AccessAdmin], counts[engine.AccessViewer], counts[engine.AccessNode], counts[engine.AccessOther], kiln), 9)
 		}
 	}
-	p.blank()
-	shownProjects := s.projects()
-	title := fmt.Sprintf("Projects (%d)", len(st.Projects))
-	if s.filter != "" || s.filtering {
-		title = fmt.Sprintf("Projects (%d of %d match)", len(shownProjects), len(st.Projects))
-	}
-	p.line(m.st.header.Render(title))
-	if s.filtering || s.filter != "" {
-		cur := ""
-		if s.filtering {
-			cur = "▏"
-		}
-		p.line("  /" + s.filter + cur + m.st.faint.Render("  (enter keeps the filter, esc clears it)"))
-	}
-	switch {
-	case len(st.Projects) == 0:
-		if m.opts.ReadOnly {
-			p.line(m.st.faint.Render("  none yet"))
-		} else {
-			p.line(m.st.faint.Render("  none yet; n makes one"))
-		}
-	case len(shownProjects) == 0:
-		p.line(m.st.faint.Render("  no project matches /" + s.filter))
-	default:
-		cols := m.projectColumns(shownProjects, p.width)
-		trows := make([]table.Row, len(shownProjects))
-		for i, pr := range shownProjects {
-			a := "-"
-			if c := pr.Created; !c.IsZero() {
-				a = human.Age(m.opts.Now().Sub(c))
-			}
-			reasons := projectReasons(pr)
-			state := pr.State
-			if i-s.sel < 2*rows && s.sel-i < 2*rows {
-				state = m.projectState(pr.State).Render(state) // styled only where the table can show it
-			}
-			trows[i] = table.Row{ref(pr), state, pr.Stack, fmt.Sprintf("%4s", a), reasons}
-		}
-		p.addTable(m.renderTable(&s.table, cols, trows, s.sel, p.width, max(rows-len(p.lines)-4, 4)))
-		if why := s.hiddenSel(); why != "" {
-			// No row is selected: the note saying why is what the page
-			// keeps in view (with the rows above it), as it would the
-			// selected row, so a project gone or filtered away never
-			// leaves the table scrolled out of sight.
-			p.hang(m.st.faint.Render("  "+why), 4)
-			p.markFocus()
-		}
-	}
-	m.inspectActions(p, shownProjects)
 }
 
 // inspectActions ends both inspect screens (pinned): the actions, each

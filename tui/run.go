@@ -6,6 +6,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kilnctl/kiln/engine/event"
+
 	"charm.land/bubbles/v2/key"
 	tea "charm.land/bubbletea/v2"
 
@@ -19,13 +21,17 @@ import (
 const maxLogLines = 2000
 
 type phaseRow struct {
-	name, state, message string
-	started              time.Time
-	elapsedMS            int64
+	name      event.Phase
+	state     event.State
+	message   string
+	started   time.Time
+	elapsedMS int64
 }
 
 type resourceRow struct {
-	kind, namespace, name, status, message string
+	kind, namespace, name string
+	status                event.Status
+	message               string
 }
 
 // runState is what the run view shows of one operation; it is built only
@@ -47,7 +53,7 @@ type runState struct {
 	found     []engine.ClusterInfo
 	decision  string
 	reason    string
-	result    *engine.Event
+	result    *event.ResultEvent
 	// failures counts failed phases and resources seen (never dropped).
 	failures int
 	events   int
@@ -122,7 +128,7 @@ func (m *Model) ingest(evs []engine.Event) {
 	}
 	for _, ev := range evs {
 		r.apply(ev, m.opts.Now())
-		if m.screen == screenDiscover && ev.Type == engine.TypePhase && ev.Phase != "discover" {
+		if p, ok := ev.Payload.(event.PhaseEvent); ok && m.screen == screenDiscover && p.Phase != event.PhaseDiscover {
 			m.screen = screenRun
 		}
 	}
@@ -130,50 +136,49 @@ func (m *Model) ingest(evs []engine.Event) {
 
 func (r *runState) apply(ev engine.Event, now time.Time) {
 	r.events++
-	switch ev.Type {
-	case engine.TypePhase:
-		p := r.phase(ev.Phase)
-		if p == nil {
-			r.phases = append(r.phases, phaseRow{name: ev.Phase, started: now})
-			p = &r.phases[len(r.phases)-1]
+	switch p := ev.Payload.(type) {
+	case event.PhaseEvent:
+		row := r.phase(p.Phase)
+		if row == nil {
+			r.phases = append(r.phases, phaseRow{name: p.Phase, started: now})
+			row = &r.phases[len(r.phases)-1]
 		}
-		p.state, p.message = ev.State, ev.Message
-		if ev.State == engine.PhaseStarted {
-			p.started, p.elapsedMS = now, 0
+		row.state, row.message = p.State, p.Message
+		if p.State == event.Started {
+			row.started, row.elapsedMS = now, 0
 		} else {
-			p.elapsedMS = ev.ElapsedMS
+			row.elapsedMS = p.ElapsedMS
 		}
-		if ev.State == engine.PhaseFailed {
+		if p.State == event.Failed {
 			r.failures++
 		}
-	case engine.TypeDiscovery:
-		r.found = ev.Clusters
-	case engine.TypeDecision:
-		r.decision, r.reason = ev.Decision, ev.Reason
-		r.addLog("→ " + ev.Decision + ": " + ev.Reason)
-	case engine.TypeResource:
-		key := ev.Kind + "/" + ev.Namespace + "/" + ev.Name
-		row := resourceRow{kind: ev.Kind, namespace: ev.Namespace, name: ev.Name, status: ev.Status, message: ev.Message}
+	case event.DiscoveryEvent:
+		r.found = p.Clusters
+	case event.DecisionEvent:
+		r.decision, r.reason = p.Decision, p.Reason
+		r.addLog("→ " + p.Decision + ": " + p.Reason)
+	case event.ResourceEvent:
+		key := p.Kind + "/" + p.Namespace + "/" + p.Name
+		row := resourceRow{kind: p.Kind, namespace: p.Namespace, name: p.Name, status: p.Status, message: p.Message}
 		if i, ok := r.resIndex[key]; ok {
 			r.resources[i] = row
 		} else {
 			r.resIndex[key] = len(r.resources)
 			r.resources = append(r.resources, row)
 		}
-		if ev.Status == engine.StatusFailed {
+		if p.Status == event.StatusFailed {
 			r.failures++
 		}
-	case engine.TypeLog:
-		msg := ev.Message
-		if ev.Level != engine.LevelInfo && ev.Level != "" {
-			msg = ev.Level + ": " + msg
+	case event.LogEvent:
+		msg := p.Message
+		if p.Level != event.LevelInfo && p.Level != "" {
+			msg = string(p.Level) + ": " + msg
 		}
 		r.addLog(msg)
-	case engine.TypePlan:
-		r.addLog(planLogLine(ev))
-	case engine.TypeResult:
-		e := ev
-		r.result = &e
+	case event.PlanEvent:
+		r.addLog(planLogLine(p))
+	case event.ResultEvent:
+		r.result = &p
 	}
 }
 
@@ -197,7 +202,7 @@ func (r *runState) scroll(d int) {
 }
 
 // phase returns the named phase row, if seen.
-func (r *runState) phase(name string) *phaseRow {
+func (r *runState) phase(name event.Phase) *phaseRow {
 	for i := range r.phases {
 		if r.phases[i].name == name {
 			return &r.phases[i]
@@ -251,7 +256,7 @@ func (m *Model) finishRun(err error) tea.Cmd {
 	if r.result == nil && err != nil {
 		// The operation ended before the engine gave a result: a failure,
 		// whatever err's kind (the wizard never read it as more).
-		r.result = &engine.Event{Type: engine.TypeResult, Message: err.Error(), Err: failure.Wrap(failure.Failed, err)}
+		r.result = &event.ResultEvent{Err: failure.Wrap(failure.Failed, err), Message: err.Error()}
 	}
 	if m.screen == screenContinue || m.screen == screenDestroy || m.screen == screenDiscover || m.screen == screenUpgradePlan || m.screen == screenRotateConfirm {
 		m.screen = screenRun
@@ -390,7 +395,7 @@ func (m *Model) openRunDetail() {
 		if res.namespace != "" {
 			ref = res.namespace + "/" + res.name
 		}
-		lines := []string{"Kind     " + res.kind, "Name     " + ref, "Status   " + res.status}
+		lines := []string{"Kind     " + res.kind, "Name     " + ref, "Status   " + string(res.status)}
 		if res.message != "" {
 			lines = append(lines, "Message  "+res.message)
 		}
@@ -480,7 +485,7 @@ func (m *Model) viewPhases(p *page, compact bool) {
 			mark = m.st.faint.Render("-")
 		}
 		if compact && (ph.state == engine.PhaseSucceeded || ph.state == engine.PhaseSkipped) {
-			done = append(done, ph.name)
+			done = append(done, string(ph.name))
 			continue
 		}
 		if len(done) > 0 {

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kilnctl/kiln/engine/event"
+
 	tea "charm.land/bubbletea/v2"
 	"github.com/charmbracelet/x/ansi"
 	"github.com/charmbracelet/x/exp/golden"
@@ -159,7 +161,7 @@ type gatedSink struct {
 }
 
 func (s gatedSink) Emit(ev engine.Event) {
-	if ev.Type == engine.TypePhase && ev.Phase == "discover" && ev.State == engine.PhaseSucceeded {
+	if p, ok := ev.Payload.(event.PhaseEvent); ok && p.Phase == "discover" && p.State == engine.PhaseSucceeded {
 		select {
 		case <-s.gate:
 		case <-s.ctx.Done():
@@ -182,7 +184,7 @@ func asked(t *testing.T, w, hgt int) {
 		if err == nil && ok {
 			t.Errorf("the destroy was confirmed")
 		}
-		sink.Emit(engine.Event{Type: engine.TypeResult, Err: failure.NeedsConfirm("nothing was changed"), Message: "nothing was changed"})
+		sink.Emit(engine.Event{Payload: event.ResultEvent{Err: failure.NeedsConfirm("nothing was changed"), Message: "nothing was changed"}})
 		return err
 	}
 	b.OnUpgrade = tuitest.UpgradeScript("dev1", "kiln-local", tuitest.UpgradePlan("dev1"))
@@ -229,4 +231,28 @@ func asked(t *testing.T, w, hgt int) {
 	shot("continue", "[ Continue with existing credentials ]")
 	h.Key("esc")
 	h.WaitFor(t, "esc back")
+}
+
+// TestInspectBudgetCountsWrappedLines: the inspect screen sizes its
+// platform objects from what is left once the lines under them are
+// rendered, wrapped: a long entry, isolation and access line at 80x30
+// (three lines each) never push the page into scrolling (the budget once counted each as one
+// line and Access not at all, and the page scrolled).
+func TestInspectBudgetCountsWrappedLines(t *testing.T) {
+	f := longBackend()
+	st := f.Inspections[0]
+	st.FrontDoor = &engine.FrontDoor{Mode: "LoadBalancer", Message: "the Service kiln-system/kiln-gateway has no load balancer address yet: the cluster has no load balancer controller, or it is still provisioning one"}
+	st.Isolation = &engine.Isolation{State: "not-enforced", Plugin: "flannel", Reason: "flannel does not enforce NetworkPolicy: the tenants' NetworkPolicies are accepted and have no effect"}
+	st.Access = &engine.Access{Mode: "API_AND_CONFIG_MAP", Problem: "the access entries could not be read: AccessDeniedException: the caller is not allowed to call eks:ListAccessEntries on this cluster"}
+	h, shot := sized(t, f, 80, 30)
+	h.Key("i")
+	got := shot("inspect-wrapped", "Projects (3)")
+	if strings.Contains(got, "pgup/pgdn scroll") {
+		t.Errorf("the inspect screen scrolls at 80x30: its budget does not count the wrapped lines:\n%s", got)
+	}
+	for _, want := range []string{"Platform objects", "… 5 more, current", "Entry", "Isolation", "Access", "> default/a-rather", "team-a/batch", "[n] new project"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("the inspect screen at 80x30 lacks %q:\n%s", want, got)
+		}
+	}
 }

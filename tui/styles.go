@@ -9,6 +9,7 @@ import (
 	"github.com/charmbracelet/colorprofile"
 
 	"github.com/kilnctl/kiln/engine"
+	"github.com/kilnctl/kiln/engine/event"
 )
 
 // styles holds every style the wizard uses, so a reader finds the look of
@@ -50,7 +51,7 @@ func newStyles() styles {
 }
 
 // status returns the style and symbol of a resource status.
-func (s styles) status(st string) (lipgloss.Style, string) {
+func (s styles) status(st event.Status) (lipgloss.Style, string) {
 	switch st {
 	case engine.StatusCurrent:
 		return s.ok, "✓"

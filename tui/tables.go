@@ -10,6 +10,7 @@ import (
 	"github.com/charmbracelet/x/ansi"
 
 	"github.com/kilnctl/kiln/engine"
+	"github.com/kilnctl/kiln/engine/event"
 )
 
 // markCol is the table column that marks the selected row with ">", so
@@ -143,7 +144,11 @@ func widest(min int, ss ...string) int {
 
 // objectLine is one live object's row: status mark, kind, reference
 // (namespace/name), status and message.
-type objectLine struct{ kind, ref, status, msg string }
+type objectLine struct {
+	kind, ref string
+	status    event.Status
+	msg       string
+}
 
 // objectRows renders live objects as a table fitted to the page: kind and
 // reference as wide as their longest values, the message the rest; when

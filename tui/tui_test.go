@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kilnctl/kiln/engine/event"
+
 	tea "charm.land/bubbletea/v2"
 	"github.com/charmbracelet/colorprofile"
 	"github.com/charmbracelet/x/ansi"
@@ -152,9 +154,9 @@ func TestCancelNothingChangedIsTheFailures(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			b := backend()
 			b.OnCreate = func(ctx context.Context, sink engine.Sink, _ engine.Confirmer) error {
-				sink.Emit(engine.Event{Type: engine.TypePhase, Phase: "discover", State: engine.PhaseStarted})
+				sink.Emit(engine.Event{Payload: event.PhaseEvent{Phase: "discover", State: engine.PhaseStarted}})
 				<-ctx.Done()
-				sink.Emit(engine.Event{Type: engine.TypeResult, Err: c.err, Message: c.err.Error()})
+				sink.Emit(engine.Event{Payload: event.ResultEvent{Err: c.err, Message: c.err.Error()}})
 				return c.err
 			}
 			h := tuitest.Start(t, b, tui.Options{})
@@ -206,10 +208,10 @@ func TestDestroyRequiresTypingName(t *testing.T) {
 		ok, err := c.ConfirmDestroy(ctx, engine.DestroyQuestion{Provider: "kube", Name: "dev1", Location: "kiln-local", Tenants: []string{"default"}})
 		asked <- ok
 		if err != nil || !ok {
-			sink.Emit(engine.Event{Type: engine.TypeResult, Err: failure.NeedsConfirm("nothing was changed"), Message: "nothing was changed"})
+			sink.Emit(engine.Event{Payload: event.ResultEvent{Err: failure.NeedsConfirm("nothing was changed"), Message: "nothing was changed"}})
 			return err
 		}
-		sink.Emit(engine.Event{Type: engine.TypeResult, OK: true, Message: "cluster dev1 destroyed"})
+		sink.Emit(engine.Event{Payload: event.ResultEvent{OK: true, Message: "cluster dev1 destroyed"}})
 		return nil
 	}
 	h := tuitest.Start(t, b, tui.Options{})

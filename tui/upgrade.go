@@ -15,6 +15,7 @@ import (
 
 	"github.com/kilnctl/kiln/engine"
 	"github.com/kilnctl/kiln/engine/config"
+	"github.com/kilnctl/kiln/engine/event"
 	"github.com/kilnctl/kiln/internal/human"
 )
 
@@ -626,8 +627,8 @@ func (m *Model) planNotes() []string {
 	}
 	var out []string
 	for _, l := range m.run.logs {
-		if strings.HasPrefix(l, engine.LevelWarn+": ") {
-			out = append(out, strings.TrimPrefix(l, engine.LevelWarn+": "))
+		if warn := string(event.LevelWarn) + ": "; strings.HasPrefix(l, warn) {
+			out = append(out, strings.TrimPrefix(l, warn))
 		}
 	}
 	return out

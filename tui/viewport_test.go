@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kilnctl/kiln/engine/event"
+
 	tea "charm.land/bubbletea/v2"
 	"github.com/charmbracelet/x/ansi"
 
@@ -21,12 +23,12 @@ import (
 func TestDetailViewScrolls(t *testing.T) {
 	b := backend()
 	b.OnCreate = func(ctx context.Context, sink engine.Sink, _ engine.Confirmer) error {
-		sink.Emit(engine.Event{Type: engine.TypePhase, Phase: "discover", State: engine.PhaseStarted})
+		sink.Emit(engine.Event{Payload: event.PhaseEvent{Phase: "discover", State: engine.PhaseStarted}})
 		for i := range 60 {
-			sink.Emit(engine.Event{Type: engine.TypeLog, Level: engine.LevelInfo, Message: fmt.Sprintf("log line %02d", i)})
+			sink.Emit(engine.Event{Payload: event.LogEvent{Level: engine.LevelInfo, Message: fmt.Sprintf("log line %02d", i)}})
 		}
-		sink.Emit(engine.Event{Type: engine.TypePhase, Phase: "discover", State: engine.PhaseFailed})
-		sink.Emit(engine.Event{Type: engine.TypeResult, Err: failure.Deadline("timed out"), Message: "timed out"})
+		sink.Emit(engine.Event{Payload: event.PhaseEvent{Phase: "discover", State: engine.PhaseFailed}})
+		sink.Emit(engine.Event{Payload: event.ResultEvent{Err: failure.Deadline("timed out"), Message: "timed out"}})
 		return failure.Deadline("timed out")
 	}
 	h := tuitest.Start(t, b, tui.Options{})

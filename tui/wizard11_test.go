@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kilnctl/kiln/engine/event"
+
 	tea "charm.land/bubbletea/v2"
 	"github.com/charmbracelet/x/ansi"
 
@@ -51,12 +53,12 @@ const longFailure = "kiln platform dev1 is installed in context kiln-local, but 
 
 func failScript(msg string, kind failure.Kind) tuitest.Script {
 	return func(ctx context.Context, sink engine.Sink, _ engine.Confirmer) error {
-		sink.Emit(engine.Event{Type: engine.TypePhase, Phase: "discover", State: engine.PhaseStarted})
-		sink.Emit(engine.Event{Type: engine.TypePhase, Phase: "discover", State: engine.PhaseSucceeded, ElapsedMS: 40})
-		sink.Emit(engine.Event{Type: engine.TypePhase, Phase: "plan", State: engine.PhaseStarted})
-		sink.Emit(engine.Event{Type: engine.TypePhase, Phase: "plan", State: engine.PhaseFailed, ElapsedMS: 3, Message: msg})
+		sink.Emit(engine.Event{Payload: event.PhaseEvent{Phase: "discover", State: engine.PhaseStarted}})
+		sink.Emit(engine.Event{Payload: event.PhaseEvent{Phase: "discover", State: engine.PhaseSucceeded, ElapsedMS: 40}})
+		sink.Emit(engine.Event{Payload: event.PhaseEvent{Phase: "plan", State: engine.PhaseStarted}})
+		sink.Emit(engine.Event{Payload: event.PhaseEvent{Phase: "plan", State: engine.PhaseFailed, ElapsedMS: 3, Message: msg}})
 		err := failure.Newf(kind, "%s", msg)
-		sink.Emit(engine.Event{Type: engine.TypeResult, Err: err, Message: msg})
+		sink.Emit(engine.Event{Payload: event.ResultEvent{Err: err, Message: msg}})
 		return err
 	}
 }
@@ -118,10 +120,10 @@ func TestResourceDetailOpensInFull(t *testing.T) {
 	b := backend()
 	const long = "0/3 replicas available: pod kiln-gateway-7d9f: container gateway waiting: ImagePullBackOff pulling registry.example/kiln/gateway:v9"
 	b.OnCreate = func(ctx context.Context, sink engine.Sink, _ engine.Confirmer) error {
-		sink.Emit(engine.Event{Type: engine.TypePhase, Phase: "discover", State: engine.PhaseStarted})
-		sink.Emit(engine.Event{Type: engine.TypePhase, Phase: "discover", State: engine.PhaseSucceeded})
-		sink.Emit(engine.Event{Type: engine.TypeResource, Kind: "Deployment", Namespace: "kiln-system", Name: "kiln-gateway", Status: engine.StatusInProgress, Message: long})
-		sink.Emit(engine.Event{Type: engine.TypeResult, Err: failure.Deadline("timed out"), Message: "timed out"})
+		sink.Emit(engine.Event{Payload: event.PhaseEvent{Phase: "discover", State: engine.PhaseStarted}})
+		sink.Emit(engine.Event{Payload: event.PhaseEvent{Phase: "discover", State: engine.PhaseSucceeded}})
+		sink.Emit(engine.Event{Payload: event.ResourceEvent{Kind: "Deployment", Namespace: "kiln-system", Name: "kiln-gateway", Status: engine.StatusInProgress, Message: long}})
+		sink.Emit(engine.Event{Payload: event.ResultEvent{Err: failure.Deadline("timed out"), Message: "timed out"}})
 		return failure.Deadline("timed out")
 	}
 	h := tuitest.Start(t, b, tui.Options{})

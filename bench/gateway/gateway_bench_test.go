@@ -31,6 +31,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -94,13 +95,17 @@ func start(b *testing.B, name string, args ...string) <-chan struct{} {
 		b.Fatal(err)
 	}
 	cmd.Stdout, cmd.Stderr = logf, logf
+	// A process group of its own, killed whole: nginx's workers outlive a
+	// master killed alone and keep serving (an earlier run left them
+	// behind). Pdeathsig ends the peer if the benchmark itself dies.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		b.Fatal(err)
 	}
 	done := make(chan struct{})
 	go func() { _ = cmd.Wait(); close(done) }()
 	b.Cleanup(func() {
-		_ = cmd.Process.Kill()
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 		<-done
 		logf.Close()
 	})

@@ -268,6 +268,12 @@ func TestSupportBundle(t *testing.T) {
 			t.Errorf("index.txt does not list %s", name)
 		}
 	}
+	// discovery.ndjson is this run's discovery as -o json prints it: the
+	// same lines as the run's own stdout (DESIGN.md §8 schema).
+	if disc := strings.Split(strings.TrimSpace(files["discovery.ndjson"]), "\n"); len(disc) == 0 || !strings.Contains(r.stdout, disc[0]) ||
+		!strings.Contains(files["discovery.ndjson"], `"type":"discovery","clusters":[{"provider":"kube","name":"bndl","location":"kiln-b"`) {
+		t.Errorf("discovery.ndjson is not the run's discovery NDJSON:\n%s\nstdout:\n%s", files["discovery.ndjson"], r.stdout)
+	}
 	if !strings.Contains(files["versions.json"], `"api_server": "v`) {
 		t.Errorf("versions.json: %s", files["versions.json"])
 	}

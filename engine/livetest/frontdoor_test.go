@@ -2,7 +2,6 @@ package livetest
 
 import (
 	"context"
-	"encoding/json"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -19,9 +18,11 @@ import (
 
 	"github.com/kilnctl/kiln/engine"
 	"github.com/kilnctl/kiln/engine/config"
+	"github.com/kilnctl/kiln/engine/event"
 	"github.com/kilnctl/kiln/engine/failure"
 	"github.com/kilnctl/kiln/engine/platform"
 	"github.com/kilnctl/kiln/engine/provider/kube"
+	"github.com/kilnctl/kiln/internal/cli/ndjson"
 )
 
 // events records what an engine emitted.
@@ -32,11 +33,11 @@ type events struct {
 
 func (r *events) Emit(e engine.Event) { r.mu.Lock(); r.all = append(r.all, e); r.mu.Unlock() }
 
-func (r *events) last(typ string) *engine.Event {
+func (r *events) last(typ event.Type) *engine.Event {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for i := len(r.all) - 1; i >= 0; i-- {
-		if r.all[i].Type == typ {
+		if r.all[i].Type() == typ {
 			e := r.all[i]
 			return &e
 		}
@@ -120,7 +121,7 @@ func TestFrontDoor(t *testing.T) {
 			t.Fatalf("status without front door or isolation: %+v", s)
 		}
 		ev := rec.last(engine.TypeFrontDoor)
-		if ev == nil || *ev.FrontDoor != *s.FrontDoor {
+		if ev == nil || *ev.Payload.(*engine.FrontDoor) != *s.FrontDoor {
 			t.Fatalf("frontdoor event %+v does not match the status %+v", ev, s.FrontDoor)
 		}
 		return s
@@ -130,7 +131,7 @@ func TestFrontDoor(t *testing.T) {
 	if fd := s.FrontDoor; fd.Mode != config.ExposeNodePort || !fd.Ready || !strings.HasSuffix(fd.Address, ":"+itoa(port)) || !strings.HasPrefix(fd.DNS, "*."+name+".example.test A ") {
 		t.Fatalf("front door %+v, want nodePort at NODE-IP:%d with an A record", fd, port)
 	}
-	b, err := json.Marshal(rec.last(engine.TypeFrontDoor))
+	b, err := ndjson.Marshal(*rec.last(engine.TypeFrontDoor))
 	if err != nil || !strings.Contains(string(b), `"type":"frontdoor"`) || !strings.Contains(string(b), `"mode":"nodePort"`) || !strings.Contains(string(b), `"dns_record":"*.door1.example.test A `) {
 		t.Fatalf("frontdoor event JSON %s (%v)", b, err)
 	}
@@ -143,7 +144,7 @@ func TestFrontDoor(t *testing.T) {
 		}
 		planned := false
 		for _, ev := range rec.all {
-			if ev.Type == engine.TypePlan && ev.Kind == "Service" && ev.Name == platform.GatewayName {
+			if p, ok := ev.Payload.(event.PlanEvent); ok && p.Kind == "Service" && p.Name == platform.GatewayName {
 				planned = true
 			}
 		}
@@ -187,7 +188,7 @@ func TestFrontDoor(t *testing.T) {
 	if err := e.Wait(ctx, engine.WaitRequest{Target: target, Timeout: 2 * time.Minute}); err != nil {
 		t.Fatalf("wait with an address: %v", err)
 	}
-	if ev := rec.last(engine.TypeFrontDoor); ev == nil || ev.FrontDoor.Address != "lb-1.elb.example.test" {
+	if ev := rec.last(engine.TypeFrontDoor); ev == nil || ev.Payload.(*engine.FrontDoor).Address != "lb-1.elb.example.test" {
 		t.Fatalf("wait's frontdoor event %+v", ev)
 	}
 	if fd := status().FrontDoor; !fd.Ready || fd.DNS != "*."+name+".example.test CNAME lb-1.elb.example.test" {
@@ -232,7 +233,7 @@ func hasLog(r *events, sub string) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, e := range r.all {
-		if e.Type == engine.TypeLog && strings.Contains(e.Message, sub) {
+		if l, ok := e.Payload.(event.LogEvent); ok && strings.Contains(l.Message, sub) {
 			return true
 		}
 	}

@@ -18,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kilnctl/kiln/engine"
+	"github.com/kilnctl/kiln/engine/event"
 	"github.com/kilnctl/kiln/engine/provider/kube"
 	"github.com/kilnctl/kiln/internal/testenv/faultproxy"
 )
@@ -72,9 +73,9 @@ func startInspector(t *testing.T, ctx context.Context, target engine.Target) *in
 	wt := target
 	wt.Provider = kube.New(kc, cluster.ContextName)
 	sink := engine.SinkFunc(func(ev engine.Event) {
-		if ev.Type == engine.TypeLog && strings.HasPrefix(ev.Message, "inspector:") {
+		if l, ok := ev.Payload.(event.LogEvent); ok && strings.HasPrefix(l.Message, "inspector:") {
 			in.mu.Lock()
-			in.logs = append(in.logs, ev.Message)
+			in.logs = append(in.logs, l.Message)
 			in.mu.Unlock()
 		}
 	})
@@ -242,7 +243,7 @@ func projectOf(req string) string {
 	return name
 }
 
-func objStatus(st *engine.ClusterStatus, ref, kind string) string {
+func objStatus(st *engine.ClusterStatus, ref, kind string) event.Status {
 	p := project(st, ref)
 	if p == nil {
 		return ""
@@ -388,7 +389,7 @@ func TestWatchIncremental(t *testing.T) {
 	if err := cluster.Client.CoreV1().Services("kiln-system").Delete(ctx, "kiln-gateway", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	gwStatus := func(st *engine.ClusterStatus) string {
+	gwStatus := func(st *engine.ClusterStatus) event.Status {
 		for _, o := range st.Objects {
 			if o.Kind == "Service" && o.Name == "kiln-gateway" {
 				return o.Status

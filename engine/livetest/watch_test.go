@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kilnctl/kiln/engine"
+	"github.com/kilnctl/kiln/engine/event"
 	"github.com/kilnctl/kiln/engine/provider/kube"
 	"github.com/kilnctl/kiln/internal/testenv/testcluster"
 )
@@ -77,7 +78,7 @@ func project(st *engine.ClusterStatus, ref string) *engine.ProjectStatus {
 	return nil
 }
 
-func objectStatus(p *engine.ProjectStatus, kind string) string {
+func objectStatus(p *engine.ProjectStatus, kind string) event.Status {
 	for _, o := range p.Objects {
 		if o.Kind == kind {
 			return o.Status

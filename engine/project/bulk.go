@@ -12,6 +12,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/kilnctl/kiln/engine/event"
 	"github.com/kilnctl/kiln/engine/failure"
 	"github.com/kilnctl/kiln/engine/input"
 	"github.com/kilnctl/kiln/engine/lock"
@@ -98,7 +99,7 @@ func (o *Ops) Bulk(ctx context.Context, op, tenant string, concurrency int) (ok,
 			case <-stopTick:
 				return
 			case <-tick.C:
-				o.R.Logf("info", "%s", summary())
+				o.R.Logf(event.LevelInfo, "%s", summary())
 			}
 		}
 	})
@@ -139,7 +140,7 @@ func (o *Ops) Bulk(ctx context.Context, op, tenant string, concurrency int) (ok,
 			defer mu.Unlock()
 			running--
 			if err != nil {
-				o.R.Logf("error", "%s %s: %v", op, r, err)
+				o.R.Logf(event.LevelError, "%s %s: %v", op, r, err)
 				failed = append(failed, r.String())
 				errs[r.String()] = fmt.Errorf("%s: %w", r, err)
 				return
@@ -151,8 +152,8 @@ func (o *Ops) Bulk(ctx context.Context, op, tenant string, concurrency int) (ok,
 	tick.Stop()
 	close(stopTick)
 	tickers.Wait()
-	o.R.Logf("info", "%s", summary())
-	o.R.Logf("info", "%s %s: %d projects in %s; %s", op, o.inputName(input.All), len(list), time.Since(began).Round(time.Millisecond), br.breakdown())
+	o.R.Logf(event.LevelInfo, "%s", summary())
+	o.R.Logf(event.LevelInfo, "%s %s: %d projects in %s; %s", op, o.inputName(input.All), len(list), time.Since(began).Round(time.Millisecond), br.breakdown())
 	sort.Strings(ok)
 	sort.Strings(failed)
 	// In TENANT/PROJECT order, so the exit code (that of the first failed
@@ -211,10 +212,10 @@ type stepTime struct {
 
 func (b *bulkReporter) Watcher() *readiness.Watcher { return b.w }
 
-func (b *bulkReporter) Phase(ctx context.Context, name string, run func(context.Context) error) error {
+func (b *bulkReporter) Phase(ctx context.Context, name event.Phase, run func(context.Context) error) error {
 	start := time.Now()
 	err := b.Reporter.Phase(ctx, name, run)
-	b.add(name, time.Since(start))
+	b.add(string(name), time.Since(start))
 	return err
 }
 

@@ -9,6 +9,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/kilnctl/kiln/engine/event"
 	"github.com/kilnctl/kiln/engine/failure"
 	"github.com/kilnctl/kiln/engine/lock"
 	"github.com/kilnctl/kiln/engine/readiness"
@@ -21,10 +22,10 @@ type logCapture struct {
 	lines []string
 }
 
-func (r *logCapture) Logf(level, format string, args ...any) {
+func (r *logCapture) Logf(level event.Level, format string, args ...any) {
 	r.logReporter.Logf(level, format, args...)
 	r.mu.Lock()
-	r.lines = append(r.lines, level+": "+fmt.Sprintf(format, args...))
+	r.lines = append(r.lines, string(level)+": "+fmt.Sprintf(format, args...))
 	r.mu.Unlock()
 }
 

@@ -18,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kilnctl/kiln/engine/config"
+	"github.com/kilnctl/kiln/engine/event"
 	"github.com/kilnctl/kiln/engine/failure"
 	"github.com/kilnctl/kiln/engine/input"
 	"github.com/kilnctl/kiln/engine/lock"
@@ -52,10 +53,10 @@ func (o *Ops) lockedSeen(ctx context.Context, r Ref, op string, seen **coordinat
 			Namespace: r.Namespace(), Name: LeaseName(r.Project),
 			Operation: "project " + op + " " + r.String(), Labels: o.labels(r),
 			Excludes: excludes, Seen: seen, Gated: true,
-			Logf: func(f string, a ...any) { o.R.Logf("info", f, a...) },
+			Logf: func(f string, a ...any) { o.R.Logf(event.LevelInfo, f, a...) },
 		})
 		if err == nil {
-			o.R.Logf("info", "holding lease %s/%s as %s", r.Namespace(), LeaseName(r.Project), l.Holder())
+			o.R.Logf(event.LevelInfo, "holding lease %s/%s as %s", r.Namespace(), LeaseName(r.Project), l.Holder())
 		}
 		return err
 	})
@@ -66,7 +67,7 @@ func (o *Ops) lockedSeen(ctx context.Context, r Ref, op string, seen **coordinat
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()
 		if err := l.Release(rctx); err != nil {
-			o.R.Logf("warn", "%v", err)
+			o.R.Logf(event.LevelWarn, "%v", err)
 		}
 	}()
 	err = fn(lctx, l)
@@ -212,7 +213,7 @@ func (o *Ops) Delete(ctx context.Context, r Ref) error {
 		if failure.Of(err) != failure.Input || !o.leaseLeft(ctx, r) {
 			return err
 		}
-		o.R.Logf("warn", "project %s: spec ConfigMap already gone but Lease %s/%s left (an interrupted delete): finishing the delete", r, r.Namespace(), LeaseName(r.Project))
+		o.R.Logf(event.LevelWarn, "project %s: spec ConfigMap already gone but Lease %s/%s left (an interrupted delete): finishing the delete", r, r.Namespace(), LeaseName(r.Project))
 	}
 	return o.locked(ctx, r, "delete", func(ctx context.Context, l *lock.Lock) error {
 		if err := o.deprovision(ctx, r); err != nil {
@@ -246,7 +247,7 @@ func (o *Ops) setState(ctx context.Context, r Ref, op, holder, state string) (*S
 	})
 }
 
-func phaseName(ref readiness.Ref) string {
+func phaseName(ref readiness.Ref) event.Phase {
 	switch ref.Kind {
 	case readiness.KindConfigMap:
 		return "spec"
@@ -259,7 +260,7 @@ func phaseName(ref readiness.Ref) string {
 	case readiness.KindIngress:
 		return "ingress" // the route; the phase keeps the seed's name
 	}
-	return ref.Kind
+	return event.Phase(ref.Kind)
 }
 
 // provision applies Secret → Deployment → Service → route, each confirmed
@@ -420,7 +421,7 @@ func (o *Ops) settleToken(ctx context.Context, r Ref) (string, string, error) {
 	if res.Status != readiness.Current {
 		return key, hash, nil
 	}
-	o.R.Logf("info", "an interrupted token rotation had rolled out: committing %s", dk)
+	o.R.Logf(event.LevelInfo, "an interrupted token rotation had rolled out: committing %s", dk)
 	if err := o.keepOnly(ctx, r, dk); err != nil {
 		return "", "", err
 	}
@@ -437,7 +438,7 @@ func (o *Ops) pruneTo(ctx context.Context, r Ref, key string) error {
 	if s != nil && len(s.Data) == 1 && s.Annotations[AnnotationKey] == key {
 		return nil
 	}
-	o.R.Logf("info", "secret %s/%s: removing keys other than %s (an unfinished rotation)", r.Namespace(), SecretName(r.Project), key)
+	o.R.Logf(event.LevelInfo, "secret %s/%s: removing keys other than %s (an unfinished rotation)", r.Namespace(), SecretName(r.Project), key)
 	return o.keepOnly(ctx, r, key)
 }
 
@@ -488,7 +489,7 @@ func (o *Ops) RotateToken(ctx context.Context, r Ref) error {
 				return err
 			}
 			newHash = TokenHash(s.Data[newKey])
-			o.R.Logf("info", "secret %s/%s: new token under %s (sha256 %s); %s stays valid until the rollout is ready", r.Namespace(), SecretName(r.Project), newKey, newHash[:12], oldKey)
+			o.R.Logf(event.LevelInfo, "secret %s/%s: new token under %s (sha256 %s); %s stays valid until the rollout is ready", r.Namespace(), SecretName(r.Project), newKey, newHash[:12], oldKey)
 			return nil
 		})
 		if err != nil {
@@ -506,7 +507,7 @@ func (o *Ops) RotateToken(ctx context.Context, r Ref) error {
 		if ctx.Err() != nil && !errors.Is(rollErr, context.DeadlineExceeded) && failure.Of(rollErr) != failure.Timeout {
 			return rollErr // interrupted or lost the lease: the next operation settles
 		}
-		o.R.Logf("warn", "rollout with the new token failed (%v); switching back to %s", rollErr, oldKey)
+		o.R.Logf(event.LevelWarn, "rollout with the new token failed (%v); switching back to %s", rollErr, oldKey)
 		backErr := o.R.Phase(ctx, "rollback", func(ctx context.Context) error {
 			if err := o.ensureReady(ctx, o.deploymentObject(r, spec.Stack, oldKey, oldHash)); err != nil {
 				return err

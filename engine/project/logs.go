@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/kilnctl/kiln/engine/event"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
@@ -73,7 +74,7 @@ func (o *Ops) Logs(ctx context.Context, r Ref, opts LogOptions, out func(LogLine
 			}
 		}
 		if lines == 0 {
-			o.R.Logf("warn", "%s", noLinesMessage(r, looked, opts.Previous))
+			o.R.Logf(event.LevelWarn, "%s", noLinesMessage(r, looked, opts.Previous))
 		}
 		return nil
 	}

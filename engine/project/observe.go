@@ -25,6 +25,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 
+	"github.com/kilnctl/kiln/engine/event"
 	"github.com/kilnctl/kiln/engine/lock"
 	"github.com/kilnctl/kiln/engine/platform"
 	"github.com/kilnctl/kiln/engine/readiness"
@@ -32,11 +33,11 @@ import (
 
 // ObjectStatus is one live object of a project.
 type ObjectStatus struct {
-	Kind      string `json:"kind"`
-	Namespace string `json:"namespace"`
-	Name      string `json:"name"`
-	Status    string `json:"status"`
-	Message   string `json:"message"`
+	Kind      string       `json:"kind"`
+	Namespace string       `json:"namespace"`
+	Name      string       `json:"name"`
+	Status    event.Status `json:"status"`
+	Message   string       `json:"message"`
 }
 
 // Status is a project's observed state, computed from its live objects.
@@ -401,7 +402,7 @@ func (o *Ops) List(ctx context.Context, tenant string) ([]Status, error) {
 		if err != nil {
 			// One spec kiln cannot trust (planted, corrupt) must not hide
 			// every other project: it is skipped and named.
-			o.R.Logf("warn", "skipped: %v", err)
+			o.R.Logf(event.LevelWarn, "skipped: %v", err)
 			continue
 		}
 		out = append(out, *st)
@@ -690,3 +691,6 @@ func podProblems(pods []corev1.Pod) []string {
 	}
 	return out
 }
+
+// EventType implements event.Payload: a project's observed state.
+func (*Status) EventType() event.Type { return event.TypeProject }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 
+	"github.com/kilnctl/kiln/engine/event"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -50,7 +51,7 @@ func (o *Ops) Observe(ctx context.Context, r Ref) (st *Status, ok bool, err erro
 		}
 		st, err := o.observe(snap, &snap.specs[i])
 		if err != nil {
-			o.R.Logf("warn", "skipped: %v", err)
+			o.R.Logf(event.LevelWarn, "skipped: %v", err)
 			return nil, false, nil
 		}
 		return st, true, nil

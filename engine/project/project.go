@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/kilnctl/kiln/engine/config"
+	"github.com/kilnctl/kiln/engine/event"
 	"github.com/kilnctl/kiln/engine/failure"
 	"github.com/kilnctl/kiln/engine/input"
 	"github.com/kilnctl/kiln/engine/platform"
@@ -71,14 +72,15 @@ func SecretName(p string) string { return p + secretSuffix }
 func LeaseName(p string) string  { return specPrefix + p }
 
 // Reporter is how the package reports progress: the engine implements it
-// on top of its event sink.
+// on top of the operation's event.Reporter, which every line and status
+// goes through (stamped and cleaned) on the way to the frontend.
 type Reporter interface {
 	// Phase runs one named step and reports started/succeeded/failed.
-	Phase(ctx context.Context, name string, run func(context.Context) error) error
+	Phase(ctx context.Context, name event.Phase, run func(context.Context) error) error
 	// Resource reports an object's status.
-	Resource(kind, namespace, name, status, message string)
-	// Logf reports a log line (level info, warn or error).
-	Logf(level, format string, args ...any)
+	Resource(kind, namespace, name string, status event.Status, message string)
+	// Logf reports a log line.
+	Logf(level event.Level, format string, args ...any)
 	// Watcher returns a readiness watcher that reports status changes.
 	Watcher() *readiness.Watcher
 }

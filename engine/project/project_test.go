@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/kilnctl/kiln/engine/config"
+	"github.com/kilnctl/kiln/engine/event"
 	"github.com/kilnctl/kiln/engine/failure"
 	"github.com/kilnctl/kiln/engine/platform"
 	"github.com/kilnctl/kiln/engine/readiness"
@@ -33,14 +34,16 @@ type logReporter struct {
 	w *readiness.Watcher
 }
 
-func (r *logReporter) Phase(ctx context.Context, name string, run func(context.Context) error) error {
+func (r *logReporter) Phase(ctx context.Context, name event.Phase, run func(context.Context) error) error {
 	err := run(ctx)
 	r.t.Logf("phase %s: %v", name, err)
 	return err
 }
-func (r *logReporter) Resource(kind, ns, name, status, msg string) {}
-func (r *logReporter) Logf(level, format string, args ...any)      { r.t.Logf(level+": "+format, args...) }
-func (r *logReporter) Watcher() *readiness.Watcher                 { return r.w }
+func (r *logReporter) Resource(kind, ns, name string, status event.Status, msg string) {}
+func (r *logReporter) Logf(level event.Level, format string, args ...any) {
+	r.t.Logf(string(level)+": "+format, args...)
+}
+func (r *logReporter) Watcher() *readiness.Watcher { return r.w }
 
 // newOps makes a cluster config with one tenant of its own (so tests do not
 // share namespaces) and its namespace.
@@ -385,7 +388,7 @@ type captureReporter struct {
 	warn *[]string
 }
 
-func (r *captureReporter) Logf(level, format string, args ...any) {
+func (r *captureReporter) Logf(level event.Level, format string, args ...any) {
 	r.logReporter.Logf(level, format, args...)
 	if level == "warn" {
 		r.mu.Lock()

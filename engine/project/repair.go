@@ -8,6 +8,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/kilnctl/kiln/engine/event"
 	"github.com/kilnctl/kiln/engine/failure"
 	"github.com/kilnctl/kiln/engine/lock"
 	"github.com/kilnctl/kiln/engine/platform"
@@ -34,9 +35,9 @@ func (o *Ops) Repair(ctx context.Context) ([]string, error) {
 		did, err := o.repairOne(ctx, r)
 		switch {
 		case failure.Of(err) == failure.Locked:
-			o.R.Logf("warn", "repair %s skipped: %v", r, err)
+			o.R.Logf(event.LevelWarn, "repair %s skipped: %v", r, err)
 		case err != nil:
-			o.R.Logf("error", "repair %s: %v", r, err)
+			o.R.Logf(event.LevelError, "repair %s: %v", r, err)
 			problems = append(problems, fmt.Errorf("%s: %w", r, err))
 		case did:
 			repaired = append(repaired, r.String())
@@ -81,7 +82,7 @@ func (o *Ops) repairOne(ctx context.Context, r Ref) (bool, error) {
 			} else if drift != "" {
 				// A route that bypasses the gateway is not healthy: it is
 				// put back, never waited on.
-				o.R.Logf("info", "repair %s: %s drifted (%s), applying it again", r, obj.Ref, drift)
+				o.R.Logf(event.LevelInfo, "repair %s: %s drifted (%s), applying it again", r, obj.Ref, drift)
 				if err := o.R.Phase(ctx, phaseName(obj.Ref), func(ctx context.Context) error { return o.ensureReady(ctx, obj) }); err != nil {
 					return err
 				}
@@ -99,7 +100,7 @@ func (o *Ops) repairOne(ctx context.Context, r Ref) (bool, error) {
 				}
 				continue
 			}
-			o.R.Logf("info", "repair %s: %s missing, creating it", r, obj.Ref)
+			o.R.Logf(event.LevelInfo, "repair %s: %s missing, creating it", r, obj.Ref)
 			if err := o.R.Phase(ctx, phaseName(obj.Ref), func(ctx context.Context) error { return o.ensureReady(ctx, obj) }); err != nil {
 				return err
 			}
@@ -111,7 +112,7 @@ func (o *Ops) repairOne(ctx context.Context, r Ref) (bool, error) {
 			return err
 		} else if left {
 			ref := legacyRouteRef(r)
-			o.R.Logf("info", "repair %s: %s routes around the gateway (made by an earlier kiln), deleting it", r, ref)
+			o.R.Logf(event.LevelInfo, "repair %s: %s routes around the gateway (made by an earlier kiln), deleting it", r, ref)
 			if err := o.R.Phase(ctx, phaseName(ref), func(ctx context.Context) error { return o.gone(ctx, ref) }); err != nil {
 				return err
 			}

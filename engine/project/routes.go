@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kilnctl/kiln/engine/config"
+	"github.com/kilnctl/kiln/engine/event"
 	"github.com/kilnctl/kiln/engine/platform"
 	"github.com/kilnctl/kiln/engine/readiness"
 )
@@ -212,7 +213,7 @@ func (o *Ops) ApplyRoutes(ctx context.Context, changes []RouteChange) error {
 		if res.Status == readiness.Current {
 			await = append(await, c.Route.Ref)
 		} else {
-			o.R.Logf("warn", "project %s: service %s has %s, so its route %s is applied without waiting for it to be ready", c.Ref, svc, res.Message, c.Route.Ref)
+			o.R.Logf(event.LevelWarn, "project %s: service %s has %s, so its route %s is applied without waiting for it to be ready", c.Ref, svc, res.Message, c.Route.Ref)
 		}
 	}
 	if len(await) > 0 {
@@ -281,7 +282,7 @@ func (o *Ops) MoveRoutes(ctx context.Context) (int, error) {
 		return 0, err
 	}
 	for _, c := range changes {
-		o.R.Logf("info", "%s", c.Message(o.Host(c.Ref)))
+		o.R.Logf(event.LevelInfo, "%s", c.Message(o.Host(c.Ref)))
 	}
 	return len(changes), o.ApplyRoutes(ctx, changes)
 }

@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/kilnctl/kiln/engine/event"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -110,7 +111,7 @@ func (o *Ops) ensureSecret(ctx context.Context, r Ref) (key, hash string, err er
 		if err != nil {
 			return "", "", fmt.Errorf("create secret %s/%s: %w", r.Namespace(), SecretName(r.Project), err)
 		}
-		o.R.Logf("info", "secret %s/%s: new project token (sha256 %s)", r.Namespace(), SecretName(r.Project), TokenHash([]byte(tok))[:12])
+		o.R.Logf(event.LevelInfo, "secret %s/%s: new project token (sha256 %s)", r.Namespace(), SecretName(r.Project), TokenHash([]byte(tok))[:12])
 	}
 	key, err = o.currentKey(s, r)
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/kilnctl/kiln/engine/event"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -35,7 +36,7 @@ func TestJudgeIgnoresManagedFieldsAndTemplateWithoutTouchingTheObject(t *testing
 	for _, c := range []struct {
 		kind string
 		obj  runtime.Object
-		want string
+		want event.Status
 	}{
 		{KindDeployment, dep(1), Current},
 		{KindDeployment, dep(0), InProgress},

@@ -24,16 +24,17 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/cli-utils/pkg/kstatus/status"
 
+	"github.com/kilnctl/kiln/engine/event"
 	"github.com/kilnctl/kiln/internal/human"
 )
 
 // Statuses (the kstatus vocabulary).
 const (
-	InProgress  = "InProgress"
-	Current     = "Current"
-	Failed      = "Failed"
-	NotFound    = "NotFound"
-	Terminating = "Terminating"
+	InProgress  = event.StatusInProgress
+	Current     = event.StatusCurrent
+	Failed      = event.StatusFailed
+	NotFound    = event.StatusNotFound
+	Terminating = event.StatusTerminating
 )
 
 // Kinds kiln knows how to judge.
@@ -84,7 +85,7 @@ func (r Ref) String() string {
 
 // Result is the judged status of an object with a human message.
 type Result struct {
-	Status  string
+	Status  event.Status
 	Message string
 }
 

@@ -88,7 +88,7 @@ func (w *Watcher) Until(ctx context.Context, refs []Ref, goal Goal) (map[Ref]Res
 			if r, ok := results[ref]; !ok || !goal(r) {
 				msg := "no status yet"
 				if ok {
-					msg = r.Status + ": " + r.Message
+					msg = string(r.Status) + ": " + r.Message
 				}
 				pending = append(pending, fmt.Sprintf("%s (%s)", ref, msg))
 			}

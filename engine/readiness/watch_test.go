@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 
+	"github.com/kilnctl/kiln/engine/event"
 	"github.com/kilnctl/kiln/engine/failure"
 )
 
@@ -101,7 +102,9 @@ func await(t *testing.T, ctx context.Context, done <-chan untilResult) untilResu
 	}
 }
 
-func is(status string) func(Result) bool { return func(r Result) bool { return r.Status == status } }
+func is(status event.Status) func(Result) bool {
+	return func(r Result) bool { return r.Status == status }
+}
 
 func checkSequence(t *testing.T, ref Ref, seq []Result, final Result) {
 	t.Helper()

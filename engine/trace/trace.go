@@ -33,6 +33,18 @@ func With(ctx context.Context, f Func, detail int) context.Context {
 	return context.WithValue(ctx, key{}, tracer{f: f, detail: detail})
 }
 
+// To returns ctx with its trace (if it carries one) sent to f instead, at
+// the same detail: an operation binds the trace to its own reporter, so
+// its API requests are reported with its events and never reach another
+// operation's frontend. Without a trace, ctx is returned as it is.
+func To(ctx context.Context, f Func) context.Context {
+	t, ok := ctx.Value(key{}).(tracer)
+	if !ok {
+		return ctx
+	}
+	return With(ctx, f, t.detail)
+}
+
 func from(ctx context.Context) (tracer, bool) {
 	t, ok := ctx.Value(key{}).(tracer)
 	return t, ok && t.f != nil

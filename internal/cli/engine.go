@@ -6,6 +6,8 @@ import (
 	"os"
 	"strings"
 
+	"github.com/kilnctl/kiln/engine/event"
+
 	"golang.org/x/term"
 
 	"github.com/kilnctl/kiln/engine"
@@ -68,11 +70,11 @@ func (g *globals) kubeProvider(context string) *kube.Provider {
 // Every event also goes to --log-file; debug events reach it only with -v.
 func (g *globals) sink(quiet bool) engine.Sink {
 	if g.output == "json" {
-		js := newJSONSink(g.stdout)
+		js := newJSONPrinter(g.stdout)
 		js.failures = g.stderr
 		return g.rec.tee(js)
 	}
-	return g.rec.tee(&textSink{w: g.stderr, quiet: quiet})
+	return g.rec.tee(&textPrinter{w: g.stderr, quiet: quiet})
 }
 
 // keyring opens the keyring. A keyring that cannot be opened is not fatal:
@@ -84,8 +86,7 @@ func (g *globals) keyring(sink engine.Sink) (engine.Keyring, error) {
 		if exit.Code(err) == exit.BadInput && g.keyringBackend != "auto" {
 			return nil, err
 		}
-		sink.Emit(engine.Event{Type: engine.TypeLog, Level: engine.LevelWarn,
-			Message: fmt.Sprintf("keyring unavailable (%v); token dirs are found by --token-dir and the default path", err)})
+		event.NewReporter(sink, nil).Logf(event.LevelWarn, "keyring unavailable (%v); token dirs are found by --token-dir and the default path", err)
 		return nil, nil
 	}
 	return store, nil

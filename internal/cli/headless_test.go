@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kilnctl/kiln/engine/event"
+
 	"github.com/kilnctl/kiln/engine"
 	"github.com/kilnctl/kiln/engine/failure"
 	"github.com/kilnctl/kiln/internal/exit"
@@ -18,23 +20,23 @@ func TestTextLines(t *testing.T) {
 		quiet bool
 		want  string
 	}{
-		{engine.Event{Type: engine.TypePhase, Phase: "platform", State: engine.PhaseSucceeded, ElapsedMS: 239}, false, "✓ platform (239ms)"},
-		{engine.Event{Type: engine.TypePhase, Phase: "platform", State: engine.PhaseFailed, ElapsedMS: 1500}, false, "✗ platform (1.5s)"},
-		{engine.Event{Type: engine.TypePhase, Phase: "platform", State: engine.PhaseSucceeded}, true, ""},
-		{engine.Event{Type: engine.TypePhase, Phase: "infrastructure", State: engine.PhaseSkipped, Message: "exists"}, false, "- infrastructure skipped: exists"},
-		{engine.Event{Type: engine.TypeResource, Kind: "Deployment", Namespace: "kiln-system", Name: "kiln-gateway", Status: "InProgress", Message: "0/1 replicas available"}, false, "  … deployment kiln-system/kiln-gateway InProgress — 0/1 replicas available"},
-		{engine.Event{Type: engine.TypeResource, Kind: "Namespace", Name: "kiln-system", Status: "Current"}, false, "  ✓ namespace/kiln-system Current"},
-		{engine.Event{Type: engine.TypeDecision, Decision: "continue", Reason: "installed"}, false, "→ continue: installed"},
-		{engine.Event{Type: engine.TypeLog, Level: engine.LevelWarn, Message: "careful"}, true, "  warn: careful"},
-		{engine.Event{Type: engine.TypeLog, Level: engine.LevelInfo, Message: "fyi"}, true, ""},
-		{engine.Event{Type: engine.TypeResult, OK: false, Err: failure.Lock("locked"), Message: "locked"}, true, "✗ locked (exit 4)"},
-		{engine.Event{Type: engine.TypeResult, OK: true, Message: "done"}, false, "✓ done"},
-		{engine.Event{Type: engine.TypeFrontDoor, FrontDoor: &engine.FrontDoor{Mode: "loadBalancer", Address: "lb.example.test", DNS: "*.dev1.example.test CNAME lb.example.test", Ready: true, TLS: "at the gateway", Message: "load balancer"}}, false,
+		{engine.Event{Payload: event.PhaseEvent{Phase: "platform", State: engine.PhaseSucceeded, ElapsedMS: 239}}, false, "✓ platform (239ms)"},
+		{engine.Event{Payload: event.PhaseEvent{Phase: "platform", State: engine.PhaseFailed, ElapsedMS: 1500}}, false, "✗ platform (1.5s)"},
+		{engine.Event{Payload: event.PhaseEvent{Phase: "platform", State: engine.PhaseSucceeded}}, true, ""},
+		{engine.Event{Payload: event.PhaseEvent{Phase: "infrastructure", State: engine.PhaseSkipped, Message: "exists"}}, false, "- infrastructure skipped: exists"},
+		{engine.Event{Payload: event.ResourceEvent{Kind: "Deployment", Namespace: "kiln-system", Name: "kiln-gateway", Status: "InProgress", Message: "0/1 replicas available"}}, false, "  … deployment kiln-system/kiln-gateway InProgress — 0/1 replicas available"},
+		{engine.Event{Payload: event.ResourceEvent{Kind: "Namespace", Name: "kiln-system", Status: "Current"}}, false, "  ✓ namespace/kiln-system Current"},
+		{engine.Event{Payload: event.DecisionEvent{Decision: "continue", Reason: "installed"}}, false, "→ continue: installed"},
+		{engine.Event{Payload: event.LogEvent{Level: engine.LevelWarn, Message: "careful"}}, true, "  warn: careful"},
+		{engine.Event{Payload: event.LogEvent{Level: engine.LevelInfo, Message: "fyi"}}, true, ""},
+		{engine.Event{Payload: event.ResultEvent{OK: false, Err: failure.Lock("locked"), Message: "locked"}}, true, "✗ locked (exit 4)"},
+		{engine.Event{Payload: event.ResultEvent{OK: true, Message: "done"}}, false, "✓ done"},
+		{engine.Event{Payload: &engine.FrontDoor{Mode: "loadBalancer", Address: "lb.example.test", DNS: "*.dev1.example.test CNAME lb.example.test", Ready: true, TLS: "at the gateway", Message: "load balancer"}}, false,
 			"  front door loadBalancer at lb.example.test (load balancer)\n  DNS record to create: *.dev1.example.test CNAME lb.example.test\n  TLS: at the gateway"},
-		{engine.Event{Type: engine.TypeFrontDoor, FrontDoor: &engine.FrontDoor{Mode: "none", TLS: "none", Message: "no front door: reach the gateway with kubectl port-forward"}}, false,
+		{engine.Event{Payload: &engine.FrontDoor{Mode: "none", TLS: "none", Message: "no front door: reach the gateway with kubectl port-forward"}}, false,
 			"  front door none: no front door: reach the gateway with kubectl port-forward\n  TLS: none"},
-		{engine.Event{Type: engine.TypeFrontDoor, FrontDoor: &engine.FrontDoor{Mode: "none"}}, true, ""},
-		{engine.Event{Type: engine.TypeIsolation, Isolation: &engine.Isolation{State: "unknown", Reason: "not permitted to list daemonsets"}}, false, "  network isolation: unknown: not permitted to list daemonsets"},
+		{engine.Event{Payload: &engine.FrontDoor{Mode: "none"}}, true, ""},
+		{engine.Event{Payload: &engine.Isolation{State: "unknown", Reason: "not permitted to list daemonsets"}}, false, "  network isolation: unknown: not permitted to list daemonsets"},
 	}
 	for _, tc := range cases {
 		if got := formatText(tc.ev, tc.quiet); got != tc.want {
@@ -43,11 +45,11 @@ func TestTextLines(t *testing.T) {
 	}
 }
 
-func TestJSONSinkWritesOneLinePerEvent(t *testing.T) {
+func TestJSONPrinterWritesOneLinePerEvent(t *testing.T) {
 	var buf bytes.Buffer
-	s := newJSONSink(&buf)
-	s.Emit(engine.Event{Type: engine.TypeLog, Level: "info", Message: "a"})
-	s.Emit(engine.Event{Type: engine.TypeResult, OK: true})
+	s := newJSONPrinter(&buf)
+	s.Emit(engine.Event{Payload: event.LogEvent{Level: "info", Message: "a"}})
+	s.Emit(engine.Event{Payload: event.ResultEvent{OK: true}})
 	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
 	if len(lines) != 2 || !strings.HasPrefix(lines[0], `{"time":`) || !strings.Contains(lines[1], `"type":"result"`) {
 		t.Fatalf("NDJSON output:\n%s", buf.String())
@@ -57,23 +59,23 @@ func TestJSONSinkWritesOneLinePerEvent(t *testing.T) {
 // The result's exit_code is the CLI's: the engine's result event carries
 // the error, and the JSON sink turns its failure kind into the number
 // (DESIGN.md §4), also on the failures line.
-func TestJSONSinkExitCodeFromTheError(t *testing.T) {
+func TestJSONPrinterExitCodeFromTheError(t *testing.T) {
 	for _, c := range []struct {
-		ev   engine.Event
+		ev   event.ResultEvent
 		want int
 	}{
-		{engine.Event{Type: engine.TypeResult, OK: true, Message: "done"}, 0},
+		{event.ResultEvent{OK: true, Message: "done"}, 0},
 		{engine.FailedResult(fmt.Errorf("plan: %w", failure.NeedsConfirm("needs --yes")), nil, ""), 3},
 		{engine.FailedResult(failure.Lock("held by ci"), nil, ""), 4},
 		{engine.FailedResult(failure.Interrupt("stopped"), nil, ""), 130},
 		{engine.FailedResult(errors.New("boom"), nil, ""), 1},
 		// A failed result without an error is still a failure.
-		{engine.Event{Type: engine.TypeResult, Message: "failed"}, 1},
+		{event.ResultEvent{Message: "failed"}, 1},
 	} {
 		var out, fails bytes.Buffer
-		s := newJSONSink(&out)
+		s := newJSONPrinter(&out)
 		s.failures = &fails
-		s.Emit(c.ev)
+		s.Emit(event.Event{Payload: c.ev})
 		if want := fmt.Sprintf(`"ok":%v,"exit_code":%d,`, c.ev.OK, c.want); !strings.Contains(out.String(), want) {
 			t.Errorf("%s: NDJSON %s, want %s", c.ev.Message, out.String(), want)
 		}
@@ -111,13 +113,13 @@ func TestUsageErrorsExit2(t *testing.T) {
 func TestSnapshotEndsQuietAndIsNotNDJSON(t *testing.T) {
 	var out bytes.Buffer
 	var table []string
-	s := &textSink{w: &out, quiet: true, snapshot: func(st *engine.ClusterStatus) { table = append(table, st.Name) }}
-	ok := engine.Event{Type: engine.TypePhase, Phase: engine.PhaseReadiness, State: engine.PhaseSucceeded, ElapsedMS: 5}
+	s := &textPrinter{w: &out, quiet: true, snapshot: func(st *engine.ClusterStatus) { table = append(table, st.Name) }}
+	ok := engine.Event{Payload: event.PhaseEvent{Phase: engine.PhaseReadiness, State: engine.PhaseSucceeded, ElapsedMS: 5}}
 	s.Emit(ok)
 	if out.Len() != 0 {
 		t.Fatalf("quiet before the snapshot, got %q", out.String())
 	}
-	s.Emit(engine.Event{Type: engine.TypeSnapshot, Snapshot: &engine.ClusterStatus{Name: "dev1"}})
+	s.Emit(engine.Event{Payload: &engine.ClusterStatus{Name: "dev1"}})
 	if len(table) != 1 || table[0] != "dev1" {
 		t.Fatalf("snapshot printed %v, want [dev1]", table)
 	}
@@ -126,7 +128,7 @@ func TestSnapshotEndsQuietAndIsNotNDJSON(t *testing.T) {
 		t.Fatalf("after the snapshot changes are printed, got %q", out.String())
 	}
 	var js bytes.Buffer
-	newJSONSink(&js).Emit(engine.Event{Type: engine.TypeSnapshot, Snapshot: &engine.ClusterStatus{Name: "dev1"}})
+	newJSONPrinter(&js).Emit(engine.Event{Payload: &engine.ClusterStatus{Name: "dev1"}})
 	if js.Len() != 0 {
 		t.Fatalf("NDJSON carries the snapshot: %s", js.String())
 	}

@@ -4,8 +4,9 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"sync"
 	"time"
+
+	"github.com/kilnctl/kiln/engine/event"
 
 	"github.com/kilnctl/kiln/engine"
 	"github.com/kilnctl/kiln/engine/failure"
@@ -18,10 +19,8 @@ type record struct {
 	verbose int
 	path    string
 
-	mu    sync.Mutex
-	file  *os.File
-	log   *jsonSink
-	front engine.Sink // the frontend's sink debug events go to
+	file *os.File
+	log  *jsonPrinter
 }
 
 // open opens --log-file (0600, appended).
@@ -37,7 +36,7 @@ func (r *record) open() error {
 		_ = f.Close()
 		return failure.BadInput("--log-file: %v", err)
 	}
-	r.file, r.log = f, newJSONSink(f)
+	r.file, r.log = f, newJSONPrinter(f)
 	return nil
 }
 
@@ -51,6 +50,9 @@ func (r *record) close() {
 func (r *record) tracing() bool { return r.verbose > 0 || r.log != nil }
 
 // context carries the API request trace when debug events are wanted.
+// Each engine operation binds it to its own Reporter (trace.To), so a
+// request's line reaches that operation's frontend; a request made
+// outside any operation goes to the log file only.
 func (r *record) context(ctx context.Context) context.Context {
 	if !r.tracing() {
 		return ctx
@@ -60,29 +62,16 @@ func (r *record) context(ctx context.Context) context.Context {
 		detail = 2 // the file gets everything
 	}
 	return trace.With(ctx, func(msg string) {
-		r.emit(engine.Event{Time: time.Now(), Type: engine.TypeLog, Level: engine.LevelDebug, Message: msg})
+		if r.log != nil {
+			event.NewReporter(r.log, nil).Debug(msg)
+		}
 	}, detail)
-}
-
-func (r *record) emit(e engine.Event) {
-	r.mu.Lock()
-	front := r.front
-	r.mu.Unlock()
-	if front != nil {
-		front.Emit(e)
-	} else if r.log != nil {
-		r.log.Emit(e)
-	}
 }
 
 // tee wraps a frontend's sink: every event also goes to the log file,
 // debug events reach the frontend only with -v.
 func (r *record) tee(front engine.Sink) engine.Sink {
-	s := &teeSink{front: front, r: r}
-	r.mu.Lock()
-	r.front = s
-	r.mu.Unlock()
-	return s
+	return &teeSink{front: front, r: r}
 }
 
 type teeSink struct {
@@ -97,7 +86,7 @@ func (s *teeSink) Emit(e engine.Event) {
 	if s.r.log != nil {
 		s.r.log.Emit(e)
 	}
-	if e.Type == engine.TypeLog && e.Level == engine.LevelDebug && s.r.verbose == 0 {
+	if l, ok := e.Payload.(event.LogEvent); ok && l.Level == event.LevelDebug && s.r.verbose == 0 {
 		return
 	}
 	s.front.Emit(e)

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kilnctl/kiln/engine/event"
+
 	"github.com/kilnctl/kiln/engine"
 	"github.com/kilnctl/kiln/engine/trace"
 )
@@ -22,10 +24,13 @@ func TestTeeSinkShowsDebugOnlyWithVerboseAndLogsEverything(t *testing.T) {
 			t.Fatal(err)
 		}
 		var front bytes.Buffer
-		s := r.tee(&textSink{w: &front})
-		s.Emit(engine.Event{Type: engine.TypeLog, Level: engine.LevelDebug, Message: "k8s GET /x -> 200 (1ms)"})
-		trace.Logf(r.context(context.Background()), "traced %d", verbose)
-		s.Emit(engine.Event{Type: engine.TypeLog, Level: engine.LevelInfo, Message: "hello"})
+		s := r.tee(&textPrinter{w: &front})
+		s.Emit(engine.Event{Payload: event.LogEvent{Level: engine.LevelDebug, Message: "k8s GET /x -> 200 (1ms)"}})
+		// An operation binds the trace to its Reporter on its sink, as
+		// every engine operation does (Engine.traced).
+		op := trace.To(r.context(context.Background()), event.NewReporter(s, nil).Debug)
+		trace.Logf(op, "traced %d", verbose)
+		s.Emit(engine.Event{Payload: event.LogEvent{Level: engine.LevelInfo, Message: "hello"}})
 		r.close()
 		data, err := os.ReadFile(path)
 		if err != nil {

@@ -46,7 +46,7 @@ changes.`,
 				// The engine's snapshot event prints the table; the text
 				// sink then streams every change (the engine's Sink is
 				// never swapped).
-				if ts, ok := frontend(e.Sink).(*textSink); ok {
+				if ts, ok := frontend(e.Sink).(*textPrinter); ok {
 					ts.snapshot = func(st *engine.ClusterStatus) {
 						printStatus(g.stdout, st)
 						fmt.Fprintln(g.stderr, "watching for changes (Ctrl-C to stop) ...")

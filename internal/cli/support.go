@@ -4,6 +4,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/kilnctl/kiln/engine"
+	"github.com/kilnctl/kiln/internal/cli/ndjson"
 )
 
 func newSupportCmd(g *globals, info BuildInfo) *cobra.Command {
@@ -37,7 +38,7 @@ listed in problems.txt in the bundle, not an error. The file is mode 0600.`,
 			if err != nil {
 				return err
 			}
-			req.Target, req.KilnVersion = g.target(p, args[1]), info.Version
+			req.Target, req.KilnVersion, req.Encode = g.target(p, args[1]), info.Version, ndjson.Marshal
 			_, err = e.SupportBundle(cmd.Context(), req)
 			return done(err)
 		},

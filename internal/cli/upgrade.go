@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/kilnctl/kiln/engine"
+	"github.com/kilnctl/kiln/engine/event"
 )
 
 func newUpgradeCmd(g *globals) *cobra.Command {
@@ -97,7 +98,7 @@ Kubernetes version EKS cannot go to);
 
 // formatPlan renders one planned change: + create, ~ update (with its
 // fields), - delete.
-func formatPlan(e engine.Event) string {
+func formatPlan(e event.PlanEvent) string {
 	mark := map[string]string{"create": "+", "update": "~", "delete": "-"}[e.Action]
 	ref := strings.ToLower(e.Kind) + " " + e.Name
 	if e.Namespace != "" {

@@ -6,6 +6,8 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/kilnctl/kiln/engine/event"
+
 	"github.com/kilnctl/kiln/engine"
 	"github.com/kilnctl/kiln/engine/failure"
 	awsprovider "github.com/kilnctl/kiln/engine/provider/aws"
@@ -60,7 +62,7 @@ type wizardOps struct {
 
 func (b *wizardOps) engine(sink engine.Sink, confirm engine.Confirmer) *engine.Engine {
 	if b.keyringWarning != "" {
-		sink.Emit(engine.Event{Type: engine.TypeLog, Level: engine.LevelWarn, Message: b.keyringWarning})
+		event.NewReporter(sink, nil).Logf(event.LevelWarn, "%s", b.keyringWarning)
 	}
 	// Messages name the wizard's own fields and keys, not CLI flags; every
 	// event also goes to --log-file when given.

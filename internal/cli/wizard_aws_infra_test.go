@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/kilnctl/kiln/engine"
+	"github.com/kilnctl/kiln/engine/event"
 	"github.com/kilnctl/kiln/internal/testenv/awsemu"
 	"github.com/kilnctl/kiln/tui"
 )
@@ -70,23 +71,24 @@ func TestWizardAWSInfrastructureFailureSpeaksWizard(t *testing.T) {
 	typeField := tui.InputName(engine.InputInstanceType)
 	var failed, phase, result bool
 	for _, ev := range events {
-		if w := flagWord.FindString(ev.Message); w != "" {
-			t.Errorf("the wizard got %s naming %s: %s %s %s %q", ev.Type, w, ev.Phase, ev.Kind, ev.Name, ev.Message)
+		msg := event.MessageOf(ev.Payload)
+		if w := flagWord.FindString(msg); w != "" {
+			t.Errorf("the wizard got %s naming %s: %+v", ev.Type(), w, ev.Payload)
 		}
-		named := strings.Contains(ev.Message, "no second availability zone") && strings.Contains(ev.Message, typeField)
-		switch {
-		case ev.Type == engine.TypeResource && ev.Status == engine.StatusFailed && named:
-			failed = true
-		case ev.Type == engine.TypePhase && ev.Phase == engine.PhaseInfrastructure && ev.State == engine.PhaseFailed && named:
-			phase = true
-		case ev.Type == engine.TypeResult && named:
-			result = true
+		named := strings.Contains(msg, "no second availability zone") && strings.Contains(msg, typeField)
+		switch p := ev.Payload.(type) {
+		case event.ResourceEvent:
+			failed = failed || p.Status == engine.StatusFailed && named
+		case event.PhaseEvent:
+			phase = phase || p.Phase == engine.PhaseInfrastructure && p.State == engine.PhaseFailed && named
+		case event.ResultEvent:
+			result = result || named
 		}
 	}
 	if !failed || !phase || !result {
 		t.Errorf("want the failed resource (%v), the failed infrastructure phase (%v) and the result (%v) naming %q; events:", failed, phase, result, typeField)
 		for _, ev := range events {
-			t.Logf("%s %s %s %s %s %q", ev.Type, ev.Phase, ev.State, ev.Kind, ev.Status, ev.Message)
+			t.Logf("%s %+v", ev.Type(), ev.Payload)
 		}
 	}
 }

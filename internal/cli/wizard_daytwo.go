@@ -26,8 +26,7 @@ func (b *wizardOps) Upgrade(t engine.ClusterRef, infra engine.Infra, req engine.
 			// Refused before the engine runs (a field the checks as typed did
 			// not see): the result the engine would give, in the screen's
 			// words.
-			e.Sink.Emit(engine.FailedResult(err, e.Namer, ""))
-			return err
+			return e.Refuse(err)
 		}
 		req.Target, req.Timeout = r, b.g.timeout
 		return e.Upgrade(ctx, req)

@@ -14,6 +14,7 @@ import (
 	tea "charm.land/bubbletea/v2"
 
 	"github.com/kilnctl/kiln/engine"
+	"github.com/kilnctl/kiln/engine/event"
 	"github.com/kilnctl/kiln/engine/platform"
 	"github.com/kilnctl/kiln/tui"
 )
@@ -36,10 +37,10 @@ func (p *memProvider) Discover(ctx context.Context, name string) ([]engine.Locat
 		{Name: "mem-c", Infra: engine.InfraPresent},
 	}, nil
 }
-func (p *memProvider) EnsureInfrastructure(ctx context.Context, name, location string, sink engine.Sink) (engine.Location, bool, error) {
+func (p *memProvider) EnsureInfrastructure(ctx context.Context, name, location string, sink *event.Reporter) (engine.Location, bool, error) {
 	return engine.Location{}, false, errors.New("memory provider: no infrastructure at " + location)
 }
-func (p *memProvider) DestroyInfrastructure(ctx context.Context, name, location string, sink engine.Sink) (bool, error) {
+func (p *memProvider) DestroyInfrastructure(ctx context.Context, name, location string, sink *event.Reporter) (bool, error) {
 	return true, nil
 }
 
@@ -79,7 +80,7 @@ func TestWizardAndHeadlessDriveTheEngineAlike(t *testing.T) {
 			headlessState := t.TempDir()
 			t.Setenv("XDG_STATE_HOME", headlessState)
 			var out bytes.Buffer
-			e := &engine.Engine{Sink: newJSONSink(&out), Confirm: headlessConfirmer{yes: true}}
+			e := &engine.Engine{Sink: newJSONPrinter(&out), Confirm: headlessConfirmer{yes: true}}
 			loc := "mem-a"
 			if strings.HasPrefix(tc.name, "create") {
 				loc = "mem-c"
@@ -109,7 +110,7 @@ func TestWizardAndHeadlessDriveTheEngineAlike(t *testing.T) {
 					// Printed as the headless run's are: the CLI's
 					// printer gives a result its exit code.
 					var line bytes.Buffer
-					newJSONSink(&line).Emit(ev)
+					newJSONPrinter(&line).Emit(ev)
 					got = append(got, normalize(t, bytes.TrimSpace(line.Bytes()), wizardState))
 				}
 			})

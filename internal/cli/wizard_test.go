@@ -3,10 +3,10 @@ package cli
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"strings"
 	"testing"
 
+	"github.com/kilnctl/kiln/internal/cli/ndjson"
 	"github.com/kilnctl/kiln/tui"
 	"github.com/kilnctl/kiln/tui/tuitest"
 )
@@ -31,7 +31,7 @@ func TestWizardAndHeadlessReceiveSameEvents(t *testing.T) {
 			script := tuitest.CreateScript(name, "kiln-local", tc.installed, nil)
 
 			var headless bytes.Buffer
-			if err := script(context.Background(), newJSONSink(&headless), headlessConfirmer{cont: true}); err != nil {
+			if err := script(context.Background(), newJSONPrinter(&headless), headlessConfirmer{cont: true}); err != nil {
 				t.Fatalf("headless: %v", err)
 			}
 			want := strings.Split(strings.TrimSpace(headless.String()), "\n")
@@ -55,7 +55,7 @@ func TestWizardAndHeadlessReceiveSameEvents(t *testing.T) {
 				t.Fatalf("wizard received %d events, headless %d", len(evs), len(want))
 			}
 			for i, ev := range evs {
-				got, err := json.Marshal(ev)
+				got, err := ndjson.Marshal(ev)
 				if err != nil {
 					t.Fatal(err)
 				}

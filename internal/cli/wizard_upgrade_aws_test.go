@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/kilnctl/kiln/engine"
+	"github.com/kilnctl/kiln/engine/event"
 	awsprovider "github.com/kilnctl/kiln/engine/provider/aws"
 	"github.com/kilnctl/kiln/internal/exit"
 	"github.com/kilnctl/kiln/tui"
@@ -106,10 +107,10 @@ func TestWizardUpgradeBuildsTheHeadlessChange(t *testing.T) {
 
 		// Upgrade refuses it before the engine reaches AWS, with the
 		// result worded for the screen.
-		var results []engine.Event
+		var results []event.ResultEvent
 		sink := engine.SinkFunc(func(ev engine.Event) {
-			if ev.Type == engine.TypeResult {
-				results = append(results, ev)
+			if r, ok := ev.Payload.(event.ResultEvent); ok {
+				results = append(results, r)
 			}
 		})
 		if err := b.Upgrade(at, c.req, engine.UpgradeRequest{})(context.Background(), sink, nil); exit.Code(err) != exit.BadInput {

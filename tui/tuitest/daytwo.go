@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/kilnctl/kiln/engine/event"
+
 	"github.com/kilnctl/kiln/engine"
 	"github.com/kilnctl/kiln/engine/failure"
 	"github.com/kilnctl/kiln/engine/input"
@@ -99,12 +101,11 @@ func (r *recording) ConfirmRotate(ctx context.Context, q engine.RotateQuestion) 
 }
 
 // emitter stamps events with the fixed clock and emits them.
-func emitter(sink engine.Sink) func(engine.Event) {
+func emitter(sink engine.Sink) func(event.Payload) {
 	at := T0
-	return func(ev engine.Event) {
+	return func(p event.Payload) {
 		at = at.Add(10 * time.Millisecond)
-		ev.Time = at
-		sink.Emit(ev)
+		sink.Emit(event.Event{Time: at, Payload: p})
 	}
 }
 
@@ -152,12 +153,12 @@ func EKSUpgradePlan(name string) []engine.PlanChange {
 func RefusedEKSUpgradeScript(name string) Script {
 	return func(ctx context.Context, sink engine.Sink, confirm engine.Confirmer) error {
 		emit := emitter(sink)
-		emit(engine.Event{Type: engine.TypePhase, Phase: "discover", State: engine.PhaseStarted})
-		emit(engine.Event{Type: engine.TypePhase, Phase: "discover", State: engine.PhaseSucceeded, ElapsedMS: 40})
-		emit(engine.Event{Type: engine.TypePhase, Phase: "plan", State: engine.PhaseStarted})
+		emit(event.PhaseEvent{Phase: "discover", State: engine.PhaseStarted})
+		emit(event.PhaseEvent{Phase: "discover", State: engine.PhaseSucceeded, ElapsedMS: 40})
+		emit(event.PhaseEvent{Phase: "plan", State: engine.PhaseStarted})
 		err := engine.NewInputError(failure.Input, input.KubernetesVersion, "1.33", "{input} 1.33: EKS cluster %s runs Kubernetes 1.31, and EKS upgrades a control plane one minor version at a time; nothing was changed. Upgrade to 1.32 first, then on from there", name)
 		res := engine.FailedResult(err, tui.UpgradeInputName, "")
-		emit(engine.Event{Type: engine.TypePhase, Phase: "plan", State: engine.PhaseFailed, ElapsedMS: 80, Message: res.Message})
+		emit(event.PhaseEvent{Phase: "plan", State: engine.PhaseFailed, ElapsedMS: 80, Message: res.Message})
 		emit(res)
 		return err
 	}
@@ -167,16 +168,16 @@ func RefusedEKSUpgradeScript(name string) Script {
 func UpgradeScriptOn(provider, name, location string, changes []engine.PlanChange) Script {
 	return func(ctx context.Context, sink engine.Sink, confirm engine.Confirmer) error {
 		emit := emitter(sink)
-		phase := func(p, state string, ms int64, msg string) {
-			emit(engine.Event{Type: engine.TypePhase, Phase: p, State: state, ElapsedMS: ms, Message: msg})
+		phase := func(p event.Phase, state event.State, ms int64, msg string) {
+			emit(event.PhaseEvent{Phase: p, State: state, ElapsedMS: ms, Message: msg})
 		}
 		phase("discover", engine.PhaseStarted, 0, "")
 		phase("discover", engine.PhaseSucceeded, 40, "")
 		phase("plan", engine.PhaseStarted, 0, "")
 		for _, c := range changes {
-			emit(engine.Event{Type: engine.TypePlan, Action: c.Action, Kind: c.Kind, Namespace: c.Namespace, Name: c.Name, Fields: c.Fields, Message: c.Message})
+			emit(event.PlanEvent{Action: c.Action, Kind: c.Kind, Namespace: c.Namespace, Name: c.Name, Fields: c.Fields, Message: c.Message})
 		}
-		emit(engine.Event{Type: engine.TypeLog, Level: engine.LevelWarn, Message: "project default/api needs a restack: stack web changed (stack.image)"})
+		emit(event.LogEvent{Level: engine.LevelWarn, Message: "project default/api needs a restack: stack web changed (stack.image)"})
 		phase("plan", engine.PhaseSucceeded, 120, "")
 		ok := false
 		if c, can := confirm.(engine.UpgradeConfirmer); can {
@@ -188,16 +189,16 @@ func UpgradeScriptOn(provider, name, location string, changes []engine.PlanChang
 		if !ok {
 			msg := fmt.Sprintf("upgrading platform %s needs confirmation (%d changes planned above); nothing was changed. Pass %s to apply it", name, len(changes), tui.InputName(engine.InputYes))
 			err := failure.NeedsConfirm("%s", msg)
-			emit(engine.Event{Type: engine.TypeResult, Err: err, Message: msg})
+			emit(event.ResultEvent{Err: err, Message: msg})
 			return err
 		}
 		phase("platform", engine.PhaseStarted, 0, "")
-		emit(engine.Event{Type: engine.TypeResource, Kind: "Namespace", Name: "kiln-tenant-staging", Status: engine.StatusCurrent})
-		emit(engine.Event{Type: engine.TypeResource, Kind: "Deployment", Namespace: "kiln-system", Name: "kiln-gateway", Status: engine.StatusCurrent, Message: "2/2 replicas available"})
+		emit(event.ResourceEvent{Kind: "Namespace", Name: "kiln-tenant-staging", Status: engine.StatusCurrent})
+		emit(event.ResourceEvent{Kind: "Deployment", Namespace: "kiln-system", Name: "kiln-gateway", Status: engine.StatusCurrent, Message: "2/2 replicas available"})
 		phase("platform", engine.PhaseSucceeded, 900, "")
 		phase("config", engine.PhaseStarted, 0, "")
 		phase("config", engine.PhaseSucceeded, 30, "")
-		emit(engine.Event{Type: engine.TypeResult, OK: true, Message: fmt.Sprintf("platform %s upgraded: %d changes applied", name, len(changes))})
+		emit(event.ResultEvent{OK: true, Message: fmt.Sprintf("platform %s upgraded: %d changes applied", name, len(changes))})
 		return nil
 	}
 }
@@ -208,14 +209,14 @@ func UpgradeScriptOn(provider, name, location string, changes []engine.PlanChang
 func RefusedUpgradeScript(name string) Script {
 	return func(ctx context.Context, sink engine.Sink, confirm engine.Confirmer) error {
 		emit := emitter(sink)
-		emit(engine.Event{Type: engine.TypePhase, Phase: "discover", State: engine.PhaseStarted})
-		emit(engine.Event{Type: engine.TypePhase, Phase: "discover", State: engine.PhaseSucceeded, ElapsedMS: 40})
-		emit(engine.Event{Type: engine.TypePhase, Phase: "plan", State: engine.PhaseStarted})
-		emit(engine.Event{Type: engine.TypePlan, Action: "delete", Kind: "Namespace", Name: "kiln-tenant-old", Message: "tenant old removed: its namespace is deleted, with its project old/web"})
-		emit(engine.Event{Type: engine.TypePlan, Action: "delete", Kind: engine.KindToken, Name: "old", Message: "token of removed tenant old deleted from /home/dev/.local/state/kiln/kube/" + name + "/tokens"})
+		emit(event.PhaseEvent{Phase: "discover", State: engine.PhaseStarted})
+		emit(event.PhaseEvent{Phase: "discover", State: engine.PhaseSucceeded, ElapsedMS: 40})
+		emit(event.PhaseEvent{Phase: "plan", State: engine.PhaseStarted})
+		emit(event.PlanEvent{Action: "delete", Kind: "Namespace", Name: "kiln-tenant-old", Message: "tenant old removed: its namespace is deleted, with its project old/web"})
+		emit(event.PlanEvent{Action: "delete", Kind: engine.KindToken, Name: "old", Message: "token of removed tenant old deleted from /home/dev/.local/state/kiln/kube/" + name + "/tokens"})
 		err := engine.NewInputError(failure.Input, engine.InputDeleteProjects, name, "the config removes tenants that still have projects: old/web; nothing was changed. Delete those projects first, or pass {input} to delete them with their tenant")
 		res := engine.FailedResult(err, tui.InputName, "")
-		emit(engine.Event{Type: engine.TypePhase, Phase: "plan", State: engine.PhaseFailed, ElapsedMS: 80, Message: res.Message})
+		emit(event.PhaseEvent{Phase: "plan", State: engine.PhaseFailed, ElapsedMS: 80, Message: res.Message})
 		emit(res)
 		return err
 	}
@@ -228,8 +229,8 @@ func RefusedUpgradeScript(name string) Script {
 func RotateScript(name, location, step string, keepOld time.Duration) Script {
 	return func(ctx context.Context, sink engine.Sink, confirm engine.Confirmer) error {
 		emit := emitter(sink)
-		phase := func(p, state string, ms int64) {
-			emit(engine.Event{Type: engine.TypePhase, Phase: p, State: state, ElapsedMS: ms})
+		phase := func(p event.Phase, state event.State, ms int64) {
+			emit(event.PhaseEvent{Phase: p, State: state, ElapsedMS: ms})
 		}
 		oldKey := "sha256:3f1c0a9be2d47d6b1e0f5a8c9d2e7b4a6c1f0e9d8b7a6c5d4e3f2a1b0c9d8e7f"
 		newKey := "sha256:9a8b7c6d5e4f3a2b1c0d9e8f7a6b5c4d3e2f1a0b9c8d7e6f5a4b3c2d1e0f9a8b"
@@ -252,16 +253,16 @@ func RotateScript(name, location, step string, keepOld time.Duration) Script {
 		if !ok {
 			msg := "rotating the signing key of " + name + " needs confirmation; nothing was changed. Pass " + tui.InputName(engine.InputYes) + " to rotate it"
 			err := failure.NeedsConfirm("%s", msg)
-			emit(engine.Event{Type: engine.TypeResult, Err: err, Message: msg})
+			emit(event.ResultEvent{Err: err, Message: msg})
 			return err
 		}
 		phase("credentials", engine.PhaseStarted, 0)
-		emit(engine.Event{Type: engine.TypeResource, Kind: "ConfigMap", Namespace: "kiln-system", Name: "kiln-auth", Status: engine.StatusCurrent, Message: "trusts 2 keys"})
+		emit(event.ResourceEvent{Kind: "ConfigMap", Namespace: "kiln-system", Name: "kiln-auth", Status: engine.StatusCurrent, Message: "trusts 2 keys"})
 		phase("credentials", engine.PhaseSucceeded, 300)
 		phase("retire", engine.PhaseStarted, 0)
-		emit(engine.Event{Type: engine.TypeResource, Kind: "ConfigMap", Namespace: "kiln-system", Name: "kiln-auth", Status: engine.StatusCurrent, Message: "trusts 1 key"})
+		emit(event.ResourceEvent{Kind: "ConfigMap", Namespace: "kiln-system", Name: "kiln-auth", Status: engine.StatusCurrent, Message: "trusts 1 key"})
 		phase("retire", engine.PhaseSucceeded, 100)
-		emit(engine.Event{Type: engine.TypeResult, OK: true, Message: "key of " + name + " rotated to " + newKey + "; the old key " + oldKey + " is no longer trusted"})
+		emit(event.ResultEvent{OK: true, Message: "key of " + name + " rotated to " + newKey + "; the old key " + oldKey + " is no longer trusted"})
 		return nil
 	}
 }

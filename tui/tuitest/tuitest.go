@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kilnctl/kiln/engine/event"
+
 	tea "charm.land/bubbletea/v2"
 	"github.com/charmbracelet/colorprofile"
 	"github.com/charmbracelet/x/ansi"
@@ -172,11 +174,11 @@ func CreateScript(name, location string, installed bool, gate <-chan struct{}) S
 			ev.Time = at
 			sink.Emit(ev)
 		}
-		phase := func(p, state string, ms int64, msg string) {
-			emit(engine.Event{Type: engine.TypePhase, Phase: p, State: state, ElapsedMS: ms, Message: msg})
+		phase := func(p event.Phase, state event.State, ms int64, msg string) {
+			emit(engine.Event{Payload: event.PhaseEvent{Phase: p, State: state, ElapsedMS: ms, Message: msg}})
 		}
-		res := func(kind, ns, n, status, msg string) {
-			emit(engine.Event{Type: engine.TypeResource, Kind: kind, Namespace: ns, Name: n, Status: status, Message: msg})
+		res := func(kind, ns, n string, status event.Status, msg string) {
+			emit(engine.Event{Payload: event.ResourceEvent{Kind: kind, Namespace: ns, Name: n, Status: status, Message: msg}})
 		}
 		keyID := "sha256:3f1c0a9be2d47d6b1e0f5a8c9d2e7b4a6c1f0e9d8b7a6c5d4e3f2a1b0c9d8e7f"
 		phase("discover", engine.PhaseStarted, 0, "")
@@ -184,9 +186,9 @@ func CreateScript(name, location string, installed bool, gate <-chan struct{}) S
 		if installed {
 			info.Name, info.Platform, info.KeyIDs = name, engine.PlatformInstalled, []string{keyID}
 		}
-		emit(engine.Event{Type: engine.TypeDiscovery, Clusters: []engine.ClusterInfo{info,
-			{Provider: "kube", Location: "staging", Infra: engine.InfraUnreachable, Platform: engine.PlatformAbsent, Error: "connection refused"}}})
-		emit(engine.Event{Type: engine.TypeLog, Level: engine.LevelWarn, Message: "kube staging: connection refused"})
+		emit(engine.Event{Payload: event.DiscoveryEvent{Clusters: []engine.ClusterInfo{info,
+			{Provider: "kube", Location: "staging", Infra: engine.InfraUnreachable, Platform: engine.PlatformAbsent, Error: "connection refused"}}}})
+		emit(engine.Event{Payload: event.LogEvent{Level: engine.LevelWarn, Message: "kube staging: connection refused"}})
 		phase("discover", engine.PhaseSucceeded, 412, "")
 		phase("plan", engine.PhaseStarted, 0, "")
 		decision, reason := engine.DecisionFresh, "no kiln platform in context "+location
@@ -196,12 +198,12 @@ func CreateScript(name, location string, installed bool, gate <-chan struct{}) S
 			if err != nil || !ok {
 				phase("plan", engine.PhaseFailed, 5, "already installed; nothing was changed")
 				msg := "kiln platform " + name + " is already installed; nothing was changed"
-				emit(engine.Event{Type: engine.TypeResult, Err: failure.NeedsConfirm("%s", msg), Message: msg})
+				emit(engine.Event{Payload: event.ResultEvent{Err: failure.NeedsConfirm("%s", msg), Message: msg}})
 				return context.Canceled
 			}
 			decision, reason = engine.DecisionContinue, "platform installed; continuing with trusted key "+keyID[:19]
 		}
-		emit(engine.Event{Type: engine.TypeDecision, Decision: decision, Reason: reason})
+		emit(engine.Event{Payload: event.DecisionEvent{Decision: decision, Reason: reason}})
 		phase("plan", engine.PhaseSucceeded, 8, "")
 		phase("credentials", engine.PhaseStarted, 0, "")
 		phase("credentials", engine.PhaseSucceeded, 230, "")
@@ -221,15 +223,14 @@ func CreateScript(name, location string, installed bool, gate <-chan struct{}) S
 			case <-gate:
 			case <-ctx.Done():
 				phase("readiness", engine.PhaseFailed, 100, "interrupted")
-				emit(engine.Event{Type: engine.TypeResult, Err: failure.Interrupt("interrupted during %s", name), Message: "interrupted during " + name})
+				emit(engine.Event{Payload: event.ResultEvent{Err: failure.Interrupt("interrupted during %s", name), Message: "interrupted during " + name}})
 				return ctx.Err()
 			}
 		}
 		res("Deployment", "kiln-system", "kiln-gateway", engine.StatusCurrent, "1/1 replicas available")
 		res("Service", "kiln-system", "kiln-gateway", engine.StatusCurrent, "1 ready endpoint")
 		phase("readiness", engine.PhaseSucceeded, 2310, "")
-		emit(engine.Event{Type: engine.TypeResult, OK: true, Message: "cluster " + name + " is ready (kube " + location + ")",
-			TokenDir: "/home/dev/.local/state/kiln/kube/" + name + "/tokens"})
+		emit(engine.Event{Payload: event.ResultEvent{OK: true, Message: "cluster " + name + " is ready (kube " + location + ")", TokenDir: "/home/dev/.local/state/kiln/kube/" + name + "/tokens"}})
 		return nil
 	}
 }
@@ -240,7 +241,7 @@ func CreateScript(name, location string, installed bool, gate <-chan struct{}) S
 // Stacks are default and gpu.
 func Inspection(name, location string) *engine.ClusterStatus {
 	ns := func(t string) string { return "kiln-tenant-" + t }
-	obj := func(kind, namespace, n, status, msg string) engine.ObjectStatus {
+	obj := func(kind, namespace, n string, status event.Status, msg string) engine.ObjectStatus {
 		return engine.ObjectStatus{Kind: kind, Namespace: namespace, Name: n, Status: status, Message: msg}
 	}
 	projObjs := func(tenant, p, desired, stack string, dep, svc, ing, secret engine.ObjectStatus) []project.ObjectStatus {
@@ -304,12 +305,12 @@ func ProjectScript(op, ref string) Script {
 			sink.Emit(ev)
 		}
 		tenant, p, _ := strings.Cut(ref, "/")
-		emit(engine.Event{Type: engine.TypePhase, Phase: "discover", State: engine.PhaseStarted})
-		emit(engine.Event{Type: engine.TypePhase, Phase: "discover", State: engine.PhaseSucceeded, ElapsedMS: 40})
-		emit(engine.Event{Type: engine.TypePhase, Phase: op, State: engine.PhaseStarted})
-		emit(engine.Event{Type: engine.TypeResource, Kind: "Deployment", Namespace: "kiln-tenant-" + tenant, Name: p, Status: engine.StatusCurrent, Message: "1/1 replicas available"})
-		emit(engine.Event{Type: engine.TypePhase, Phase: op, State: engine.PhaseSucceeded, ElapsedMS: 900})
-		emit(engine.Event{Type: engine.TypeResult, OK: true, Message: "project " + ref + " " + op + " done"})
+		emit(engine.Event{Payload: event.PhaseEvent{Phase: "discover", State: engine.PhaseStarted}})
+		emit(engine.Event{Payload: event.PhaseEvent{Phase: "discover", State: engine.PhaseSucceeded, ElapsedMS: 40}})
+		emit(engine.Event{Payload: event.PhaseEvent{Phase: event.Phase(op), State: engine.PhaseStarted}})
+		emit(engine.Event{Payload: event.ResourceEvent{Kind: "Deployment", Namespace: "kiln-tenant-" + tenant, Name: p, Status: engine.StatusCurrent, Message: "1/1 replicas available"}})
+		emit(engine.Event{Payload: event.PhaseEvent{Phase: event.Phase(op), State: engine.PhaseSucceeded, ElapsedMS: 900}})
+		emit(engine.Event{Payload: event.ResultEvent{OK: true, Message: "project " + ref + " " + op + " done"}})
 		return nil
 	}
 }

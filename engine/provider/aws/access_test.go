@@ -245,7 +245,7 @@ func TestUpgradeSwitchesAConfigMapCluster(t *testing.T) {
 		t.Fatal("the upgrade never reached aws-upgrade-access-mode-requested")
 	}()
 	sink := &events{}
-	if err := p.UpgradeInfrastructure(ctx, name, region, sink); err != nil {
+	if err := p.UpgradeInfrastructure(ctx, name, region, sink.rep()); err != nil {
 		t.Fatalf("upgrade: %v\n%s", err, sink)
 	}
 	d, err = c.DescribeCluster(ctx, &eks.DescribeClusterInput{Name: aws.String(name)})

@@ -17,6 +17,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/kilnctl/kiln/engine/event"
+
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
@@ -464,18 +466,15 @@ func apiCode(err error) string {
 	return ""
 }
 
-func emit(sink engine.Sink, kind, name, status, msg string) {
-	if sink == nil {
-		return
-	}
-	sink.Emit(engine.Event{Time: time.Now(), Type: engine.TypeResource, Kind: kind, Name: name, Status: status, Message: msg})
+// emit reports an AWS resource's status through the operation's Reporter
+// (stamped and cleaned like every event).
+func emit(r *event.Reporter, kind, name string, status event.Status, msg string) {
+	r.Resource(kind, "", name, status, msg)
 }
 
-func logf(sink engine.Sink, level, format string, args ...any) {
-	if sink == nil {
-		return
-	}
-	sink.Emit(engine.Event{Time: time.Now(), Type: engine.TypeLog, Level: level, Message: fmt.Sprintf(format, args...)})
+// logf reports a log line through the operation's Reporter.
+func logf(r *event.Reporter, level event.Level, format string, args ...any) {
+	r.Logf(level, format, args...)
 }
 
 // resourceName is the Name tag / IAM name of a kiln resource.

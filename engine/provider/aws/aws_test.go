@@ -28,6 +28,7 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/kilnctl/kiln/engine"
+	"github.com/kilnctl/kiln/engine/event"
 	"github.com/kilnctl/kiln/engine/failure"
 	"github.com/kilnctl/kiln/engine/input"
 	"github.com/kilnctl/kiln/engine/provider/kube"
@@ -117,11 +118,20 @@ func (s *events) Emit(ev engine.Event) {
 	}
 }
 
-func (s *events) has(kind, status string) bool {
+// rep is a Reporter to s, as the engine gives a provider.
+func (s *events) rep() *event.Reporter { return event.NewReporter(s, nil) }
+
+// resOf is ev's resource payload (zero for another type).
+func resOf(ev engine.Event) event.ResourceEvent {
+	r, _ := ev.Payload.(event.ResourceEvent)
+	return r
+}
+
+func (s *events) has(kind string, status event.Status) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, ev := range s.evs {
-		if ev.Kind == kind && ev.Status == status {
+		if resOf(ev).Kind == kind && resOf(ev).Status == status {
 			return true
 		}
 	}
@@ -133,7 +143,7 @@ func (s *events) String() string {
 	defer s.mu.Unlock()
 	var b strings.Builder
 	for _, ev := range s.evs {
-		fmt.Fprintf(&b, "%s %s %s %s %s\n", ev.Type, ev.Kind, ev.Name, ev.Status, ev.Message)
+		fmt.Fprintf(&b, "%s %s %s %s %s\n", ev.Type(), resOf(ev).Kind, resOf(ev).Name, resOf(ev).Status, event.MessageOf(ev.Payload))
 	}
 	return b.String()
 }
@@ -219,9 +229,9 @@ type stop struct{}
 
 // ensureUntil runs EnsureInfrastructure and stops it when the sink sees
 // the event kind/status; it reports whether it was stopped there.
-func ensureUntil(p *Provider, name, region, kind, status string, sink *events) (stopped bool, err error) {
+func ensureUntil(p *Provider, name, region, kind string, status event.Status, sink *events) (stopped bool, err error) {
 	sink.on = func(ev engine.Event) {
-		if ev.Kind == kind && ev.Status == status {
+		if resOf(ev).Kind == kind && resOf(ev).Status == status {
 			panic(stop{})
 		}
 	}
@@ -233,7 +243,7 @@ func ensureUntil(p *Provider, name, region, kind, status string, sink *events) (
 			stopped = true
 		}
 	}()
-	_, _, err = p.EnsureInfrastructure(context.Background(), name, region, sink)
+	_, _, err = p.EnsureInfrastructure(context.Background(), name, region, sink.rep())
 	return false, err
 }
 
@@ -244,9 +254,9 @@ func ensureUntil(p *Provider, name, region, kind, status string, sink *events) (
 func TestInterruptedStepsConverge(t *testing.T) {
 	e := emulator(t)
 	for i, kind := range allKinds {
-		for _, when := range []string{engine.StatusInProgress, engine.StatusCurrent} {
-			name := uniq(fmt.Sprintf("intr%d-%s", i, strings.ToLower(when[:2])))
-			t.Run(kind+"/"+when, func(t *testing.T) {
+		for _, when := range []event.Status{engine.StatusInProgress, engine.StatusCurrent} {
+			name := uniq(fmt.Sprintf("intr%d-%s", i, strings.ToLower(string(when[:2]))))
+			t.Run(kind+"/"+string(when), func(t *testing.T) {
 				p := newTestProvider(t, e)
 				sink := &events{}
 				stopped, err := ensureUntil(p, name, "us-east-1", kind, when, sink)
@@ -254,7 +264,7 @@ func TestInterruptedStepsConverge(t *testing.T) {
 					t.Fatalf("the run never reached %s %s (err %v):\n%s", kind, when, err, sink)
 				}
 				again := &events{}
-				if _, _, err := p.EnsureInfrastructure(context.Background(), name, "us-east-1", again); err != nil {
+				if _, _, err := p.EnsureInfrastructure(context.Background(), name, "us-east-1", again.rep()); err != nil {
 					t.Fatalf("rerun: %v\n%s", err, again)
 				}
 				checkComplete(t, p, name, "us-east-1")
@@ -270,7 +280,7 @@ func TestEnsureTwiceCreatesNothingNew(t *testing.T) {
 	ctx := context.Background()
 	first := &events{}
 	name := uniq("twice")
-	if _, _, err := p.EnsureInfrastructure(ctx, name, "us-east-1", first); err != nil {
+	if _, _, err := p.EnsureInfrastructure(ctx, name, "us-east-1", first.rep()); err != nil {
 		t.Fatal(err)
 	}
 	for _, k := range allKinds {
@@ -279,12 +289,12 @@ func TestEnsureTwiceCreatesNothingNew(t *testing.T) {
 		}
 	}
 	second := &events{}
-	if _, _, err := p.EnsureInfrastructure(ctx, name, "us-east-1", second); err != nil {
+	if _, _, err := p.EnsureInfrastructure(ctx, name, "us-east-1", second.rep()); err != nil {
 		t.Fatal(err)
 	}
 	for _, ev := range second.evs {
-		if ev.Status == engine.StatusInProgress {
-			t.Errorf("second run created something: %s %s %s", ev.Kind, ev.Name, ev.Message)
+		if resOf(ev).Status == engine.StatusInProgress {
+			t.Errorf("second run created something: %s %s %s", resOf(ev).Kind, resOf(ev).Name, event.MessageOf(ev.Payload))
 		}
 	}
 	checkComplete(t, p, name, "us-east-1")
@@ -320,7 +330,7 @@ func TestDestroyFindsLeftoversWithoutTheCluster(t *testing.T) {
 		t.Fatal(err)
 	}
 	sink := &events{}
-	if _, err := p.DestroyInfrastructure(ctx, name, "eu-west-1", sink); err != nil {
+	if _, err := p.DestroyInfrastructure(ctx, name, "eu-west-1", sink.rep()); err != nil {
 		t.Fatalf("destroy: %v\n%s", err, sink)
 	}
 	inv, err := p.Inventory(ctx, name, "eu-west-1")
@@ -636,7 +646,7 @@ func TestDestroyRemovesANodegroupKilnDidNotCreate(t *testing.T) {
 		t.Fatalf("DeleteCluster with node groups attached: want ResourceInUseException, got %v", err)
 	}
 	sink := &events{}
-	if _, err := p.DestroyInfrastructure(ctx, name, region, sink); err != nil {
+	if _, err := p.DestroyInfrastructure(ctx, name, region, sink.rep()); err != nil {
 		t.Fatalf("destroy: %v\n%s", err, sink)
 	}
 	if !strings.Contains(sink.String(), "gpu-by-hand Terminating deleting: not created by kiln") {
@@ -684,7 +694,7 @@ func TestSubnetsAvoidZonesEKSAndEC2Refuse(t *testing.T) {
 	p := newTestProvider(t, e)
 	name := uniq("zones")
 	sink := &events{}
-	if _, _, err := p.EnsureInfrastructure(ctx, name, region, sink); err != nil {
+	if _, _, err := p.EnsureInfrastructure(ctx, name, region, sink.rep()); err != nil {
 		t.Fatalf("create in %s: %v\n%s", region, err, sink)
 	}
 	t.Cleanup(func() { destroy(t, p, name, region) })
@@ -738,7 +748,7 @@ func TestSubnetsFollowInstanceTypeOfferingsAndReplaceARefusedZone(t *testing.T) 
 		{Name: region + "d", ID: "apne1-az3"},
 	})
 	again := &events{}
-	if _, _, err := p.EnsureInfrastructure(ctx, name, region, again); err != nil {
+	if _, _, err := p.EnsureInfrastructure(ctx, name, region, again.rep()); err != nil {
 		t.Fatalf("rerun: %v\n%s", err, again)
 	}
 	if !strings.Contains(again.String(), "replacing: "+region+"a (use1-az3)") {
@@ -756,7 +766,7 @@ func TestSubnetsFollowInstanceTypeOfferingsAndReplaceARefusedZone(t *testing.T) 
 	})
 	other := uniq("onezone")
 	sink = &events{}
-	_, _, err = p.EnsureInfrastructure(ctx, other, region, sink)
+	_, _, err = p.EnsureInfrastructure(ctx, other, region, sink.rep())
 	t.Cleanup(func() { destroy(t, p, other, region) })
 	if err == nil || !strings.Contains(err.Error(), "no second availability zone") || !strings.Contains(err.Error(), region+"b (apne1-az2) does not offer m7i.large") {
 		t.Fatalf("one usable zone: %v", err)
@@ -802,7 +812,7 @@ func TestManagedAddonsWithNetworkPolicyEnforcement(t *testing.T) {
 	name := uniq("addons")
 	const region = "eu-west-1"
 	sink := &events{}
-	if _, _, err := p.EnsureInfrastructure(ctx, name, region, sink); err != nil {
+	if _, _, err := p.EnsureInfrastructure(ctx, name, region, sink.rep()); err != nil {
 		t.Fatalf("create: %v\n%s", err, sink)
 	}
 	t.Cleanup(func() { destroy(t, p, name, region) })
@@ -829,7 +839,7 @@ func TestManagedAddonsWithNetworkPolicyEnforcement(t *testing.T) {
 		t.Fatal(err)
 	}
 	again := &events{}
-	if _, _, err := p.EnsureInfrastructure(ctx, name, region, again); err != nil {
+	if _, _, err := p.EnsureInfrastructure(ctx, name, region, again.rep()); err != nil {
 		t.Fatalf("rerun: %v\n%s", err, again)
 	}
 	if _, conf, _ := e.AddonStatus(region, name, "vpc-cni"); !sameJSON(conf, `{"enableNetworkPolicy":"true"}`) {

@@ -23,6 +23,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/iam"
 
 	"github.com/kilnctl/kiln/engine"
+	"github.com/kilnctl/kiln/engine/event"
 	"github.com/kilnctl/kiln/engine/input"
 )
 
@@ -52,7 +53,7 @@ type infra struct {
 	p      *Provider
 	name   string
 	region string
-	sink   engine.Sink
+	sink   *event.Reporter
 	cfg    aws.Config
 	ec2    *ec2.Client
 	iam    *iam.Client
@@ -66,7 +67,7 @@ type infra struct {
 	cluster   *ekstypes.Cluster
 }
 
-func (p *Provider) newInfra(ctx context.Context, name, region string, sink engine.Sink) (*infra, error) {
+func (p *Provider) newInfra(ctx context.Context, name, region string, sink *event.Reporter) (*infra, error) {
 	cfg, err := p.longConfig(ctx, region)
 	if err != nil {
 		return nil, err
@@ -82,7 +83,7 @@ func (p *Provider) newInfra(ctx context.Context, name, region string, sink engin
 // resource up by tag and creates it only when missing, so a run killed at
 // any point and run again creates no duplicates. The crash hook names each
 // step (before-aws-vpc, after-aws-vpc, …, after-aws-nodegroup).
-func (p *Provider) EnsureInfrastructure(ctx context.Context, name, region string, sink engine.Sink) (engine.Location, bool, error) {
+func (p *Provider) EnsureInfrastructure(ctx context.Context, name, region string, sink *event.Reporter) (engine.Location, bool, error) {
 	if err := p.ValidateFlags(); err != nil {
 		return engine.Location{}, false, err
 	}
@@ -151,7 +152,7 @@ func (p *Provider) EnsureInfrastructure(ctx context.Context, name, region string
 	return engine.Location{Name: region, Cluster: name, Infra: engine.InfraPresent, Client: cs, REST: rc}, false, nil
 }
 
-func (in *infra) emit(kind, name, status, format string, args ...any) {
+func (in *infra) emit(kind, name string, status event.Status, format string, args ...any) {
 	emit(in.sink, kind, name, status, fmt.Sprintf(format, args...))
 }
 
@@ -258,7 +259,7 @@ func (in *infra) unsupported(err error) bool {
 //
 // An endpoint that is not AWS may lack DeleteRouteTable (kumo); the route
 // table is then reported as left behind by the emulator, not as an error.
-func (p *Provider) DestroyInfrastructure(ctx context.Context, name, region string, sink engine.Sink) (bool, error) {
+func (p *Provider) DestroyInfrastructure(ctx context.Context, name, region string, sink *event.Reporter) (bool, error) {
 	in, err := p.newInfra(ctx, name, region, sink)
 	if err != nil {
 		return false, err

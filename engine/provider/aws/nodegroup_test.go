@@ -14,6 +14,7 @@ import (
 	ekstypes "github.com/aws/aws-sdk-go-v2/service/eks/types"
 
 	"github.com/kilnctl/kiln/engine"
+	"github.com/kilnctl/kiln/engine/event"
 	"github.com/kilnctl/kiln/engine/input"
 	"github.com/kilnctl/kiln/internal/testenv/awsemu"
 )
@@ -54,7 +55,7 @@ func TestNodegroupLaunchTemplateRequiresIMDSv2(t *testing.T) {
 	const region = "eu-west-1"
 	name := uniq("imds")
 	sink := &events{}
-	if _, _, err := p.EnsureInfrastructure(ctx, name, region, sink); err != nil {
+	if _, _, err := p.EnsureInfrastructure(ctx, name, region, sink.rep()); err != nil {
 		t.Fatalf("%v\n%s", err, sink)
 	}
 	lts := kilnTemplates(e, region, name)
@@ -276,15 +277,15 @@ func TestNodegroupHealth(t *testing.T) {
 		e.SetNodegroupFault(nodegroupName, awsemu.NodegroupFault{Status: "DEGRADED", Code: "Ec2SecurityGroupNotFound", Message: "We couldn't find one or more security group associated with your Auto Scaling group."})
 		defer e.SetNodegroupFault(nodegroupName, awsemu.NodegroupFault{})
 		sink := &events{}
-		if _, _, err := p.EnsureInfrastructure(ctx, name, region, sink); err != nil {
+		if _, _, err := p.EnsureInfrastructure(ctx, name, region, sink.rep()); err != nil {
 			t.Fatalf("rerun with a DEGRADED node group: %v, want it reported, not fatal\n%s", err, sink)
 		}
 		var warned, reported bool
 		for _, ev := range sink.evs {
-			if ev.Type == engine.TypeLog && ev.Level == engine.LevelWarn && strings.Contains(ev.Message, "DEGRADED: Ec2SecurityGroupNotFound") {
+			if l, ok := ev.Payload.(event.LogEvent); ok && l.Level == engine.LevelWarn && strings.Contains(l.Message, "DEGRADED: Ec2SecurityGroupNotFound") {
 				warned = true
 			}
-			if ev.Kind == KindNodegroup && ev.Status == engine.StatusCurrent && strings.Contains(ev.Message, "DEGRADED: Ec2SecurityGroupNotFound") {
+			if r := resOf(ev); r.Kind == KindNodegroup && r.Status == engine.StatusCurrent && strings.Contains(r.Message, "DEGRADED: Ec2SecurityGroupNotFound") {
 				reported = true
 			}
 		}
@@ -309,7 +310,7 @@ func TestNodegroupHealth(t *testing.T) {
 			defer func() { p.Change = Change{} }()
 			up := p
 			sink := &events{}
-			err := up.UpgradeInfrastructure(ctx, name, region, sink)
+			err := up.UpgradeInfrastructure(ctx, name, region, sink.rep())
 			if err == nil {
 				t.Fatalf("upgrade whose replacement ends %s succeeded:\n%s", fault.Status, sink)
 			}
@@ -336,7 +337,7 @@ func TestNodegroupHealth(t *testing.T) {
 			// group is deleted and created again; a DEGRADED one that is
 			// healthy now takes over) and only then deletes the old one.
 			e.SetNodegroupFault(repl, awsemu.NodegroupFault{})
-			if err := up.UpgradeInfrastructure(ctx, name, region, sink); err != nil {
+			if err := up.UpgradeInfrastructure(ctx, name, region, sink.rep()); err != nil {
 				t.Fatalf("rerun once fixed: %v\n%s", err, sink)
 			}
 			if got := describeGroups(t, e, region, name); !maps1(got, repl, "ACTIVE c5.large") {

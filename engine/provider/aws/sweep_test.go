@@ -137,7 +137,7 @@ func TestDestroySweepsTheVPC(t *testing.T) {
 	}
 	sink := &events{}
 	start := time.Now()
-	if _, err := f.p.DestroyInfrastructure(ctx, f.name, sweepRegion, sink); err != nil {
+	if _, err := f.p.DestroyInfrastructure(ctx, f.name, sweepRegion, sink.rep()); err != nil {
 		t.Fatalf("destroy: %v\n%s", err, sink)
 	}
 	t.Logf("destroy took %s", time.Since(start))
@@ -191,7 +191,7 @@ func TestDestroyNamesWhatBlocksTheVPC(t *testing.T) {
 	}
 	start := time.Now()
 	sink := &events{}
-	_, err := f.p.DestroyInfrastructure(ctx, f.name, sweepRegion, sink)
+	_, err := f.p.DestroyInfrastructure(ctx, f.name, sweepRegion, sink.rep())
 	took := time.Since(start)
 	if err == nil {
 		t.Fatalf("destroy with an interface in use succeeded:\n%s", sink)
@@ -220,7 +220,7 @@ func TestDestroyNamesWhatBlocksTheVPC(t *testing.T) {
 	f.allow(t, peer, f.sg)
 	start = time.Now()
 	sink = &events{}
-	_, err = f.p.DestroyInfrastructure(ctx, f.name, sweepRegion, sink)
+	_, err = f.p.DestroyInfrastructure(ctx, f.name, sweepRegion, sink.rep())
 	took = time.Since(start)
 	if err == nil {
 		t.Fatalf("destroy with a group referenced from another VPC succeeded:\n%s", sink)
@@ -242,7 +242,7 @@ func TestDestroyNamesWhatBlocksTheVPC(t *testing.T) {
 		t.Fatal(err)
 	}
 	sink = &events{}
-	if _, err := f.p.DestroyInfrastructure(ctx, f.name, sweepRegion, sink); err != nil {
+	if _, err := f.p.DestroyInfrastructure(ctx, f.name, sweepRegion, sink.rep()); err != nil {
 		t.Fatalf("rerun once nothing blocks: %v\n%s", err, sink)
 	}
 	inv, err := f.p.Inventory(ctx, f.name, sweepRegion)

@@ -12,6 +12,7 @@ import (
 	ekstypes "github.com/aws/aws-sdk-go-v2/service/eks/types"
 
 	"github.com/kilnctl/kiln/engine"
+	"github.com/kilnctl/kiln/engine/event"
 	"github.com/kilnctl/kiln/engine/failure"
 	"github.com/kilnctl/kiln/engine/input"
 	"github.com/kilnctl/kiln/engine/platform"
@@ -310,7 +311,7 @@ func (p *Provider) PlanInfrastructure(ctx context.Context, name, region string) 
 // running), so a run killed anywhere and run again finishes the work.
 // Checkpoints: before-/after-aws-upgrade-cluster, -nodegroup-version,
 // -nodegroup-create, -nodegroup-size, -nodegroup-delete.
-func (p *Provider) UpgradeInfrastructure(ctx context.Context, name, region string, sink engine.Sink) error {
+func (p *Provider) UpgradeInfrastructure(ctx context.Context, name, region string, sink *event.Reporter) error {
 	if err := p.Change.validate(); err != nil {
 		return err
 	}

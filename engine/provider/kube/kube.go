@@ -19,6 +19,7 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/kilnctl/kiln/engine"
+	"github.com/kilnctl/kiln/engine/event"
 	"github.com/kilnctl/kiln/engine/failure"
 	"github.com/kilnctl/kiln/engine/input"
 	"github.com/kilnctl/kiln/engine/kubeapi"
@@ -277,7 +278,7 @@ func (p *Provider) Scope() (input.Input, string) { return input.Contexts, Contex
 
 // EnsureInfrastructure implements engine.Provider: the cluster exists
 // already; it only connects.
-func (p *Provider) EnsureInfrastructure(ctx context.Context, name, location string, _ engine.Sink) (engine.Location, bool, error) {
+func (p *Provider) EnsureInfrastructure(ctx context.Context, name, location string, _ *event.Reporter) (engine.Location, bool, error) {
 	p.mu.Lock()
 	l, ok := p.reached[location]
 	p.mu.Unlock()
@@ -293,7 +294,7 @@ func (p *Provider) EnsureInfrastructure(ctx context.Context, name, location stri
 
 // DestroyInfrastructure implements engine.Provider: kiln did not create the
 // cluster, so it leaves it.
-func (p *Provider) DestroyInfrastructure(context.Context, string, string, engine.Sink) (bool, error) {
+func (p *Provider) DestroyInfrastructure(context.Context, string, string, *event.Reporter) (bool, error) {
 	return true, nil
 }
 

@@ -1,4 +1,4 @@
-package engine
+package ndjson_test
 
 import (
 	"encoding/json"
@@ -10,7 +10,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kilnctl/kiln/engine"
+	"github.com/kilnctl/kiln/engine/event"
+
 	"github.com/kilnctl/kiln/engine/failure"
+	"github.com/kilnctl/kiln/internal/cli/ndjson"
+	"github.com/kilnctl/kiln/internal/exit"
 )
 
 // The NDJSON schema of DESIGN.md §8 is a contract: each event type has
@@ -18,23 +23,23 @@ import (
 func TestEventJSONKeys(t *testing.T) {
 	ts := time.Date(2026, 11, 29, 10, 0, 0, 123, time.UTC)
 	cases := []struct {
-		ev   Event
+		ev   event.Event
 		keys []string
 	}{
-		{Event{Time: ts, Type: TypePhase, Phase: "plan", State: PhaseSucceeded, ElapsedMS: 12}, []string{"elapsed_ms", "message", "phase", "state", "time", "type"}},
-		{Event{Time: ts, Type: TypeDiscovery}, []string{"clusters", "elapsed_ms", "skipped", "source", "time", "type"}},
-		{Event{Time: ts, Type: TypeDecision, Decision: DecisionFresh, Reason: "r"}, []string{"decision", "reason", "time", "type"}},
-		{Event{Time: ts, Type: TypeResource, Kind: "Deployment", Namespace: "ns", Name: "n", Status: StatusCurrent}, []string{"kind", "message", "name", "namespace", "status", "time", "type"}},
-		{Event{Time: ts, Type: TypeLog, Level: LevelWarn, Message: "m"}, []string{"level", "message", "time", "type"}},
-		{Event{Time: ts, Type: TypeResult, OK: false, ExitCode: 3}, []string{"exit_code", "message", "ok", "time", "token_dir", "type"}},
-		{Event{Time: ts, Type: TypePlan, Action: "update", Kind: "Deployment", Namespace: "kiln-system", Name: "kiln-gateway"}, []string{"action", "fields", "kind", "message", "name", "namespace", "time", "type"}},
-		{Event{Time: ts, Type: TypeFrontDoor, FrontDoor: &FrontDoor{Mode: "none"}}, []string{"address", "dns_record", "message", "mode", "ready", "time", "tls", "type"}},
-		{Event{Time: ts, Type: TypeIsolation, Isolation: &Isolation{State: IsolationUnknown}}, []string{"plugin", "reason", "state", "time", "type"}},
-		{Event{Time: ts, Type: TypeAccess, Access: &Access{Mode: "API_AND_CONFIG_MAP"}}, []string{"authentication_mode", "entries", "time", "type"}},
+		{event.Event{Time: ts, Payload: event.PhaseEvent{Phase: "plan", State: engine.PhaseSucceeded, ElapsedMS: 12}}, []string{"elapsed_ms", "message", "phase", "state", "time", "type"}},
+		{event.Event{Time: ts, Payload: event.DiscoveryEvent{}}, []string{"clusters", "elapsed_ms", "skipped", "source", "time", "type"}},
+		{event.Event{Time: ts, Payload: event.DecisionEvent{Decision: engine.DecisionFresh, Reason: "r"}}, []string{"decision", "reason", "time", "type"}},
+		{event.Event{Time: ts, Payload: event.ResourceEvent{Kind: "Deployment", Namespace: "ns", Name: "n", Status: engine.StatusCurrent}}, []string{"kind", "message", "name", "namespace", "status", "time", "type"}},
+		{event.Event{Time: ts, Payload: event.LogEvent{Level: engine.LevelWarn, Message: "m"}}, []string{"level", "message", "time", "type"}},
+		{event.Event{Time: ts, Payload: event.ResultEvent{OK: false}}, []string{"exit_code", "message", "ok", "time", "token_dir", "type"}},
+		{event.Event{Time: ts, Payload: event.PlanEvent{Action: "update", Kind: "Deployment", Namespace: "kiln-system", Name: "kiln-gateway"}}, []string{"action", "fields", "kind", "message", "name", "namespace", "time", "type"}},
+		{event.Event{Time: ts, Payload: &engine.FrontDoor{Mode: "none"}}, []string{"address", "dns_record", "message", "mode", "ready", "time", "tls", "type"}},
+		{event.Event{Time: ts, Payload: &engine.Isolation{State: engine.IsolationUnknown}}, []string{"plugin", "reason", "state", "time", "type"}},
+		{event.Event{Time: ts, Payload: &engine.Access{Mode: "API_AND_CONFIG_MAP"}}, []string{"authentication_mode", "entries", "time", "type"}},
 	}
 	for _, tc := range cases {
-		t.Run(tc.ev.Type, func(t *testing.T) {
-			b, err := json.Marshal(tc.ev)
+		t.Run(string(tc.ev.Type()), func(t *testing.T) {
+			b, err := ndjson.Marshal(tc.ev)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -58,7 +63,7 @@ func TestEventJSONKeys(t *testing.T) {
 }
 
 func TestResultTokenDirIsNullWhenUnknown(t *testing.T) {
-	b, _ := json.Marshal(Event{Type: TypeResult, OK: false, ExitCode: 1})
+	b, _ := ndjson.Marshal(event.Event{Payload: event.ResultEvent{OK: false}})
 	var m map[string]any
 	_ = json.Unmarshal(b, &m)
 	if v, ok := m["token_dir"]; !ok || v != nil {
@@ -67,7 +72,7 @@ func TestResultTokenDirIsNullWhenUnknown(t *testing.T) {
 	if m["ok"] != false {
 		t.Errorf("ok must be present and false: %s", b)
 	}
-	b, _ = json.Marshal(Event{Type: TypeResult, OK: true, TokenDir: "/x"})
+	b, _ = ndjson.Marshal(event.Event{Payload: event.ResultEvent{OK: true, TokenDir: "/x"}})
 	_ = json.Unmarshal(b, &m)
 	if m["token_dir"] != "/x" {
 		t.Errorf("token_dir = %v", m["token_dir"])
@@ -75,7 +80,7 @@ func TestResultTokenDirIsNullWhenUnknown(t *testing.T) {
 }
 
 func TestDiscoveryClusterShape(t *testing.T) {
-	b, _ := json.Marshal(Event{Type: TypeDiscovery, Clusters: []ClusterInfo{{Provider: "kube", Name: "a", Location: "ctx", Infra: InfraPresent, Platform: PlatformAbsent}}})
+	b, _ := ndjson.Marshal(event.Event{Payload: event.DiscoveryEvent{Clusters: []engine.ClusterInfo{{Provider: "kube", Name: "a", Location: "ctx", Infra: engine.InfraPresent, Platform: engine.PlatformAbsent}}}})
 	var m struct {
 		Clusters []map[string]any `json:"clusters"`
 	}
@@ -101,7 +106,7 @@ func TestDiscoveryClusterShape(t *testing.T) {
 
 // A plan event's fields is always a JSON array, never null.
 func TestPlanEventFieldsIsAnArray(t *testing.T) {
-	b, err := json.Marshal(Event{Type: TypePlan, Action: "create", Kind: "Namespace", Name: "kiln-tenant-x"})
+	b, err := ndjson.Marshal(event.Event{Payload: event.PlanEvent{Action: "create", Kind: "Namespace", Name: "kiln-tenant-x"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -119,15 +124,15 @@ func TestPlanEventFieldsIsAnArray(t *testing.T) {
 // the frontend's Namer, and the NDJSON result keeps DESIGN.md §8's fields
 // only.
 func TestFailedResultCarriesTheInput(t *testing.T) {
-	err := fmt.Errorf("plan: %w", NewInputError(failure.Input, InputNodes, "eks1", "{input}: 0 is out of range"))
-	ev := FailedResult(err, func(in Input) string { return "the " + string(in) + " field" }, "")
-	if ev.Input != InputNodes || failure.Of(ev.Err) != failure.Input || ev.ExitCode != 0 || ev.OK {
-		t.Fatalf("FailedResult = %+v, want input %s, an input failure, no exit code (the CLI's)", ev, InputNodes)
+	err := fmt.Errorf("plan: %w", engine.NewInputError(failure.Input, engine.InputNodes, "eks1", "{input}: 0 is out of range"))
+	ev := engine.FailedResult(err, func(in engine.Input) string { return "the " + string(in) + " field" }, "")
+	if engine.InputOf(ev.Err) != engine.InputNodes || exit.Code(ev.Err) != exit.BadInput || ev.OK {
+		t.Fatalf("engine.FailedResult = %+v, want input %s, exit 2", ev, engine.InputNodes)
 	}
 	if !strings.Contains(ev.Message, "the nodes field") || strings.Contains(ev.Message, "--nodes") {
 		t.Errorf("message %q is not worded by the frontend's Namer", ev.Message)
 	}
-	b, err := json.Marshal(ev)
+	b, err := ndjson.Marshal(event.Event{Payload: ev})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -142,7 +147,7 @@ func TestFailedResultCarriesTheInput(t *testing.T) {
 			t.Errorf("the result's JSON has field %q beyond DESIGN.md §8's: %s", k, b)
 		}
 	}
-	if plain := FailedResult(errors.New("boom"), nil, ""); plain.Input != "" || failure.Of(plain.Err) != failure.Failed {
-		t.Errorf("FailedResult of a plain error = %+v, want no input, failed", plain)
+	if plain := engine.FailedResult(errors.New("boom"), nil, ""); engine.InputOf(plain.Err) != "" || exit.Code(plain.Err) != exit.Failed {
+		t.Errorf("engine.FailedResult of a plain error = %+v, want no input, exit 1", plain)
 	}
 }

@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# bench-smoke: every benchmark once at tiny sizes (the sizes come from the
+# environment the Makefile's bench-smoke target sets), so that none rots.
+#
+# ./bench is compiled once and its binary run three times at once, each
+# run with a control plane of its own: BenchmarkUpgrade and
+# BenchmarkPlatformDestroy install a kiln platform of their own, and a
+# cluster hosts one. bench/gateway, tui and engine/provider/aws (no control
+# plane) run beside them. Each part's output is printed whole when it ends,
+# prefixed with its name; the script fails if any part failed.
+set -uo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+GO=${GO:-go}
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+
+start=$SECONDS
+if ! "$GO" test -c -o "$out/bench.test" ./bench/; then
+	echo "bench-smoke: ./bench does not compile" >&2
+	exit 1
+fi
+echo "bench-smoke: ./bench compiled in $((SECONDS - start)) s"
+
+run() { # NAME CMD...: runs CMD in the background, output to $out/NAME
+	local name=$1
+	shift
+	(
+		start=$SECONDS
+		"$@" >"$out/$name.log" 2>&1
+		rc=$?
+		echo "bench-smoke: $name took $((SECONDS - start)) s" >>"$out/$name.log"
+		echo $rc >"$out/$name.rc"
+	) &
+}
+# The test binary runs in its package directory, as go test would run it.
+benchbin() { (cd bench && "$out/bench.test" -test.run '^$' -test.benchtime=1x -test.count=1 "$@"); }
+
+run bench benchbin -test.bench . -test.skip '^Benchmark(Upgrade|PlatformDestroy)$' -test.timeout 15m
+run upgrade benchbin -test.bench '^BenchmarkUpgrade$' -test.timeout 10m
+destroy() { KILN_BENCH_DESTROY_PROJECTS=1 benchbin -test.bench '^BenchmarkPlatformDestroy$' -test.timeout 10m; }
+run destroy destroy
+run others "$GO" test -run '^$' -bench . -benchtime=1x -count=1 -timeout 10m ./bench/gateway/ ./tui/ ./engine/provider/aws/
+wait
+
+rc=0
+for name in bench upgrade destroy others; do
+	sed "s/^/[$name] /" "$out/$name.log"
+	code=$(cat "$out/$name.rc" 2>/dev/null || echo 1)
+	if [ "$code" != 0 ]; then
+		echo "bench-smoke: $name failed (exit $code)" >&2
+		rc=1
+	fi
+done
+echo "bench-smoke: $((SECONDS - start)) s in all"
+exit $rc
