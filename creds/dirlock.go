@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/kilnctl/kiln/internal/exit"
+	"github.com/kilnctl/kiln/engine/failure"
 )
 
 // DirLock is an exclusive lock on one token directory, held by a create
@@ -49,7 +49,7 @@ func LockDir(dir, holder string) (*DirLock, error) {
 	// holder record is written into it.
 	f, err := openNoFollow(path, os.O_RDWR|os.O_CREATE, filePerm)
 	if isSymlinkRefusal(err) {
-		return nil, exit.Usage("lock token directory %s: lock file %s is a symbolic link; kiln creates a plain file there: remove the link", dir, path)
+		return nil, failure.BadInput("lock token directory %s: lock file %s is a symbolic link; kiln creates a plain file there: remove the link", dir, path)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("lock token directory %s: %w", dir, err)
@@ -72,17 +72,19 @@ func LockDir(dir, holder string) (*DirLock, error) {
 	return &DirLock{f: f, path: path}, nil
 }
 
-// lockedBy is the exit-4 error for a token directory another process holds.
+// lockedBy is the Locked failure for a token directory another process holds.
 func lockedBy(dir, path string) error {
 	holder, since := "another kiln process", "an unknown time"
+	var rec lockRecord
 	if data, err := os.ReadFile(path); err == nil {
-		var rec lockRecord
 		if json.Unmarshal(data, &rec) == nil && rec.Holder != "" {
 			holder = rec.Holder
 			since = rec.Since.Format(time.RFC3339)
+		} else {
+			rec = lockRecord{}
 		}
 	}
-	return exit.Lock("token dir %s is locked by %s since %s (lock file %s); wait for it to finish: the lock ends with that process",
+	return failure.Held(strings.TrimSpace(rec.Holder), rec.Since, "token dir %s is locked by %s since %s (lock file %s); wait for it to finish: the lock ends with that process",
 		dir, strings.TrimSpace(holder), since, path)
 }
 
@@ -110,7 +112,7 @@ func checkLockFile(f *os.File, path string) error {
 		return err
 	}
 	if !fi.Mode().IsRegular() {
-		return exit.Usage("lock file %s is not a regular file", path)
+		return failure.BadInput("lock file %s is not a regular file", path)
 	}
 	return checkOwner(path, fi, true)
 }

@@ -2,6 +2,7 @@ package creds
 
 import (
 	"bytes"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -10,7 +11,7 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/kilnctl/kiln/internal/exit"
+	"github.com/kilnctl/kiln/engine/failure"
 )
 
 // trustedOf is kiln-auth's content for a cluster that trusts td's key.
@@ -79,8 +80,12 @@ func TestLockDirIsExclusiveAndNamesTheHolder(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = LockDir(dir, "kiln create dev1 by me@host-a pid 2")
-	if exit.Code(err) != exit.Locked || !strings.Contains(err.Error(), "host-a pid 1") || !strings.Contains(err.Error(), dir) {
-		t.Fatalf("second lock: want exit 4 naming the holder and the dir, got %d: %v", exit.Code(err), err)
+	if failure.Of(err) != failure.Locked || !strings.Contains(err.Error(), "host-a pid 1") || !strings.Contains(err.Error(), dir) {
+		t.Fatalf("second lock: want locked naming the holder and the dir, got %v: %v", failure.Of(err), err)
+	}
+	var fe *failure.Error
+	if !errors.As(err, &fe) || fe.Holder != "kiln create dev1 by me@host-a pid 1" || fe.Since.IsZero() {
+		t.Errorf("the locked failure's fields = %+v, want the holder and since", fe)
 	}
 	if mode(t, LockPath(dir)) != 0o600 {
 		t.Errorf("lock file mode %o, want 0600", mode(t, LockPath(dir)))
@@ -109,7 +114,7 @@ func TestLockDirConcurrent(t *testing.T) {
 			case err == nil:
 				won.Add(1)
 				locks[i] = l
-			case exit.Code(err) == exit.Locked:
+			case failure.Of(err) == failure.Locked:
 				lost.Add(1)
 			default:
 				t.Error(err)
@@ -149,7 +154,7 @@ func TestLockDirDiesWithItsProcess(t *testing.T) {
 	if _, err := out.Read(buf); err != nil || string(buf) != "locked\n" {
 		t.Fatalf("child did not lock: %q %v", buf, err)
 	}
-	if _, err := LockDir(dir, "parent"); exit.Code(err) != exit.Locked {
+	if _, err := LockDir(dir, "parent"); failure.Of(err) != failure.Locked {
 		t.Fatalf("while the child holds it: want exit 4, got %v", err)
 	}
 	_ = cmd.Process.Kill()

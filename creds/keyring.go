@@ -17,7 +17,6 @@ import (
 
 	"github.com/kilnctl/kiln/engine/failure"
 	"github.com/kilnctl/kiln/engine/input"
-	"github.com/kilnctl/kiln/internal/exit"
 )
 
 // The keyring remembers which token directory belongs to which cluster
@@ -238,7 +237,7 @@ func filePassphrase(dir, taken string, ask func(string) (string, error)) keyring
 			return "", fmt.Errorf("read keyring passphrase: %w", err)
 		}
 		if p == "" {
-			return "", exit.Usage("the file keyring at %s needs a non-empty passphrase (or set %s)", dir, PassphraseEnv)
+			return "", failure.BadInput("the file keyring at %s needs a non-empty passphrase (or set %s)", dir, PassphraseEnv)
 		}
 		return p, nil
 	}
@@ -274,10 +273,10 @@ func parseItemKey(key string) (provider, name string, ok bool) {
 
 func checkEntryNames(op, provider, name string) error {
 	if err := checkName("provider", provider); err != nil {
-		return exit.Usage("%s: %w", op, err)
+		return failure.BadInput("%s: %w", op, err)
 	}
 	if err := checkName("name", name); err != nil {
-		return exit.Usage("%s: %w", op, err)
+		return failure.BadInput("%s: %w", op, err)
 	}
 	return nil
 }
@@ -428,11 +427,11 @@ func (s *Store) do(op func() error) error {
 
 // opError adds a hint for the failures people actually hit.
 func (s *Store) opError(op string, err error) error {
-	if exit.Code(err) != exit.Failed {
+	if failure.Of(err) != failure.Failed {
 		return fmt.Errorf("%s: %w", op, err) // already classified (passphrase missing)
 	}
 	if s.backend == BackendFile && strings.Contains(err.Error(), "integrity check failed") {
-		return exit.Usage("%s: cannot decrypt the item: wrong passphrase (%s)?", op, PassphraseEnv)
+		return failure.BadInput("%s: cannot decrypt the item: wrong passphrase (%s)?", op, PassphraseEnv)
 	}
 	return fmt.Errorf("%s: %w", op, err)
 }

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/kilnctl/kiln/internal/exit"
+	"github.com/kilnctl/kiln/engine/failure"
 )
 
 // exerciseStore runs Put/Get/List/Delete against s and leaves exactly one
@@ -82,7 +82,7 @@ func exerciseStore(t *testing.T, s *Store, td *TokenDir) {
 			t.Errorf("Put(%+v) accepted", bad)
 		}
 	}
-	if _, _, err := s.Get("kube", "a/b"); exit.Code(err) != exit.BadInput || !strings.Contains(err.Error(), "name") {
+	if _, _, err := s.Get("kube", "a/b"); failure.Of(err) != failure.Input || !strings.Contains(err.Error(), "name") {
 		t.Errorf("Get with a bad name: %v", err)
 	}
 }
@@ -142,7 +142,7 @@ func TestFileStore(t *testing.T) {
 	// Wrong passphrase: bad input, says so.
 	t.Setenv(PassphraseEnv, "wrong")
 	s3, _ := OpenStore(StoreOptions{Backend: BackendFile, FileDir: fileDir})
-	if _, _, err := s3.Get("kube", "dev1"); exit.Code(err) != exit.BadInput || !strings.Contains(err.Error(), "wrong passphrase") {
+	if _, _, err := s3.Get("kube", "dev1"); failure.Of(err) != failure.Input || !strings.Contains(err.Error(), "wrong passphrase") {
 		t.Fatalf("wrong passphrase: %v", err)
 	}
 }
@@ -158,7 +158,7 @@ func TestFileStorePassphraseSources(t *testing.T) {
 		t.Fatal(err)
 	}
 	err = s.Put(e)
-	if exit.Code(err) != exit.BadInput || !strings.Contains(err.Error(), PassphraseEnv) || !strings.Contains(err.Error(), "--keyring-backend") {
+	if failure.Of(err) != failure.Input || !strings.Contains(err.Error(), PassphraseEnv) || !strings.Contains(err.Error(), "--keyring-backend") {
 		t.Fatalf("no passphrase: %v", err)
 	}
 
@@ -208,7 +208,7 @@ func TestOpenStoreBadBackend(t *testing.T) {
 	}
 	for _, b := range cases {
 		_, err := OpenStore(StoreOptions{Backend: b, FileDir: t.TempDir()})
-		if exit.Code(err) != exit.BadInput || !strings.Contains(err.Error(), "--keyring-backend") {
+		if failure.Of(err) != failure.Input || !strings.Contains(err.Error(), "--keyring-backend") {
 			t.Errorf("backend %q: err = %v, want exit 2 naming --keyring-backend", b, err)
 		}
 	}

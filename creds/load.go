@@ -11,7 +11,7 @@ import (
 	"runtime"
 	"strings"
 
-	"github.com/kilnctl/kiln/internal/exit"
+	"github.com/kilnctl/kiln/engine/failure"
 )
 
 // Load reads the token directory dir and checks all of it: permissions,
@@ -36,7 +36,7 @@ func Load(dir string) (*TokenDir, error) {
 	}
 	fi, err := os.Stat(dir)
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, exit.Usage("load token directory: %s: %w", dir, errNotExist)
+		return nil, failure.BadInput("load token directory: %s: %w", dir, errNotExist)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("load token directory: %w", err)
@@ -163,7 +163,7 @@ var errNotExist = fmt.Errorf("does not exist (%w)", fs.ErrNotExist)
 // (exit code 2), naming the file. Callers must pass only descriptions,
 // never file content.
 func badContent(path, format string, args ...any) error {
-	return exit.Usage("load token directory: %s: %w", path, fmt.Errorf(format, args...))
+	return failure.BadInput("load token directory: %s: %w", path, fmt.Errorf(format, args...))
 }
 
 // readPrivateFile reads a regular file that must be readable by its owner

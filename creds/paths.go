@@ -5,7 +5,7 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/kilnctl/kiln/internal/exit"
+	"github.com/kilnctl/kiln/engine/failure"
 )
 
 // DefaultDir returns the default token directory of a cluster:
@@ -15,10 +15,10 @@ import (
 // not configuration or cache, hence XDG_STATE_HOME.
 func DefaultDir(provider, name string) (string, error) {
 	if err := checkName("provider", provider); err != nil {
-		return "", exit.Usage("default token directory: %w", err)
+		return "", failure.BadInput("default token directory: %w", err)
 	}
 	if err := checkName("name", name); err != nil {
-		return "", exit.Usage("default token directory: %w", err)
+		return "", failure.BadInput("default token directory: %w", err)
 	}
 	base, err := xdgDir("XDG_STATE_HOME", ".local", "state")
 	if err != nil {

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/kilnctl/kiln/internal/exit"
+	"github.com/kilnctl/kiln/engine/failure"
 )
 
 // File names inside a token directory (DESIGN.md §6, contract).
@@ -63,7 +63,7 @@ func NewTokenDir(cluster, provider, location string, key *rsa.PrivateKey, tenant
 	}
 	if err := td.Manifest.validate(); err != nil {
 		// Names and tenants come from the user's config or arguments.
-		return nil, exit.Usage("new token directory for cluster %q: %w", cluster, err)
+		return nil, failure.BadInput("new token directory for cluster %q: %w", cluster, err)
 	}
 	for _, t := range tenants {
 		tok, err := SignToken(key, keyID, cluster, t, now)

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kilnctl/kiln/internal/exit"
+	"github.com/kilnctl/kiln/engine/failure"
 )
 
 func newTestDir(t *testing.T, tenants ...string) *TokenDir {
@@ -91,7 +91,7 @@ func TestNewTokenDir(t *testing.T) {
 	}
 	for _, c := range bad {
 		t.Run(c.name, func(t *testing.T) {
-			if _, err := NewTokenDir(c.cluster, c.provider, c.location, testKey(), c.tenants, testNow); exit.Code(err) != exit.BadInput {
+			if _, err := NewTokenDir(c.cluster, c.provider, c.location, testKey(), c.tenants, testNow); failure.Of(err) != failure.Input {
 				t.Fatalf("err = %v, want exit code 2", err)
 			}
 		})
@@ -246,8 +246,8 @@ func TestCommitRefusesInvalidDir(t *testing.T) {
 		t.Fatal(err)
 	}
 	err := Commit(dir, nil)
-	if exit.Code(err) != exit.BadInput {
-		t.Fatalf("Commit of a broken directory: exit code %d, err %v", exit.Code(err), err)
+	if failure.Of(err) != failure.Input {
+		t.Fatalf("Commit of a broken directory: kind %v, err %v", failure.Of(err), err)
 	}
 }
 
@@ -400,7 +400,7 @@ func TestAddTenants(t *testing.T) {
 	if !reflect.DeepEqual(loaded.Manifest.Tenants, []string{"default", "staging"}) {
 		t.Errorf("tenants = %v", loaded.Manifest.Tenants)
 	}
-	if _, err := AddTenants(dir, []string{"../x"}, later); exit.Code(err) != exit.BadInput {
+	if _, err := AddTenants(dir, []string{"../x"}, later); failure.Of(err) != failure.Input {
 		t.Errorf("bad tenant name: err = %v, want exit code 2", err)
 	}
 	// Nothing missing: nothing written.
@@ -594,8 +594,8 @@ func TestLoadRejectsBadContent(t *testing.T) {
 			if err == nil {
 				t.Fatal("Load accepted it")
 			}
-			if code := exit.Code(err); code != exit.BadInput {
-				t.Errorf("exit code %d, want 2: %v", code, err)
+			if code := failure.Of(err); code != failure.Input {
+				t.Errorf("kind %v, want input: %v", code, err)
 			}
 			msg := err.Error()
 			if want := filepath.Join(f.dir, c.file); !strings.Contains(msg, want+":") {
@@ -619,8 +619,8 @@ func TestLoadRejectsBadContent(t *testing.T) {
 func TestLoadMissingDir(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "nope")
 	_, err := Load(dir)
-	if exit.Code(err) != exit.BadInput || !errors.Is(err, fs.ErrNotExist) || !strings.Contains(err.Error(), dir) {
-		t.Fatalf("err = %v (code %d)", err, exit.Code(err))
+	if failure.Of(err) != failure.Input || !errors.Is(err, fs.ErrNotExist) || !strings.Contains(err.Error(), dir) {
+		t.Fatalf("err = %v (kind %v)", err, failure.Of(err))
 	}
 }
 
@@ -641,7 +641,7 @@ func TestDefaultDir(t *testing.T) {
 		}
 	}
 	for _, bad := range [][2]string{{"aws", "../x"}, {"", "dev1"}, {"aws", "a/b"}} {
-		if _, err := DefaultDir(bad[0], bad[1]); exit.Code(err) != exit.BadInput {
+		if _, err := DefaultDir(bad[0], bad[1]); failure.Of(err) != failure.Input {
 			t.Errorf("DefaultDir(%q, %q): err = %v, want exit code 2", bad[0], bad[1], err)
 		}
 	}

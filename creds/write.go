@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/kilnctl/kiln/internal/exit"
+	"github.com/kilnctl/kiln/engine/failure"
 )
 
 // How Write replaces a token directory DIR atomically, and how a crash at
@@ -305,7 +305,7 @@ func AddTenants(dir string, tenants []string, now time.Time) (*TokenDir, error) 
 	}
 	for i, t := range tenants {
 		if err := checkName(fmt.Sprintf("tenants[%d]", i), t); err != nil {
-			return nil, exit.Usage("add tenants to %s: %w", td.Path, err)
+			return nil, failure.BadInput("add tenants to %s: %w", td.Path, err)
 		}
 	}
 	iat := now.UTC().Truncate(time.Second)

@@ -44,7 +44,7 @@ type CreateRequest struct {
 	// Continue answers the continue question in advance: continue an
 	// installed platform with the key the cluster trusts.
 	Continue bool
-	// Timeout bounds the waits for readiness (exit 5 when it passes).
+	// Timeout bounds the waits for readiness (failure.Timeout when it passes).
 	Timeout time.Duration
 }
 

@@ -18,7 +18,7 @@ import (
 )
 
 // lockPhase is the lock phase: the token dir's file lock first (a second
-// create of NAME on this host stops here, exit 4, before it writes
+// create of NAME on this host stops here, failure.Locked, before it writes
 // anything, locally or remotely), then the cluster Lease where the cluster
 // already exists. A provider whose cluster the infrastructure phase creates
 // (aws, fresh) has nowhere to hold the Lease yet: its infrastructure is
@@ -125,7 +125,7 @@ func (r *run) acquire(ctx context.Context, cs kubernetes.Interface) error {
 	return nil
 }
 
-// lockDir takes the file lock of token dir path (once per run): exit 4
+// lockDir takes the file lock of token dir path (once per run): failure.Locked
 // naming the holder when another process has it.
 func (r *run) lockDir(path string) error {
 	if _, ok := r.dirLocks[path]; ok {

@@ -13,7 +13,7 @@ import (
 
 	"github.com/kilnctl/kiln/creds"
 	"github.com/kilnctl/kiln/engine/event"
-	"github.com/kilnctl/kiln/internal/exit"
+	"github.com/kilnctl/kiln/engine/failure"
 )
 
 // notActiveProvider is an aws-like provider whose cluster exists but is
@@ -122,8 +122,8 @@ func TestCreateStopsAtAHeldTokenDir(t *testing.T) {
 	defer held.Unlock()
 	p := &notActiveProvider{}
 	err = (&Engine{}).Create(context.Background(), CreateRequest{Target: Target{Provider: p, Name: "dev1"}, Timeout: time.Minute})
-	if exit.Code(err) != exit.Locked || !strings.Contains(err.Error(), "pid 4242") {
-		t.Fatalf("want exit 4 naming the holder, got %d: %v", exit.Code(err), err)
+	if failure.Of(err) != failure.Locked || !strings.Contains(err.Error(), "pid 4242") {
+		t.Fatalf("want locked naming the holder, got %v: %v", failure.Of(err), err)
 	}
 	if p.ensure != 0 {
 		t.Errorf("the infrastructure phase ran %d times", p.ensure)

@@ -9,7 +9,6 @@ import (
 	"github.com/kilnctl/kiln/engine/config"
 	"github.com/kilnctl/kiln/engine/failure"
 	"github.com/kilnctl/kiln/engine/platform"
-	"github.com/kilnctl/kiln/internal/exit"
 )
 
 // Facts are what a create found before deciding: discovery's view of the
@@ -41,7 +40,7 @@ type TokenDirFact struct {
 	// Dir is the loaded token dir (nil when absent).
 	Dir *creds.TokenDir
 	// Err says why an existing dir is unusable or belongs to another
-	// cluster (exit 2: kiln never overwrites it).
+	// cluster (failure.Input: kiln never overwrites it).
 	Err error
 }
 
@@ -73,7 +72,7 @@ type Outcome struct {
 	// TokenDir, on continue, is the token dir holding a trusted key.
 	TokenDir *creds.TokenDir
 	// Question, when set, must be answered before anything changes; Err
-	// is then the outcome of a "no" (exit 3).
+	// is then the outcome of a "no" (failure.Confirm).
 	Question *ContinueQuestion
 	Err      error
 }
@@ -114,7 +113,7 @@ func Place(name, hosted string, elsewhere []string) Placement {
 }
 
 // placeError words Place's refusal of name at location (nil for a place
-// it allows): found at elsewhere (exit 2, the first named as the location
+// it allows): found at elsewhere (failure.Input, the first named as the location
 // to use), or location hosting kiln cluster hosted. create's decision and
 // an operation on an explicitly named location say it alike.
 func placeError(pl Placement, n Nouns, name, location, hosted string, elsewhere []string) error {
@@ -123,7 +122,7 @@ func placeError(pl Placement, n Nouns, name, location, hosted string, elsewhere 
 		return inputErr(failure.Input, n.Target, name, "cluster %s already exists in %s %s, not in %s (a NAME is unique per %s); use {input} %s",
 			name, n.Location, strings.Join(elsewhere, ", "), location, n.Scope, elsewhere[0])
 	case PlaceTaken:
-		return exit.Usage("%s %s already hosts kiln cluster %s; a cluster hosts one kiln platform (NAME %s)", n.Location, location, hosted, name)
+		return failure.BadInput("%s %s already hosts kiln cluster %s; a cluster hosts one kiln platform (NAME %s)", n.Location, location, hosted, name)
 	}
 	return nil
 }
@@ -140,7 +139,7 @@ func Decide(f Facts, a Asked) Outcome {
 		return decideInstalled(f, a)
 	}
 	// Before anything is written: every token dir candidate that exists
-	// must be usable and belong to this cluster (exit 2 otherwise).
+	// must be usable and belong to this cluster (failure.Input otherwise).
 	var keys map[string]string
 	if st != nil {
 		keys = st.Keys

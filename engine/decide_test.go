@@ -6,8 +6,8 @@ import (
 
 	"github.com/kilnctl/kiln/creds"
 	"github.com/kilnctl/kiln/engine/config"
+	"github.com/kilnctl/kiln/engine/failure"
 	"github.com/kilnctl/kiln/engine/platform"
-	"github.com/kilnctl/kiln/internal/exit"
 )
 
 // TestDecideTable checks every row of the create decision table (DESIGN.md
@@ -20,7 +20,7 @@ func TestDecideTable(t *testing.T) {
 	}
 	absent := TokenDirFact{Candidate: candidate{Path: "/flag", Source: "--token-dir"}}
 	broken := TokenDirFact{Candidate: candidate{Path: "/broken", Source: "--token-dir"},
-		Err: exit.Usage("token dir /broken (from --token-dir) is unusable")}
+		Err: failure.BadInput("token dir /broken (from --token-dir) is unusable")}
 	installedCfg := config.Default(name)
 	installed := func(keys ...string) *platform.State {
 		st := &platform.State{NamespaceExists: true, Cluster: name, Installed: true, Config: installedCfg, Keys: map[string]string{}}
@@ -41,7 +41,7 @@ func TestDecideTable(t *testing.T) {
 		a    Asked
 		// want is the decision, "?" for a question, or "" for an error.
 		want     string
-		exitCode int
+		kind     failure.Kind
 		config   *config.ClusterConfig
 		tokenDir string
 		// msg are fragments the reason or error must hold.
@@ -70,16 +70,16 @@ func TestDecideTable(t *testing.T) {
 			f: Facts{Nouns: kubeNouns, Location: "kiln-a", Infra: InfraPresent, State: &platform.State{NamespaceExists: true}}, a: Asked{Continue: true}, want: DecisionResume},
 		{name: "installed without --continue: the question, exit 3 when declined",
 			f:    Facts{Provider: "kube", Nouns: kubeNouns, Location: "kiln-a", Cluster: name, Infra: InfraPresent, State: installed("k1"), TokenDirs: []TokenDirFact{dir("/td", "k1", creds.StateCommitted)}},
-			want: "?", exitCode: exit.NeedConfirm, msg: []string{"--continue", "nothing was changed", "k1"}},
+			want: "?", kind: failure.Confirm, msg: []string{"--continue", "nothing was changed", "k1"}},
 		{name: "installed, answered yes on the same facts: continue without asking again",
 			f: Facts{Provider: "kube", Nouns: kubeNouns, Location: "kiln-a", Cluster: name, Infra: InfraPresent, State: installed("k1"), TokenDirs: []TokenDirFact{dir("/td", "k1", creds.StateCommitted)}},
 			a: Asked{Confirmed: &asked}, want: DecisionContinue, config: installedCfg, tokenDir: "/td"},
 		{name: "installed, answered yes but the trusted keys changed since: asked again",
 			f: Facts{Provider: "kube", Nouns: kubeNouns, Location: "kiln-a", Cluster: name, Infra: InfraPresent, State: installed("k1", "k2"), TokenDirs: []TokenDirFact{dir("/td", "k1", creds.StateCommitted)}},
-			a: Asked{Confirmed: &asked}, want: "?", exitCode: exit.NeedConfirm},
+			a: Asked{Confirmed: &asked}, want: "?", kind: failure.Confirm},
 		{name: "installed, answered yes but the token dir changed since: asked again",
 			f: Facts{Provider: "kube", Nouns: kubeNouns, Location: "kiln-a", Cluster: name, Infra: InfraPresent, State: installed("k1")},
-			a: Asked{Confirmed: &asked}, want: "?", exitCode: exit.NeedConfirm},
+			a: Asked{Confirmed: &asked}, want: "?", kind: failure.Confirm},
 		{name: "installed with --continue: continue with the trusted key",
 			f: Facts{Nouns: kubeNouns, Location: "kiln-a", Cluster: name, Infra: InfraPresent, State: installed("k1"),
 				TokenDirs: []TokenDirFact{absent, dir("/other", "k0", creds.StateCommitted), dir("/td", "k1", creds.StatePending)}},
@@ -89,28 +89,28 @@ func TestDecideTable(t *testing.T) {
 			a: Asked{Continue: true, Config: config.Default(name)}, want: DecisionContinue, tokenDir: "/td"},
 		{name: "installed, no token dir with a trusted key: exit 1 naming keys and places",
 			f: Facts{Nouns: kubeNouns, Location: "kiln-a", Cluster: name, Infra: InfraPresent, State: installed("k1"), TokenDirs: []TokenDirFact{absent, dir("/td", "k0", creds.StateCommitted)}},
-			a: Asked{Continue: true}, exitCode: exit.Failed, msg: []string{"trusted: k1", "/flag (--token-dir)", "/td has key k0", "--token-dir"}},
+			a: Asked{Continue: true}, kind: failure.Failed, msg: []string{"trusted: k1", "/flag (--token-dir)", "/td has key k0", "--token-dir"}},
 		{name: "installed, no token dir at all: the question says none was found",
 			f:    Facts{Nouns: kubeNouns, Location: "kiln-a", Cluster: name, Infra: InfraPresent, State: installed("k1"), TokenDirs: []TokenDirFact{absent}},
-			want: "?", exitCode: exit.NeedConfirm},
+			want: "?", kind: failure.Confirm},
 		{name: "same NAME in another context: exit 2 saying where",
 			f: Facts{Nouns: kubeNouns, Location: "kiln-b", Infra: InfraPresent, Elsewhere: []string{"kiln-a"}, State: &platform.State{}}, a: Asked{Continue: true},
-			exitCode: exit.BadInput, msg: []string{"already exists in context kiln-a", "unique per kubeconfig", "--context kiln-a"}},
+			kind: failure.Input, msg: []string{"already exists in context kiln-a", "unique per kubeconfig", "--context kiln-a"}},
 		{name: "same NAME in another region: exit 2 saying where",
-			f:        Facts{Provider: "aws", Nouns: awsNouns, Location: "eu-west-1", Infra: InfraAbsent, Elsewhere: []string{"us-east-1"}},
-			exitCode: exit.BadInput, msg: []string{"region us-east-1", "unique per account", "--region us-east-1"}},
+			f:    Facts{Provider: "aws", Nouns: awsNouns, Location: "eu-west-1", Infra: InfraAbsent, Elsewhere: []string{"us-east-1"}},
+			kind: failure.Input, msg: []string{"region us-east-1", "unique per account", "--region us-east-1"}},
 		{name: "the context hosts another NAME: exit 2",
-			f:        Facts{Nouns: kubeNouns, Location: "kiln-a", Cluster: "other", Infra: InfraPresent, State: installed("k1")},
-			exitCode: exit.BadInput, msg: []string{"already hosts kiln cluster other"}},
+			f:    Facts{Nouns: kubeNouns, Location: "kiln-a", Cluster: "other", Infra: InfraPresent, State: installed("k1")},
+			kind: failure.Input, msg: []string{"already hosts kiln cluster other"}},
 		{name: "--continue with a config that differs: exit 2 listing fields",
 			f: Facts{Nouns: kubeNouns, Location: "kiln-a", Cluster: name, Infra: InfraPresent, State: installed("k1"), TokenDirs: []TokenDirFact{dir("/td", "k1", creds.StateCommitted)}},
-			a: Asked{Continue: true, Config: twoTenants, ConfigPath: "kiln.yaml"}, exitCode: exit.BadInput,
+			a: Asked{Continue: true, Config: twoTenants, ConfigPath: "kiln.yaml"}, kind: failure.Input,
 			msg: []string{"--config kiln.yaml differs", "spec.tenants"}},
 		{name: "an unusable token dir stops a fresh create: exit 2",
-			f: Facts{Nouns: kubeNouns, Location: "kiln-a", Infra: InfraAbsent, TokenDirs: []TokenDirFact{broken}}, exitCode: exit.BadInput, msg: []string{"/broken"}},
+			f: Facts{Nouns: kubeNouns, Location: "kiln-a", Infra: InfraAbsent, TokenDirs: []TokenDirFact{broken}}, kind: failure.Input, msg: []string{"/broken"}},
 		{name: "an unusable token dir stops a continue: exit 2",
 			f: Facts{Nouns: kubeNouns, Location: "kiln-a", Cluster: name, Infra: InfraPresent, State: installed("k1"), TokenDirs: []TokenDirFact{broken}},
-			a: Asked{Continue: true}, exitCode: exit.BadInput, msg: []string{"/broken"}},
+			a: Asked{Continue: true}, kind: failure.Input, msg: []string{"/broken"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -150,8 +150,8 @@ func TestDecideTable(t *testing.T) {
 				}
 			}
 			if tt.want == "" || tt.want == "?" {
-				if got := exit.Code(out.Err); got != tt.exitCode {
-					t.Errorf("exit %d, want %d: %v", got, tt.exitCode, out.Err)
+				if got := failure.Of(out.Err); got != tt.kind {
+					t.Errorf("kind %v, want %v: %v", got, tt.kind, out.Err)
 				}
 			}
 			if tt.config != nil && len(config.Diff(out.Config, tt.config)) > 0 {
@@ -202,8 +202,8 @@ func TestPlaceIsDecidesRule(t *testing.T) {
 		if (out.Err != nil) != refused {
 			t.Errorf("hosted %q elsewhere %v: Place says %d, Decide says %+v", c.hosted, c.elsewhere, got, out)
 		}
-		if refused && exit.Code(out.Err) != exit.BadInput {
-			t.Errorf("hosted %q elsewhere %v: Decide's refusal exits %d, want %d", c.hosted, c.elsewhere, exit.Code(out.Err), exit.BadInput)
+		if refused && failure.Of(out.Err) != failure.Input {
+			t.Errorf("hosted %q elsewhere %v: Decide's refusal is %v, want %v", c.hosted, c.elsewhere, failure.Of(out.Err), failure.Input)
 		}
 	}
 }

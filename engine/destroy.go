@@ -23,7 +23,6 @@ import (
 	"github.com/kilnctl/kiln/engine/platform"
 	"github.com/kilnctl/kiln/engine/project"
 	"github.com/kilnctl/kiln/engine/readiness"
-	"github.com/kilnctl/kiln/internal/exit"
 )
 
 // DestroyRequest is what Destroy needs.
@@ -44,8 +43,8 @@ func (e *Engine) Destroy(ctx context.Context, req DestroyRequest) error {
 	d := &destroyRun{current: PhaseDiscover}
 	aside, err := e.destroy(ctx, req, d)
 	if err != nil && ctx.Err() != nil {
-		switch exit.Code(err) {
-		case exit.Failed, exit.Interrupted:
+		switch failure.Of(err) {
+		case failure.Failed, failure.Interrupted:
 			// Ctrl-C or SIGTERM: say what the cluster holds now, read back,
 			// and how to finish, instead of the cancelled call's error.
 			err = e.destroyInterrupted(ctx, req, d)

@@ -6,7 +6,6 @@ import (
 
 	"github.com/kilnctl/kiln/engine/failure"
 	"github.com/kilnctl/kiln/engine/platform"
-	"github.com/kilnctl/kiln/internal/exit"
 )
 
 // destroyInterrupted words a destroy that Ctrl-C or SIGTERM stopped: what
@@ -24,16 +23,16 @@ func (e *Engine) destroyInterrupted(ctx context.Context, req DestroyRequest, d *
 	again := command(req.Target, d.loc.Name, "destroy")
 	if d.loc.Client == nil {
 		// No platform to read back (an infrastructure-only destroy).
-		return exit.Interrupt("interrupted during the %s phase: cluster %s is partly removed; run `%s` again to finish it", d.current, req.Name, again)
+		return failure.Interrupt("interrupted during the %s phase: cluster %s is partly removed; run `%s` again to finish it", d.current, req.Name, again)
 	}
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	st, err := platform.Read(rctx, d.loc.Client)
 	switch {
 	case err != nil:
-		return exit.Interrupt("interrupted during the %s phase: cluster %s may be partly removed (reading it back failed: %v); run `%s` again to finish it", d.current, req.Name, err, again)
+		return failure.Interrupt("interrupted during the %s phase: cluster %s may be partly removed (reading it back failed: %v); run `%s` again to finish it", d.current, req.Name, err, again)
 	case st.PartlyRemoved():
-		return exit.Interrupt("interrupted during the %s phase: cluster %s is partly removed: %s", d.current, req.Name, partlyRemoved(rctx, d.loc.Client, req.Target, d.loc.Name, st))
+		return failure.Interrupt("interrupted during the %s phase: cluster %s is partly removed: %s", d.current, req.Name, partlyRemoved(rctx, d.loc.Client, req.Target, d.loc.Name, st))
 	case st.NamespaceExists:
 		// The mark never landed: nothing was removed.
 		return failure.Unchanged(failure.Interrupted, "interrupted during the %s phase, before anything was removed: nothing was changed", d.current)
@@ -42,5 +41,5 @@ func (e *Engine) destroyInterrupted(ctx context.Context, req DestroyRequest, d *
 	if d.current == PhaseInfrastructure {
 		left = "the infrastructure kiln created for it, if any, then " + left
 	}
-	return exit.Interrupt("interrupted during the %s phase: the platform of cluster %s is removed (no kiln-system in %s %s); left: %s. Run `%s` again to finish it", d.current, req.Name, locationNoun(req.Provider), d.loc.Name, left, again)
+	return failure.Interrupt("interrupted during the %s phase: the platform of cluster %s is removed (no kiln-system in %s %s); left: %s. Run `%s` again to finish it", d.current, req.Name, locationNoun(req.Provider), d.loc.Name, left, again)
 }

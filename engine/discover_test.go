@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/kilnctl/kiln/engine/event"
-	"github.com/kilnctl/kiln/internal/exit"
+	"github.com/kilnctl/kiln/engine/failure"
 )
 
 // scopedProvider is a provider whose locations are given: the summary and
@@ -124,8 +124,8 @@ func TestNamedLocationRefusalsAreCreatesWords(t *testing.T) {
 		_, _, err := (&Engine{}).pick(Target{Provider: p, Name: "dev1"}, c.locs, nil, false)
 		c.f.Nouns = p.Nouns()
 		want := Decide(c.f, Asked{Name: "dev1"}).Err
-		if err == nil || want == nil || err.Error() != want.Error() || exit.Code(err) != exit.Code(want) {
-			t.Errorf("locations %+v: an operation says %v (exit %d), create %v (exit %d)", c.locs, err, exit.Code(err), want, exit.Code(want))
+		if err == nil || want == nil || err.Error() != want.Error() || failure.Of(err) != failure.Of(want) {
+			t.Errorf("locations %+v: an operation says %v (kind %v), create %v (kind %v)", c.locs, err, failure.Of(err), want, failure.Of(want))
 		}
 	}
 }

@@ -16,8 +16,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/kilnctl/kiln/engine/config"
+	"github.com/kilnctl/kiln/engine/failure"
 	"github.com/kilnctl/kiln/engine/platform"
-	"github.com/kilnctl/kiln/internal/exit"
 )
 
 // defaultClassAnnotation is the annotation that makes an IngressClass the
@@ -49,9 +49,13 @@ func hintsFor(t Target, location string) frontDoorHints {
 	return h
 }
 
-// upgrade is the upgrade hint, in backquotes.
+// upgrade is the upgrade hint, in backquotes; without hints for a cluster,
+// Command's words for any cluster (PROVIDER NAME).
 func (h frontDoorHints) upgrade() string {
-	return "`" + orDefault(h.Upgrade, "kiln upgrade PROVIDER NAME -c FILE") + "`"
+	if h.Upgrade == "" {
+		h.Upgrade = Command(Target{Name: "NAME"}, "", []string{"upgrade"}, "-c", "FILE")
+	}
+	return "`" + h.Upgrade + "`"
 }
 
 // FrontDoor is the entry point of a cluster: how kiln-gateway is reached
@@ -411,7 +415,7 @@ func (e *Engine) resolveExpose(ctx context.Context, p Provider, cs kubernetes.In
 }
 
 // waitLoadBalancer watches Service kiln-gateway until it has a
-// load-balancer address, within ctx. A deadline is exit 5 naming what is
+// load-balancer address, within ctx. A deadline is failure.Timeout naming what is
 // missing.
 func (e *Engine) waitLoadBalancer(ctx context.Context, cs kubernetes.Interface) error {
 	e.logf(LevelInfo, "waiting for a load-balancer address on Service %s/%s (spec.gateway.expose loadBalancer): the cluster's load-balancer controller publishes it; on a cluster without one (no cloud controller manager, no MetalLB) it never comes",
@@ -458,7 +462,7 @@ func (e *Engine) waitLoadBalancer(ctx context.Context, cs kubernetes.Interface) 
 
 func lbTimeout(ctx context.Context, err error) error {
 	if ctx.Err() == context.DeadlineExceeded {
-		return exit.Deadline("timed out waiting for a load-balancer address on Service %s/%s (spec.gateway.expose loadBalancer): no load-balancer controller has published one; install one (a cloud controller manager, MetalLB) or choose another spec.gateway.expose with kiln upgrade", platform.Namespace, platform.GatewayName)
+		return failure.Deadline("timed out waiting for a load-balancer address on Service %s/%s (spec.gateway.expose loadBalancer): no load-balancer controller has published one; install one (a cloud controller manager, MetalLB) or choose another spec.gateway.expose with kiln upgrade", platform.Namespace, platform.GatewayName)
 	}
 	if ctx.Err() != nil {
 		return ctx.Err()

@@ -9,8 +9,8 @@ import (
 
 	"github.com/kilnctl/kiln/creds"
 	"github.com/kilnctl/kiln/engine/config"
+	"github.com/kilnctl/kiln/engine/failure"
 	"github.com/kilnctl/kiln/engine/platform"
-	"github.com/kilnctl/kiln/internal/exit"
 )
 
 // An error that tells the user what to give next carries the input, keeps
@@ -23,8 +23,8 @@ func TestInputErrorIsWordedByTheFrontend(t *testing.T) {
 	if out.Err == nil {
 		t.Fatal("installed platform without --continue: want an error")
 	}
-	if got := exit.Code(out.Err); got != exit.NeedConfirm {
-		t.Fatalf("exit code %d, want %d", got, exit.NeedConfirm)
+	if got := failure.Of(out.Err); got != failure.Confirm {
+		t.Fatalf("kind %v, want %v", got, failure.Confirm)
 	}
 	var ie *InputError
 	if !errors.As(out.Err, &ie) || ie.Input != InputContinue || ie.Object != "c1" {

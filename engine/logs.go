@@ -6,8 +6,8 @@ import (
 	"fmt"
 
 	"github.com/kilnctl/kiln/engine/config"
+	"github.com/kilnctl/kiln/engine/failure"
 	"github.com/kilnctl/kiln/engine/project"
-	"github.com/kilnctl/kiln/internal/exit"
 	"github.com/kilnctl/kiln/internal/human"
 )
 
@@ -43,7 +43,7 @@ func (e *Engine) ProjectLogs(ctx context.Context, req ProjectLogsRequest, out fu
 		msg = "stopped following: " + msg
 	}
 	if err != nil && ctx.Err() != nil && errors.Is(err, context.Canceled) {
-		err = exit.Interrupt("interrupted reading logs of project %s", req.Ref)
+		err = failure.Interrupt("interrupted reading logs of project %s", req.Ref)
 	}
 	return e.finish(err, msg, "")
 }

@@ -15,7 +15,6 @@ import (
 	"github.com/kilnctl/kiln/engine/failure"
 	"github.com/kilnctl/kiln/engine/project"
 	"github.com/kilnctl/kiln/engine/readiness"
-	"github.com/kilnctl/kiln/internal/exit"
 	"github.com/kilnctl/kiln/internal/human"
 )
 
@@ -79,7 +78,7 @@ func (e *Engine) projectOpsAt(ctx context.Context, req Target, timeout time.Dura
 		return nil, located{}, err
 	}
 	if !loc.State.Installed || loc.State.Config == nil {
-		return nil, located{}, exit.Usage("cluster %s: platform not installed (no kiln-config); run `%s` first", req.Name, command(req, loc.Name, "create"))
+		return nil, located{}, failure.BadInput("cluster %s: platform not installed (no kiln-config); run `%s` first", req.Name, command(req, loc.Name, "create"))
 	}
 	return e.opsFor(loc, req, timeout), located{loc: loc, cands: cands}, nil
 }
@@ -140,11 +139,11 @@ func (e *Engine) Project(ctx context.Context, req ProjectRequest) ([]ProjectStat
 		// cancelled call's error.
 		err = e.readBack(ctx, ops, req)
 	}
-	if err != nil && ctx.Err() != nil && exit.Code(err) == exit.Failed {
-		err = exit.Interrupt("interrupted: %v", err)
+	if err != nil && ctx.Err() != nil && failure.Of(err) == failure.Failed {
+		err = failure.Interrupt("interrupted: %v", err)
 	}
-	if errors.Is(err, context.Canceled) && exit.Code(err) != exit.Interrupted {
-		err = exit.Interrupt("interrupted during project %s %s", req.Op, req.Ref)
+	if errors.Is(err, context.Canceled) && failure.Of(err) != failure.Interrupted {
+		err = failure.Interrupt("interrupted during project %s %s", req.Op, req.Ref)
 	}
 	cleanDeep(&out)
 	return out, e.finish(err, msg, "")
@@ -166,13 +165,13 @@ func (e *Engine) readBack(ctx context.Context, ops *project.Ops, req ProjectRequ
 	defer cancel()
 	r, err := ops.Parse(req.Ref)
 	if err != nil {
-		return exit.Interrupt("interrupted during project %s %s", req.Op, req.Ref)
+		return failure.Interrupt("interrupted during project %s %s", req.Op, req.Ref)
 	}
 	st, err := ops.Inspect(rctx, r)
 	if err != nil {
-		return exit.Interrupt("interrupted during project %s %s; reading it back failed (%v), so what landed is unknown: inspect the project to see", req.Op, req.Ref, err)
+		return failure.Interrupt("interrupted during project %s %s; reading it back failed (%v), so what landed is unknown: inspect the project to see", req.Op, req.Ref, err)
 	}
-	return exit.Interrupt("interrupted during project %s %s; read back from the cluster: desired %s, stack %s, observed %s", req.Op, req.Ref, st.Desired, st.Stack, st.State)
+	return failure.Interrupt("interrupted during project %s %s; read back from the cluster: desired %s, stack %s, observed %s", req.Op, req.Ref, st.Desired, st.Stack, st.State)
 }
 
 func (e *Engine) project(ctx context.Context, req ProjectRequest, opsOut **project.Ops) ([]ProjectStatus, string, error) {
@@ -243,7 +242,7 @@ func (e *Engine) project(ctx context.Context, req ProjectRequest, opsOut **proje
 	case ProjectRotateToken:
 		err = ops.RotateToken(ctx, r)
 	default:
-		return nil, "", exit.Usage("project operation %q unknown", req.Op)
+		return nil, "", failure.BadInput("project operation %q unknown", req.Op)
 	}
 	if err != nil {
 		return nil, "", err

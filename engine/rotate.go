@@ -13,7 +13,6 @@ import (
 	"github.com/kilnctl/kiln/engine/failure"
 	"github.com/kilnctl/kiln/engine/lock"
 	"github.com/kilnctl/kiln/engine/platform"
-	"github.com/kilnctl/kiln/internal/exit"
 )
 
 // RotateKeyRequest is kiln rotate-key: replace the cluster's signing key
@@ -33,7 +32,7 @@ type RotateKeyRequest struct {
 }
 
 // RotateConfirmer is a Confirmer that can confirm a key rotation. A
-// Confirmer without it (or none) answers no: exit 3, nothing changed.
+// Confirmer without it (or none) answers no: failure.Confirm, nothing changed.
 type RotateConfirmer interface {
 	ConfirmRotate(ctx context.Context, q RotateQuestion) (bool, error)
 }
@@ -122,7 +121,7 @@ func (r *rotation) run(ctx context.Context) error {
 	}
 	r.loc, r.cands = loc, cands
 	if !loc.State.Installed {
-		return exit.Usage("cluster %s: platform not installed (no kiln-config); run `%s` first", req.Name, command(req.Target, loc.Name, "create"))
+		return failure.BadInput("cluster %s: platform not installed (no kiln-config); run `%s` first", req.Name, command(req.Target, loc.Name, "create"))
 	}
 	if err := e.checkVersion(loc.State, req.Name); err != nil {
 		return err
@@ -302,7 +301,7 @@ func (r *rotation) interrupted(ctx context.Context) error {
 	defer cancel()
 	st, err := platform.Read(rctx, r.loc.Client)
 	if err != nil {
-		return exit.Interrupt("interrupted; reading kiln-auth back failed (%v), so what landed is unknown. Run `%s` again to finish the rotation under way (it never starts a second one)", err, again)
+		return failure.Interrupt("interrupted; reading kiln-auth back failed (%v), so what landed is unknown. Run `%s` again to finish the rotation under way (it never starts a second one)", err, again)
 	}
 	held := ""
 	if r.td != nil {
@@ -310,6 +309,6 @@ func (r *rotation) interrupted(ctx context.Context) error {
 			held = fmt.Sprintf("; token dir %s holds key %s", td.Path, td.Manifest.KeyID)
 		}
 	}
-	return exit.Interrupt("interrupted; read back: kiln-auth trusts %s%s. Every instant of a rotation leaves a key the cluster trusts in the token dir; run `%s` again to finish the rotation under way (it never starts a second one)",
+	return failure.Interrupt("interrupted; read back: kiln-auth trusts %s%s. Every instant of a rotation leaves a key the cluster trusts in the token dir; run `%s` again to finish the rotation under way (it never starts a second one)",
 		strings.Join(st.KeyIDs(), ", "), held, again)
 }

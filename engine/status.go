@@ -15,9 +15,9 @@ import (
 	"github.com/kilnctl/kiln/creds"
 	"github.com/kilnctl/kiln/engine/config"
 	"github.com/kilnctl/kiln/engine/event"
+	"github.com/kilnctl/kiln/engine/failure"
 	"github.com/kilnctl/kiln/engine/platform"
 	"github.com/kilnctl/kiln/engine/readiness"
-	"github.com/kilnctl/kiln/internal/exit"
 	"github.com/kilnctl/kiln/internal/human"
 )
 
@@ -95,7 +95,7 @@ func platformRefs(name string, cfg *config.ClusterConfig) []readiness.Ref {
 }
 
 // locate discovers and returns the location where NAME's platform lives.
-// A cluster that is not found is bad input (exit 2): the NAME is wrong or
+// A cluster that is not found is bad input (failure.Input): the NAME is wrong or
 // the kubeconfig does not reach it. With infraOK, a location holding only
 // part of NAME's infrastructure (see infraOnly) is returned too: destroy
 // removes what is there.
@@ -111,15 +111,15 @@ func (e *Engine) locate(ctx context.Context, req Target, infraOK bool) (Location
 		loc, cands = f.loc, f.cands
 		var nf *notFoundError
 		if errors.As(err, &nf) {
-			err = exit.Usage("%s", nf.msg)
+			err = failure.BadInput("%s", nf.msg)
 		}
 		if err == nil && infraOK && infraOnly(loc, req.Name) {
 			return nil
 		}
 		if err == nil && (loc.State == nil || (!loc.State.Installed && !loc.State.NamespaceExists)) {
-			err = exit.Usage("no kiln cluster %s in %s %s", req.Name, locationNoun(req.Provider), loc.Name)
+			err = failure.BadInput("no kiln cluster %s in %s %s", req.Name, locationNoun(req.Provider), loc.Name)
 		}
-		if err != nil && infraOK && exit.Code(err) == exit.BadInput {
+		if err != nil && infraOK && failure.Of(err) == failure.Input {
 			// destroy: nothing of NAME is left in any cluster, but kiln
 			// may still remember it (an interrupted destroy's last step).
 			if l, ok := e.removedLeftovers(ctx, req, cands); ok {

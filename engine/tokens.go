@@ -9,13 +9,28 @@ import (
 	"strings"
 
 	"github.com/kilnctl/kiln/creds"
-	"github.com/kilnctl/kiln/internal/exit"
+	"github.com/kilnctl/kiln/engine/failure"
 )
 
 // candidate is a place a cluster's token dir may be.
 type candidate struct {
 	Path   string
 	Source string // the token dir input's name ("--token-dir"), "keyring", "default path"
+	// Forget is the hint that removes the cluster's keyring entry, as the
+	// frontend words it ("" leaves it out; see forgetHint).
+	Forget string
+}
+
+// forgetHint is the command that removes provider/name's keyring entry
+// (kiln tokens forget), through the engine's Actions when the frontend has
+// its own words; "" when it has no such action (the wizard: moving the
+// dir aside is its fix).
+func (e *Engine) forgetHint(provider, name string) string {
+	verb := []string{"tokens", "forget"}
+	if e.Actions != nil {
+		return e.Actions(verb, nil)
+	}
+	return joinCommand(provider, "", name, "", "", verb, nil)
 }
 
 // candidates lists, in lookup order, where the token dir of provider/name
@@ -23,10 +38,11 @@ type candidate struct {
 func (e *Engine) candidates(provider, name, flag string) ([]candidate, error) {
 	var out []candidate
 	seen := map[string]bool{}
+	forget := e.forgetHint(provider, name)
 	add := func(path, source string) {
 		if path != "" && !seen[path] {
 			seen[path] = true
-			out = append(out, candidate{path, source})
+			out = append(out, candidate{Path: path, Source: source, Forget: forget})
 		}
 	}
 	add(flag, e.inputName(InputTokenDir))
@@ -57,10 +73,13 @@ func loadCandidate(c candidate, provider, name string) (*creds.TokenDir, error) 
 		}
 	}
 	if err != nil {
-		return nil, exit.Usage("token dir %s (from %s) is unusable: %v; move it aside or run `kiln tokens forget %s %s`", c.Path, c.Source, err, provider, name)
+		if c.Forget == "" {
+			return nil, failure.BadInput("token dir %s (from %s) is unusable: %v; move it aside", c.Path, c.Source, err)
+		}
+		return nil, failure.BadInput("token dir %s (from %s) is unusable: %v; move it aside or run `%s`", c.Path, c.Source, err, c.Forget)
 	}
 	if td.Manifest.Cluster != name || td.Manifest.Provider != provider {
-		return nil, exit.Usage("token dir %s (from %s) belongs to cluster %s/%s, not %s/%s", c.Path, c.Source, td.Manifest.Provider, td.Manifest.Cluster, provider, name)
+		return nil, failure.BadInput("token dir %s (from %s) belongs to cluster %s/%s, not %s/%s", c.Path, c.Source, td.Manifest.Provider, td.Manifest.Cluster, provider, name)
 	}
 	return td, nil
 }

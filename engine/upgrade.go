@@ -14,7 +14,6 @@ import (
 	"github.com/kilnctl/kiln/engine/lock"
 	"github.com/kilnctl/kiln/engine/platform"
 	"github.com/kilnctl/kiln/engine/readiness"
-	"github.com/kilnctl/kiln/internal/exit"
 	"github.com/kilnctl/kiln/internal/human"
 )
 
@@ -44,7 +43,7 @@ type UpgradeRequest struct {
 }
 
 // UpgradeConfirmer is a Confirmer that can confirm an upgrade plan. A
-// Confirmer without it (or none) answers no: exit 3, nothing changed.
+// Confirmer without it (or none) answers no: failure.Confirm, nothing changed.
 type UpgradeConfirmer interface {
 	ConfirmUpgrade(ctx context.Context, q UpgradeQuestion) (bool, error)
 }
@@ -145,7 +144,7 @@ func (u *upgrade) run(ctx context.Context) (string, error) {
 	}
 	u.loc = loc
 	if !loc.State.Installed || loc.State.Config == nil {
-		return "", exit.Usage("cluster %s: platform not installed in %s %s (no kiln-config); run `%s` first", req.Name, locationNoun(req.Provider), loc.Name, command(req.Target, loc.Name, "create"))
+		return "", failure.BadInput("cluster %s: platform not installed in %s %s (no kiln-config); run `%s` first", req.Name, locationNoun(req.Provider), loc.Name, command(req.Target, loc.Name, "create"))
 	}
 	if err := e.checkVersion(loc.State, req.Name); err != nil {
 		return "", err
@@ -201,7 +200,7 @@ func (u *upgrade) run(ctx context.Context) (string, error) {
 // checkVersion refuses to change a platform a newer kiln last wrote.
 func (e *Engine) checkVersion(st *platform.State, name string) error {
 	if platform.Newer(st.Version, st.Schema, e.version()) {
-		return exit.Usage("platform %s was last installed or upgraded by kiln %s (platform schema %d); this kiln is %s (schema %d) and does not change a newer platform: use kiln %s or newer",
+		return failure.BadInput("platform %s was last installed or upgraded by kiln %s (platform schema %d); this kiln is %s (schema %d) and does not change a newer platform: use kiln %s or newer",
 			name, st.Version, st.Schema, e.version(), platform.SchemaVersion, st.Version)
 	}
 	return nil

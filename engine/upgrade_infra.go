@@ -15,7 +15,7 @@ type InfraUpgrader interface {
 	// PlanInfrastructure lists, reading only, the infrastructure changes
 	// the provider was asked for, in the order they are applied. A change
 	// the provider refuses (a version jump its platform does not allow) is
-	// an error naming why (exit 2).
+	// an error naming why (failure.Input).
 	PlanInfrastructure(ctx context.Context, name, location string) ([]PlanChange, error)
 	// UpgradeInfrastructure makes those changes in order, each waited for
 	// and shown as resource events on sink. It is idempotent: run again

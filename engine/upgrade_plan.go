@@ -103,7 +103,7 @@ func (u *upgrade) plan(ctx context.Context) (*upgradePlan, error) {
 
 	// Tenants: tokens first (signed with the key the cluster trusts), then
 	// namespaces; removed tenants' namespaces, then their tokens.
-	td, err := loadCandidate(candidate{Path: u.td.Path, Source: "token dir"}, req.Provider.Name(), req.Name)
+	td, err := loadCandidate(candidate{Path: u.td.Path, Source: "token dir", Forget: u.e.forgetHint(req.Provider.Name(), req.Name)}, req.Provider.Name(), req.Name)
 	if err != nil {
 		return nil, err
 	}
@@ -350,7 +350,7 @@ func sameQty(a, b string) bool {
 }
 
 // refusal is the plan's bad input: removing a tenant that has projects
-// without DeleteProjects (exit 2 naming them).
+// without DeleteProjects (failure.Input naming them).
 func (p *upgradePlan) refusal(u *upgrade) error {
 	if len(p.blocked) == 0 || u.req.DeleteProjects {
 		return nil

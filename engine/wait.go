@@ -16,7 +16,7 @@ import (
 // WaitRequest is what Wait needs.
 type WaitRequest struct {
 	Target
-	// Timeout bounds the wait (exit 5 when it passes).
+	// Timeout bounds the wait (failure.Timeout when it passes).
 	Timeout time.Duration
 	// Probe adds, after the API readiness, one authenticated request per
 	// tenant through the gateway (wait --probe).

@@ -64,7 +64,7 @@ const maxIncremental = 5
 // Each pass logs (debug) what it re-read.
 //
 // Watch returns nil when ctx ends, or the discovery's error (the cluster
-// is not there: exit 2) before fn was ever called.
+// is not there: failure.Input) before fn was ever called.
 func (e *Engine) Watch(ctx context.Context, t Target, fn WatchFunc) error {
 	ctx = e.traced(ctx)
 	t = e.hinted(t)

@@ -121,6 +121,11 @@ func Actions(verb, args []string) string {
 		return "K rotate key"
 	case "status", "inspect", "wait":
 		return "i inspect"
+	case "tokens":
+		// The wizard changes no keyring entry: a hint to forget one is
+		// left out (moving an unusable token dir aside is the fix it
+		// gives).
+		return ""
 	case "project":
 		op, on := "", ""
 		if len(verb) > 1 {

@@ -30,6 +30,8 @@ func TestActionsWordHintsAsKeys(t *testing.T) {
 		{[]string{"status"}, nil, "i inspect"},
 		{[]string{"project", engine.ProjectStart}, []string{"default/blog"}, "s start on default/blog"},
 		{[]string{"project", engine.ProjectRotateToken}, []string{"default/blog"}, "t rotate token on default/blog"},
+		// No key forgets a keyring entry: the engine leaves that hint out.
+		{[]string{"tokens", "forget"}, nil, ""},
 	} {
 		got := tui.Actions(tc.verb, tc.args)
 		if got != tc.want {

@@ -97,10 +97,11 @@ func (r *runState) failed() failure.Kind {
 	return failure.Of(r.result.Err)
 }
 
-// failureWords names a failure's kind in the wizard's words, after a failed
-// result's message. The wizard shows no exit number: those are the CLI's
-// (internal/exit, DESIGN.md §4), and the wizard exits with none of them.
-func failureWords(k failure.Kind) string {
+// FailureWords names a failure's kind in the wizard's words, in parentheses
+// after a failed result's message ("✗ MESSAGE (timed out)"). The wizard
+// shows no exit number: those are the CLI's (internal/exit, DESIGN.md §4),
+// and the wizard exits with none of them.
+func FailureWords(k failure.Kind) string {
 	switch k {
 	case failure.Input:
 		return "bad input"
@@ -405,7 +406,7 @@ func (m *Model) openRunDetail() {
 	if r.result != nil {
 		head := "Result"
 		if !r.result.OK {
-			head += " (" + failureWords(r.failed()) + ")"
+			head += " (" + FailureWords(r.failed()) + ")"
 		}
 		lines = append(lines, "", head+": "+r.result.Message)
 	}
@@ -522,7 +523,7 @@ func (m *Model) viewResult(p *page) {
 		}
 		p.hang(m.st.header.Render("○ cancelled — "+msg), 2)
 	default:
-		p.hang(m.st.fail.Render(fmt.Sprintf("✗ %s (%s)", r.result.Message, failureWords(r.failed()))), 2)
+		p.hang(m.st.fail.Render(fmt.Sprintf("✗ %s (%s)", r.result.Message, FailureWords(r.failed()))), 2)
 	}
 	if r.destroyAgain() {
 		p.hang(m.st.warn.Render("Press d to run destroy again: it asks once more, then finishes what this run began (nothing removed comes back)."), 2)

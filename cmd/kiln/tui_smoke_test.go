@@ -13,7 +13,9 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/kilnctl/kiln/engine/failure"
 	"github.com/kilnctl/kiln/engine/platform"
+	"github.com/kilnctl/kiln/tui"
 )
 
 // tmux drives one detached tmux server on a private socket in the test's
@@ -70,7 +72,7 @@ func (x *tmux) waitFor(d time.Duration, want ...string) string {
 		if all {
 			return s
 		}
-		if strings.Contains(s, "(exit ") {
+		if wizardFailed(s) {
 			x.t.Fatalf("the wizard shows a failure while waiting for %q:\n%s", want, s)
 		}
 		if time.Now().After(deadline) {
@@ -78,6 +80,17 @@ func (x *tmux) waitFor(d time.Duration, want ...string) string {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// wizardFailed reports whether screen s shows a failed result: its message
+// followed by the failure's kind in the wizard's words ("✗ … (timed out)").
+func wizardFailed(s string) bool {
+	for k := failure.Failed; k <= failure.Interrupted; k++ {
+		if strings.Contains(s, "("+tui.FailureWords(k)+")") {
+			return true
+		}
+	}
+	return false
 }
 
 // TestWizardSmokeInTmux runs the kiln binary's wizard in a real terminal
@@ -368,7 +381,7 @@ func TestWizardContinueCancelResizeInTmux(t *testing.T) {
 		if strings.Contains(s, "✓ cluster "+name+" is ready") && strings.Contains(s, "Next") {
 			break
 		}
-		if strings.Contains(s, "(exit ") {
+		if wizardFailed(s) {
 			t.Fatalf("continue failed:\n%s", s)
 		}
 		if time.Now().After(deadline) {
@@ -397,10 +410,11 @@ func TestWizardContinueCancelResizeInTmux(t *testing.T) {
 	x.keys("Tab")
 	x.waitFor(10*time.Second, "‹ kiln-a ›")
 	x.keys("Enter", "Enter", "Enter", "Enter")
-	failed := x.waitScreen(time.Minute, "(exit 2)", "esc back")
+	badInput := "(" + tui.FailureWords(failure.Input) + ")"
+	failed := x.waitScreen(time.Minute, badInput, "esc back")
 	fitsWidth(t, failed, 80)
 	t.Logf("failed create at 80x24:\n%s", failed)
-	if !strings.Contains(folded(failed), folded("✗ "+msg+" (exit 2)")) {
+	if !strings.Contains(folded(failed), folded("✗ "+msg+" "+badInput)) {
 		t.Errorf("the failure is not shown whole (want %q):\n%s", msg, failed)
 	}
 	if n := strings.Count(folded(failed), "already hosts kiln cluster "+other); n != 1 {

@@ -14,7 +14,7 @@ import (
 // deterministic YAML: keys sorted, list order kept. It is what kiln stores
 // in ConfigMap kiln-system/kiln-config, key config.yaml, and what
 // ParseCanonical reads back. An invalid config (validated against its own
-// metadata.name) is refused with exit.Usage. c is not modified.
+// metadata.name) is refused with failure.BadInput. c is not modified.
 func (c *ClusterConfig) Canonical() ([]byte, error) {
 	e := c.clone()
 	e.ApplyDefaults()

@@ -5,7 +5,7 @@
 // the installed one.
 //
 // Every problem with user input is reported with file, line, column and the
-// field path, all problems at once, classified exit.Usage (exit code 2).
+// field path, all problems at once, classified failure.BadInput (bad input).
 package config
 
 import (

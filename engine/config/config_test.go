@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/kilnctl/kiln/internal/exit"
+	"github.com/kilnctl/kiln/engine/failure"
 )
 
 func TestDefault(t *testing.T) {
@@ -71,7 +71,7 @@ func TestApplyDefaults(t *testing.T) {
 		"spec.stacks: must list at least one stack (leave it out for the default stack)",
 		"spec.tenants: must list at least one tenant (leave it out for [default])",
 	}, "\n")
-	if err == nil || err.Error() != want || exit.Code(err) != exit.BadInput {
+	if err == nil || err.Error() != want || failure.Of(err) != failure.Input {
 		t.Errorf("Validate = %v, want\n%s", err, want)
 	}
 }
@@ -88,7 +88,7 @@ func TestValidate(t *testing.T) {
 		`spec.stacks[1].name: duplicate stack name "default" (also spec.stacks[0])`,
 		"spec.stacks[1].port: must be between 1 and 65535, got 99999",
 	}, "\n")
-	if err == nil || err.Error() != want || exit.Code(err) != exit.BadInput {
+	if err == nil || err.Error() != want || failure.Of(err) != failure.Input {
 		t.Errorf("Validate = %v, want\n%s", err, want)
 	}
 	if err := Default("dev1").Validate("Bad"); err == nil || !strings.HasPrefix(err.Error(), `NAME "Bad": `) {
@@ -160,7 +160,7 @@ func TestCanonical(t *testing.T) {
 	// Invalid configs are refused.
 	bad := Default("dev1")
 	bad.Spec.Gateway.Replicas = 50
-	if _, err := bad.Canonical(); err == nil || exit.Code(err) != exit.BadInput || !strings.Contains(err.Error(), "spec.gateway.replicas") {
+	if _, err := bad.Canonical(); err == nil || failure.Of(err) != failure.Input || !strings.Contains(err.Error(), "spec.gateway.replicas") {
 		t.Errorf("Canonical of an invalid config: %v", err)
 	}
 	if _, err := (&ClusterConfig{}).Canonical(); err == nil || err.Error() != "metadata.name: required" {
@@ -221,8 +221,8 @@ func TestParseCanonicalErrors(t *testing.T) {
 			if want := "stored cluster config is invalid:\n" + tt.want; err.Error() != want {
 				t.Errorf("error:\n%s\nwant:\n%s", err, want)
 			}
-			if exit.Code(err) != exit.Failed {
-				t.Errorf("exit.Code = %d, want %d", exit.Code(err), exit.Failed)
+			if failure.Of(err) != failure.Failed {
+				t.Errorf("failure.Of = %v, want %v", failure.Of(err), failure.Failed)
 			}
 			var ps Problems
 			if !errors.As(err, &ps) {

@@ -21,7 +21,6 @@ import (
 
 	"github.com/kilnctl/kiln/engine/failure"
 	"github.com/kilnctl/kiln/engine/input"
-	"github.com/kilnctl/kiln/internal/exit"
 )
 
 // MaxFileSize bounds a config file.
@@ -36,7 +35,7 @@ const CanonicalSource = "kiln-system/kiln-config[config.yaml]"
 
 // Load reads the config file at path (given with -c/--config) and returns
 // the effective config for cluster NAME; see Parse. A file that cannot be
-// read is exit.Usage naming the path and -c/--config.
+// read is failure.BadInput naming the path and -c/--config.
 func Load(path string, name string) (*ClusterConfig, error) {
 	data, err := readFile(path)
 	if err != nil {
@@ -76,7 +75,7 @@ func pathErr(err error) error {
 // Parse decodes data (named filename in messages) strictly, fills defaults
 // and validates the result for cluster NAME. Every problem (syntax, unknown
 // or duplicate field, wrong type, bad value) is reported in one error, one
-// line each as FILE:LINE:COL: PATH: MESSAGE; the error is exit.Usage and
+// line each as FILE:LINE:COL: PATH: MESSAGE; the error is failure.BadInput and
 // wraps Problems. A field spelled out with an empty value (`tenants: []`,
 // `replicas: 0`, `domain: ""`) is an error rather than a request for the
 // default; null (`domain: ~`) means unset.
@@ -86,7 +85,7 @@ func Parse(filename string, data []byte, name string) (*ClusterConfig, error) {
 	}
 	c, ps := parse(filename, data, name)
 	if len(ps) > 0 {
-		return nil, exit.Usage("%w", ps)
+		return nil, failure.BadInput("%w", ps)
 	}
 	return c, nil
 }

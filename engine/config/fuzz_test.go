@@ -4,7 +4,7 @@ import (
 	"reflect"
 	"testing"
 
-	"github.com/kilnctl/kiln/internal/exit"
+	"github.com/kilnctl/kiln/engine/failure"
 )
 
 // FuzzParse checks that Parse never panics, that every failure is bad input
@@ -39,8 +39,8 @@ func FuzzParse(f *testing.F) {
 			if c != nil {
 				t.Fatalf("config and error both returned")
 			}
-			if code := exit.Code(err); code != exit.BadInput {
-				t.Fatalf("exit code %d for %v", code, err)
+			if code := failure.Of(err); code != failure.Input {
+				t.Fatalf("kind %v for %v", code, err)
 			}
 			return
 		}

@@ -6,14 +6,14 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/validation"
 
-	"github.com/kilnctl/kiln/internal/exit"
+	"github.com/kilnctl/kiln/engine/failure"
 )
 
 // ValidateName checks a cluster NAME: a DNS-1123 label of at most 40
-// characters. The error is exit.Usage and reads `NAME "X": reason`.
+// characters. The error is failure.BadInput and reads `NAME "X": reason`.
 func ValidateName(name string) error {
 	if r := labelProblem(name, MaxNameLength); r != "" {
-		return exit.Usage("NAME %q: %s", name, r)
+		return failure.BadInput("NAME %q: %s", name, r)
 	}
 	return nil
 }
@@ -22,18 +22,18 @@ func ValidateName(name string) error {
 // DNS-1123 label of at most 40 characters (its namespace is
 // kiln-tenant-TENANT). The project is a DNS-1123 label of at most 40
 // characters that also starts with a letter, because it names a Service
-// (which Kubernetes requires to be a DNS-1035 label). Errors are exit.Usage
+// (which Kubernetes requires to be a DNS-1035 label). Errors are failure.BadInput
 // and read `TENANT/PROJECT "X": ...`.
 func ValidateProjectRef(ref string) (tenant, project string, err error) {
 	tenant, project, ok := strings.Cut(ref, "/")
 	if !ok || strings.Contains(project, "/") {
-		return "", "", exit.Usage("TENANT/PROJECT %q: must be of the form TENANT/PROJECT (e.g. default/blog)", ref)
+		return "", "", failure.BadInput("TENANT/PROJECT %q: must be of the form TENANT/PROJECT (e.g. default/blog)", ref)
 	}
 	if r := labelProblem(tenant, MaxNameLength); r != "" {
-		return "", "", exit.Usage("TENANT/PROJECT %q: tenant %q: %s", ref, tenant, r)
+		return "", "", failure.BadInput("TENANT/PROJECT %q: tenant %q: %s", ref, tenant, r)
 	}
 	if r := projectProblem(project); r != "" {
-		return "", "", exit.Usage("TENANT/PROJECT %q: project %q: %s", ref, project, r)
+		return "", "", failure.BadInput("TENANT/PROJECT %q: project %q: %s", ref, project, r)
 	}
 	return tenant, project, nil
 }

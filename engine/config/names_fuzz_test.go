@@ -6,7 +6,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/validation"
 
-	"github.com/kilnctl/kiln/internal/exit"
+	"github.com/kilnctl/kiln/engine/failure"
 )
 
 // FuzzNames checks NAME and TENANT/PROJECT validation against the rules of
@@ -27,13 +27,13 @@ func FuzzNames(f *testing.F) {
 			if errs := validation.IsValidLabelValue(s); len(errs) > 0 {
 				t.Fatalf("NAME %q accepted but is not a label value: %v", s, errs)
 			}
-		} else if exit.Code(err) != exit.BadInput || !strings.Contains(err.Error(), "NAME") {
-			t.Fatalf("NAME %q: %d %v", s, exit.Code(err), err)
+		} else if failure.Of(err) != failure.Input || !strings.Contains(err.Error(), "NAME") {
+			t.Fatalf("NAME %q: %d %v", s, failure.Of(err), err)
 		}
 		tenant, project, err := ValidateProjectRef(s)
 		if err != nil {
-			if exit.Code(err) != exit.BadInput || !strings.Contains(err.Error(), "TENANT/PROJECT") {
-				t.Fatalf("TENANT/PROJECT %q: %d %v", s, exit.Code(err), err)
+			if failure.Of(err) != failure.Input || !strings.Contains(err.Error(), "TENANT/PROJECT") {
+				t.Fatalf("TENANT/PROJECT %q: %d %v", s, failure.Of(err), err)
 			}
 			return
 		}

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/kilnctl/kiln/internal/exit"
+	"github.com/kilnctl/kiln/engine/failure"
 )
 
 // hdr is the two required lines; what follows starts on line 3.
@@ -435,8 +435,8 @@ func TestParseErrors(t *testing.T) {
 			if got, want := err.Error(), strings.Join(tt.want, "\n"); got != want {
 				t.Errorf("error:\n%s\nwant:\n%s", got, want)
 			}
-			if code := exit.Code(err); code != exit.BadInput {
-				t.Errorf("exit.Code = %d, want %d", code, exit.BadInput)
+			if code := failure.Of(err); code != failure.Input {
+				t.Errorf("failure.Of = %v, want %v", code, failure.Input)
 			}
 			var ps Problems
 			if !errors.As(err, &ps) || len(ps) != len(tt.want) {
@@ -448,7 +448,7 @@ func TestParseErrors(t *testing.T) {
 
 func TestParseBadName(t *testing.T) {
 	_, err := Parse("kiln.yaml", []byte(hdr), "Dev1")
-	if err == nil || exit.Code(err) != exit.BadInput || !strings.HasPrefix(err.Error(), `NAME "Dev1": `) {
+	if err == nil || failure.Of(err) != failure.Input || !strings.HasPrefix(err.Error(), `NAME "Dev1": `) {
 		t.Fatalf("Parse with a bad NAME: %v", err)
 	}
 }
@@ -471,7 +471,7 @@ func TestParseManyProblems(t *testing.T) {
 func TestParseTooLarge(t *testing.T) {
 	data := []byte(hdr + "# " + strings.Repeat("x", MaxFileSize) + "\n")
 	_, err := Parse("kiln.yaml", data, "dev1")
-	if err == nil || exit.Code(err) != exit.BadInput || !strings.Contains(err.Error(), "kiln.yaml: larger than") {
+	if err == nil || failure.Of(err) != failure.Input || !strings.Contains(err.Error(), "kiln.yaml: larger than") {
 		t.Fatalf("Parse of a huge file: %v", err)
 	}
 }
@@ -495,7 +495,7 @@ func TestLoad(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = Load(bad, "dev1")
-	if err == nil || exit.Code(err) != exit.BadInput || !strings.HasPrefix(err.Error(), bad+":4:3: spec.domian: unknown field") {
+	if err == nil || failure.Of(err) != failure.Input || !strings.HasPrefix(err.Error(), bad+":4:3: spec.domian: unknown field") {
 		t.Errorf("Load of a bad file: %v", err)
 	}
 
@@ -504,8 +504,8 @@ func TestLoad(t *testing.T) {
 		if err == nil {
 			t.Fatalf("Load(%q) succeeded", p)
 		}
-		if exit.Code(err) != exit.BadInput {
-			t.Errorf("Load(%q): exit code %d, want 2", p, exit.Code(err))
+		if failure.Of(err) != failure.Input {
+			t.Errorf("Load(%q): kind %v, want input", p, failure.Of(err))
 		}
 		if msg := err.Error(); !strings.Contains(msg, "-c/--config") || !strings.Contains(msg, p) {
 			t.Errorf("Load(%q) error %q should name the path and -c/--config", p, msg)
@@ -538,8 +538,8 @@ func TestValidateName(t *testing.T) {
 			}
 			continue
 		}
-		if err == nil || err.Error() != tt.want || exit.Code(err) != exit.BadInput {
-			t.Errorf("ValidateName(%q) = %v (code %d), want %q (code 2)", tt.name, err, exit.Code(err), tt.want)
+		if err == nil || err.Error() != tt.want || failure.Of(err) != failure.Input {
+			t.Errorf("ValidateName(%q) = %v (kind %v), want %q (input)", tt.name, err, failure.Of(err), tt.want)
 		}
 	}
 }
@@ -569,8 +569,8 @@ func TestValidateProjectRef(t *testing.T) {
 			}
 			continue
 		}
-		if err == nil || err.Error() != tt.want || exit.Code(err) != exit.BadInput {
-			t.Errorf("ValidateProjectRef(%q) = %v (code %d), want %q (code 2)", tt.ref, err, exit.Code(err), tt.want)
+		if err == nil || err.Error() != tt.want || failure.Of(err) != failure.Input {
+			t.Errorf("ValidateProjectRef(%q) = %v (kind %v), want %q (input)", tt.ref, err, failure.Of(err), tt.want)
 		}
 		if tenant != "" || project != "" {
 			t.Errorf("ValidateProjectRef(%q) returned %q, %q with an error", tt.ref, tenant, project)
@@ -593,13 +593,13 @@ func TestAliasBudget(t *testing.T) {
 	}
 	b.WriteString("]\n")
 	_, err := Parse("bomb.yaml", []byte(b.String()), "dev1")
-	if exit.Code(err) != exit.BadInput || !strings.Contains(err.Error(), "bomb.yaml") || !strings.Contains(err.Error(), "alias uses") {
-		t.Fatalf("want exit 2 naming the file and the alias budget, got %d: %.300v", exit.Code(err), err)
+	if failure.Of(err) != failure.Input || !strings.Contains(err.Error(), "bomb.yaml") || !strings.Contains(err.Error(), "alias uses") {
+		t.Fatalf("want input naming the file and the alias budget, got %v: %.300v", failure.Of(err), err)
 	}
 	if n := strings.Count(err.Error(), "alias uses"); n != 1 {
 		t.Errorf("the budget problem is reported %d times, want once", n)
 	}
-	if _, err := ParseCanonical([]byte(b.String())); exit.Code(err) != exit.Failed || !strings.Contains(err.Error(), "alias uses") {
+	if _, err := ParseCanonical([]byte(b.String())); failure.Of(err) != failure.Failed || !strings.Contains(err.Error(), "alias uses") {
 		t.Fatalf("kiln-config: want an operation failure naming the alias budget, got %v", err)
 	}
 	// A few anchors, as a person writes them, are fine.

@@ -11,12 +11,12 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/validation"
 
-	"github.com/kilnctl/kiln/internal/exit"
+	"github.com/kilnctl/kiln/engine/failure"
 )
 
 // Validate checks an effective config (defaults applied) for cluster NAME;
 // with name "" the NAME is metadata.name, which must then be valid. All
-// problems are reported at once, by field path; the error is exit.Usage and
+// problems are reported at once, by field path; the error is failure.BadInput and
 // wraps Problems.
 func (c *ClusterConfig) Validate(name string) error {
 	if name != "" {
@@ -27,7 +27,7 @@ func (c *ClusterConfig) Validate(name string) error {
 	ps := Problems(validate(c, name, func(string) bool { return false }))
 	if len(ps) > 0 {
 		sortProblems(ps)
-		return exit.Usage("%w", ps)
+		return failure.BadInput("%w", ps)
 	}
 	return nil
 }

@@ -85,6 +85,13 @@ func NeedsConfirm(format string, args ...any) error { return Newf(Confirm, forma
 // Lock reports that another operation holds the lock.
 func Lock(format string, args ...any) error { return Newf(Locked, format, args...) }
 
+// Held reports that holder (a readable identity, "" when unknown) holds
+// the lock, since since (zero when unknown): a Locked failure with Holder
+// and Since set; the message names them in its own words.
+func Held(holder string, since time.Time, format string, args ...any) error {
+	return &Error{Kind: Locked, Err: fmt.Errorf(format, args...), Holder: holder, Since: since}
+}
+
 // Deadline reports a timeout while waiting.
 func Deadline(format string, args ...any) error { return Newf(Timeout, format, args...) }
 

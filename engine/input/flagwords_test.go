@@ -17,6 +17,16 @@ import (
 // start of one a format or a concatenation completes ("--%s", "--" + x).
 var flagWord = regexp.MustCompile(`(^|[^-\w])(--(?:[a-z][a-z0-9-]*|%[a-z]|$))`)
 
+// kilnCommand is a kiln command line written out (reported as "kiln VERB"):
+// a literal that starts with one ("kiln upgrade PROVIDER NAME -c FILE") or
+// one in backquotes ("run `kiln tokens forget kube dev1`"). A hint gives a
+// command through engine.Command and the frontend's Actions instead, so
+// that the wizard words it as its own key.
+var kilnCommand = regexp.MustCompile("(^|`)(kiln (?:" + strings.Join(kilnVerbs, "|") + `))\b`)
+
+// kilnVerbs are kiln's commands (internal/cli; docs/reference).
+var kilnVerbs = []string{"aws", "completion", "create", "destroy", "gateway", "inspect", "list", "project", "rotate-key", "status", "support", "tokens", "upgrade", "version", "wait"}
+
 // notWords are the string literals of engine and creds that name a flag
 // without being words to a user of kiln, by file (slash-separated, from
 // the repository root) and flag. Everything else names an input through
@@ -39,6 +49,16 @@ var notWords = map[string][]string{
 	"engine/frontdoor.go": {"--context", "--cert", "--key"},
 	// gnome-keyring-daemon's flag.
 	"creds/secretservice_linux.go": {"--unlock"},
+	// kiln commands written out where they are not a hint to type: the
+	// support bundle's index title, and what the kubeconfig's exec entry
+	// runs (`kiln aws token`).
+	"engine/bundle/bundle.go":      {"kiln support"},
+	"engine/provider/aws/infra.go": {"kiln aws"},
+	// The CLI's words for a hint when the frontend has no Actions (the
+	// wizard's are its keys): a project command, the commands that remove
+	// an old key.
+	"engine/project/project.go": {"kiln project"},
+	"engine/rotate.go":          {"kiln upgrade"},
 }
 
 // flagLiteral is a string literal naming a flag.
@@ -60,9 +80,11 @@ func flagLiterals(fset *token.FileSet, f *ast.File, file string) []flagLiteral {
 		if err != nil {
 			s = lit.Value
 		}
-		for _, m := range flagWord.FindAllStringSubmatch(s, -1) {
-			if !allowed(file, m[2]) {
-				out = append(out, flagLiteral{fset.Position(lit.Pos()), m[2]})
+		for _, re := range []*regexp.Regexp{flagWord, kilnCommand} {
+			for _, m := range re.FindAllStringSubmatch(s, -1) {
+				if !allowed(file, m[2]) {
+					out = append(out, flagLiteral{fset.Position(lit.Pos()), m[2]})
+				}
 			}
 		}
 		return true
@@ -84,9 +106,10 @@ func allowed(file, flag string) bool {
 // gives through this package, and each frontend words it (the CLI as a
 // flag, the wizard as its field or key). It parses every non-test Go file
 // under engine/ and creds/ and fails naming FILE:LINE for each string
-// literal that spells a --flag, except the few in notWords that are not
-// words to a user (arguments kiln passes to processes, flags it detects
-// in other programs' arguments).
+// literal that spells a --flag or a kiln command line (kilnCommand),
+// except the few in notWords that are not words to a user (arguments kiln
+// passes to processes, flags it detects in other programs' arguments) or
+// are the CLI's words where a frontend has no Actions.
 func TestNoFlagWordsInEngineOrCreds(t *testing.T) {
 	root := filepath.Join("..", "..")
 	fset := token.NewFileSet()
@@ -129,7 +152,7 @@ func TestNoFlagWordsInEngineOrCreds(t *testing.T) {
 	}
 	sort.Strings(found)
 	for _, f := range found {
-		t.Errorf("%s: a CLI flag as literal text; name the input through engine/input ({input} in input.New, FlagName, the frontend's Namer or Actions) so that the wizard words it its own way", f)
+		t.Errorf("%s: a CLI flag or command as literal text; name the input through engine/input ({input} in input.New, FlagName, the frontend's Namer) and a command through engine.Command or the frontend's Actions, so that the wizard words it its own way", f)
 	}
 }
 
@@ -148,6 +171,9 @@ var d = "--cluster=" + name
 var e = "a-b--c and x--y are not flags; - - neither"
 var f = "--" + kind
 var g = fmt.Sprintf("--%s %s: refused", kind, arn)
+var h = "kiln upgrade PROVIDER NAME -c FILE"
+var i = fmt.Sprintf("move it aside or run ` + "`kiln tokens forget %s %s`" + `", p, n)
+var j = "kiln takes the lease over; kiln-system, kiln platform and kiln's status are not commands"
 `
 	fset := token.NewFileSet()
 	f, err := parser.ParseFile(fset, "engine/planted.go", src, 0)
@@ -158,8 +184,8 @@ var g = fmt.Sprintf("--%s %s: refused", kind, arn)
 	for _, l := range flagLiterals(fset, f, "engine/planted.go") {
 		got = append(got, l.pos.String()+" "+l.flag)
 	}
-	want := []string{"engine/planted.go:5:21 --token-dir", "engine/planted.go:6:9 --yes", "engine/planted.go:7:9 --cluster",
-		"engine/planted.go:9:9 --", "engine/planted.go:10:21 --%s"}
+	want := []string{"engine/planted.go:5:21 --token-dir", "engine/planted.go:6:9 --yes", "engine/planted.go:6:9 kiln upgrade", "engine/planted.go:7:9 --cluster",
+		"engine/planted.go:9:9 --", "engine/planted.go:10:21 --%s", "engine/planted.go:11:9 kiln upgrade", "engine/planted.go:12:21 kiln tokens"}
 	if strings.Join(got, "|") != strings.Join(want, "|") {
 		t.Errorf("found %q, want %q", got, want)
 	}
@@ -168,7 +194,7 @@ var g = fmt.Sprintf("--%s %s: refused", kind, arn)
 	for _, l := range flagLiterals(fset, f, "engine/platform/platform.go") {
 		inPlatform = append(inPlatform, l.flag)
 	}
-	if strings.Join(inPlatform, "|") != "--token-dir|--yes|--|--%s" {
-		t.Errorf("in engine/platform/platform.go found %q, want the two message flags only", inPlatform)
+	if strings.Join(inPlatform, "|") != "--token-dir|--yes|kiln upgrade|--|--%s|kiln upgrade|kiln tokens" {
+		t.Errorf("in engine/platform/platform.go found %q, want the message flags and commands only", inPlatform)
 	}
 }

@@ -6,16 +6,16 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/kilnctl/kiln/internal/exit"
+	"github.com/kilnctl/kiln/engine/failure"
 )
 
 func TestErrorIsWordedByEachFrontend(t *testing.T) {
-	err := New(exit.BadInput, Region, "mars-1", "{input}/{input:regions}: %q is not an AWS region name", "mars-1")
+	err := New(failure.Input, Region, "mars-1", "{input}/{input:regions}: %q is not an AWS region name", "mars-1")
 	if got, want := err.Error(), `--region/--regions: "mars-1" is not an AWS region name`; got != want {
 		t.Fatalf("CLI words: %q, want %q", got, want)
 	}
-	if exit.Code(err) != exit.BadInput {
-		t.Fatalf("exit code %d", exit.Code(err))
+	if failure.Of(err) != failure.Input {
+		t.Fatalf("kind %v", failure.Of(err))
 	}
 	var ie *Error
 	if !errors.As(err, &ie) || ie.Input != Region || ie.Object != "mars-1" {
@@ -27,7 +27,7 @@ func TestErrorIsWordedByEachFrontend(t *testing.T) {
 		t.Fatalf("form words: %q, want %q", got, want)
 	}
 	// A value that looks like a verb is never taken for one.
-	err = New(exit.BadInput, Config, "{input}.yaml", "{input} %q: cannot read", "{input}.yaml")
+	err = New(failure.Input, Config, "{input}.yaml", "{input} %q: cannot read", "{input}.yaml")
 	if got, want := err.Error(), `-c/--config "{input}.yaml": cannot read`; got != want {
 		t.Fatalf("value with braces: %q, want %q", got, want)
 	}
@@ -40,7 +40,7 @@ func TestErrorIsWordedByEachFrontend(t *testing.T) {
 // CLI's words (Error, Render(nil), Render of a wrapping error with nil)
 // and never in a frontend's.
 func TestCLIOnlyPartsAreTheCLIs(t *testing.T) {
-	err := New(exit.BadInput, KubernetesVersion, "1.33", "{input} %s: one minor version at a time. Upgrade to 1.32 first%s, then on from there",
+	err := New(failure.Input, KubernetesVersion, "1.33", "{input} %s: one minor version at a time. Upgrade to 1.32 first%s, then on from there",
 		"1.33", CLIOnly(" (`kiln upgrade aws dev1 --kubernetes-version 1.32`)"))
 	cli := "--kubernetes-version 1.33: one minor version at a time. Upgrade to 1.32 first (`kiln upgrade aws dev1 --kubernetes-version 1.32`), then on from there"
 	wrapped := fmt.Errorf("upgrade dev1: %w", err)

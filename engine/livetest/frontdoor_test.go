@@ -19,10 +19,10 @@ import (
 	"github.com/kilnctl/kiln/engine"
 	"github.com/kilnctl/kiln/engine/config"
 	"github.com/kilnctl/kiln/engine/event"
+	"github.com/kilnctl/kiln/engine/failure"
 	"github.com/kilnctl/kiln/engine/platform"
 	"github.com/kilnctl/kiln/engine/provider/kube"
 	"github.com/kilnctl/kiln/internal/cli/ndjson"
-	"github.com/kilnctl/kiln/internal/exit"
 )
 
 // events records what an engine emitted.
@@ -172,8 +172,8 @@ func TestFrontDoor(t *testing.T) {
 	// Nothing publishes an address here: wait ends with exit 5 naming it.
 	rec.reset()
 	err = e.Wait(ctx, engine.WaitRequest{Target: target, Timeout: 5 * time.Second})
-	if exit.Code(err) != exit.Timeout || !strings.Contains(err.Error(), "load-balancer address on Service kiln-system/kiln-gateway") {
-		t.Fatalf("wait without a load balancer: exit %d, %v; want 5 naming the address", exit.Code(err), err)
+	if failure.Of(err) != failure.Timeout || !strings.Contains(err.Error(), "load-balancer address on Service kiln-system/kiln-gateway") {
+		t.Fatalf("wait without a load balancer: kind %v, %v; want timeout naming the address", failure.Of(err), err)
 	}
 	if !hasLog(rec, "waiting for a load-balancer address") {
 		t.Fatalf("wait did not say what it waits for")

@@ -9,11 +9,11 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/kilnctl/kiln/internal/exit"
+	"github.com/kilnctl/kiln/engine/failure"
 )
 
 // checkExclusions reads the leases of opts.Excludes (this lock being held)
-// and fails with exit 4 naming the first live holder. A holder is live
+// and fails with failure.Locked naming the first live holder. A holder is live
 // unless provably dead (deadHolder) or, when its timestamps look stale,
 // watched unchanged for its lease's duration.
 func (l *Lock) checkExclusions(ctx context.Context) error {
@@ -51,7 +51,7 @@ func (l *Lock) checkExclusions(ctx context.Context) error {
 				}
 				live = changed
 			}
-			return exit.Lock("%s/%s is locked by %s since %s; %s", live.Namespace, live.Name, Who(holderOf(live)), since(live), ex.Advice)
+			return failure.Held(Who(holderOf(live)), acquired(live), "%s/%s is locked by %s since %s; %s", live.Namespace, live.Name, Who(holderOf(live)), since(live), ex.Advice)
 		}
 	}
 	return nil

@@ -15,8 +15,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/kilnctl/kiln/engine/failure"
 	"github.com/kilnctl/kiln/engine/kubeapi"
-	"github.com/kilnctl/kiln/internal/exit"
 )
 
 // renewalOutage fails every lease renewal (PUT on a lease) while down is
@@ -197,14 +197,14 @@ func TestGatedHolderThatLostTheLeaseNeverSendsTheHeldWrite(t *testing.T) {
 	o.down.Store(false)
 
 	err = <-done
-	if exit.Code(err) != exit.Locked || !strings.Contains(err.Error(), "destroy dev1") {
-		t.Fatalf("the held write: want exit 4 naming the new holder, got %d: %v", exit.Code(err), err)
+	if failure.Of(err) != failure.Locked || !strings.Contains(err.Error(), "destroy dev1") {
+		t.Fatalf("the held write: want locked naming the new holder, got %v: %v", failure.Of(err), err)
 	}
 	if _, gerr := cluster.Client.CoreV1().ConfigMaps(ns).Get(ctx, "held", metav1.GetOptions{}); gerr == nil {
 		t.Fatal("the held write was sent after the lease was lost")
 	}
 	<-hctx.Done()
-	if cause := context.Cause(hctx); exit.Code(cause) != exit.Locked || !strings.Contains(cause.Error(), "destroy dev1") {
+	if cause := context.Cause(hctx); failure.Of(cause) != failure.Locked || !strings.Contains(cause.Error(), "destroy dev1") {
 		t.Errorf("cause = %v, want exit 4 naming destroy dev1", cause)
 	}
 }

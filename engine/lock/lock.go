@@ -21,7 +21,7 @@
 //     monotonic clock, or at once when the holder is provably a dead process
 //     of this same boot (see deadHolder).
 //   - A held lease whose timestamps are plausible (renewed within its
-//     duration of the contender's clock) is refused at once with exit 4:
+//     duration of the contender's clock) is refused at once with failure.Locked:
 //     kiln refuses rather than queues. Only a lease that looks stale (or
 //     renewed in the future: a clock is off) is watched before deciding.
 //   - Exclusive holders (platform-changing cluster operations) and the
@@ -43,7 +43,6 @@ import (
 
 	"github.com/kilnctl/kiln/engine/failure"
 	"github.com/kilnctl/kiln/engine/kubeapi"
-	"github.com/kilnctl/kiln/internal/exit"
 )
 
 // DefaultDuration is how long a lease stays valid without renewal.
@@ -93,7 +92,7 @@ type Options struct {
 
 // Exclusion names leases that exclude the operation. Having taken its own
 // lease, Acquire reads them; if a live operation holds one, it gives its own
-// lease back and fails with exit 4 naming that holder. Because both sides
+// lease back and fails with failure.Locked naming that holder. Because both sides
 // write their own lease before reading the other's, at least one of two
 // racing operations sees the other.
 type Exclusion struct {
@@ -103,7 +102,7 @@ type Exclusion struct {
 	Selector        string
 	// ExclusiveOnly: only holders that took their lease as Exclusive count.
 	ExclusiveOnly bool
-	// Advice ends the exit-4 message: why this is refused and what to do.
+	// Advice ends the Locked failure's message: why this is refused and what to do.
 	Advice string
 }
 
@@ -135,9 +134,9 @@ func (o *Options) logf(format string, args ...any) {
 	}
 }
 
-// Acquire takes the lease or fails with an exit.Locked error naming the
+// Acquire takes the lease or fails with a failure.Locked error naming the
 // holder and since when. The returned context is cancelled if the lease is
-// lost (context.Cause is then an exit.Locked error saying to whom); use it
+// lost (context.Cause is then a failure.Locked error saying to whom); use it
 // for the operation, and pass the operation's error through Explain.
 func Acquire(ctx context.Context, cs kubernetes.Interface, opts Options) (*Lock, context.Context, error) {
 	if opts.Duration <= 0 {
@@ -273,7 +272,7 @@ func (l *Lock) take(ctx context.Context) (time.Time, error) {
 		l.lease = updated
 		return first, nil
 	}
-	return time.Time{}, exit.Lock("lease %s/%s is contended; try again", o.Namespace, o.Name)
+	return time.Time{}, failure.Lock("lease %s/%s is contended; try again", o.Namespace, o.Name)
 }
 
 func (l *Lock) annotate(m *metav1.ObjectMeta) {
@@ -380,9 +379,17 @@ func observe(ctx context.Context, leases leaseClient, cur *coordinationv1.Lease,
 }
 
 func lockedError(l *coordinationv1.Lease) error {
-	return exit.Lock("%s/%s is locked by %s since %s; wait for it to finish. If it is no longer running, run again: "+
+	return failure.Held(Who(holderOf(l)), acquired(l), "%s/%s is locked by %s since %s; wait for it to finish. If it is no longer running, run again: "+
 		"kiln takes a lease over once it has seen it unrenewed for its duration (%ds), or at once if its holder was a kiln process of this machine that has exited",
 		l.Namespace, l.Name, Who(holderOf(l)), since(l), ptr.Deref(l.Spec.LeaseDurationSeconds, 0))
+}
+
+// acquired is when l's holder took it (zero when unknown).
+func acquired(l *coordinationv1.Lease) time.Time {
+	if t := l.Spec.AcquireTime; t != nil {
+		return t.UTC()
+	}
+	return time.Time{}
 }
 
 func since(l *coordinationv1.Lease) string {
@@ -395,7 +402,7 @@ func since(l *coordinationv1.Lease) string {
 // Holder is this lock's holder identity.
 func (l *Lock) Holder() string { return l.holder }
 
-// Lost is the reason the lease was lost (an exit.Locked error), or nil.
+// Lost is the reason the lease was lost (a failure.Locked error), or nil.
 func (l *Lock) Lost() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -405,13 +412,16 @@ func (l *Lock) Lost() error {
 // Explain turns the error of an operation that ran under this lock into
 // the lost-lock error when the lease was lost: the operation then stopped
 // because of that (usually with a bare "context canceled"), and the run
-// must end with exit 4 saying so, not as an interrupt.
+// must end with failure.Locked saying so, not as an interrupt.
 func (l *Lock) Explain(err error) error {
 	lost := l.Lost()
 	if err == nil || lost == nil || errors.Is(err, lost) {
 		return err
 	}
-	return failure.Wrap(failure.Locked, fmt.Errorf("%w (the operation stopped: %v)", lost, err))
+	// Still the holder that took the lease over, when known.
+	held := &failure.Error{}
+	errors.As(lost, &held)
+	return failure.Held(held.Holder, held.Since, "%w (the operation stopped: %v)", lost, err)
 }
 
 func (l *Lock) current() *coordinationv1.Lease {
@@ -437,7 +447,7 @@ func (l *Lock) StopRenewing() {
 	l.mu.Unlock()
 	if paused {
 		// Not known to be ours any more, and no renewal will tell.
-		l.lose(exit.Lock("lost lock %s/%s: renewal stopped while it was not confirmed for %s, so this run stopped; run again",
+		l.lose(failure.Lock("lost lock %s/%s: renewal stopped while it was not confirmed for %s, so this run stopped; run again",
 			l.opts.Namespace, l.opts.Name, time.Since(l.pausedAt).Round(time.Second)))
 	}
 }

@@ -25,7 +25,6 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/kilnctl/kiln/engine/failure"
-	"github.com/kilnctl/kiln/internal/exit"
 	"github.com/kilnctl/kiln/internal/testenv/testcluster"
 )
 
@@ -170,8 +169,8 @@ func TestAcquireWhileHeldIsLocked(t *testing.T) {
 			if err == nil {
 				t.Fatal("second Acquire succeeded while the lease is held")
 			}
-			if code := exit.Code(err); code != exit.Locked {
-				t.Errorf("exit code = %d, want %d (err: %v)", code, exit.Locked, err)
+			if code := failure.Of(err); code != failure.Locked {
+				t.Errorf("exit code = %d, want %v (err: %v)", code, failure.Locked, err)
 			}
 			msg := err.Error()
 			for _, want := range []string{ns + "/" + leaseName, "locked by " + Who(first.Holder()) + " since " + since.Format(time.RFC3339), fmt.Sprintf("(%ds)", tt.wantSecs)} {
@@ -243,8 +242,12 @@ func TestSkewedClockCannotTakeLiveLease(t *testing.T) {
 				_ = l.Release(ctx)
 				t.Fatal("a contender with a skewed clock took a live lease")
 			}
-			if code := exit.Code(err); code != exit.Locked || !strings.Contains(err.Error(), "locked by "+Who(holder.Holder())) {
-				t.Errorf("err = %v (exit %d), want exit 4 naming %q", err, code, Who(holder.Holder()))
+			if code := failure.Of(err); code != failure.Locked || !strings.Contains(err.Error(), "locked by "+Who(holder.Holder())) {
+				t.Errorf("err = %v (kind %v), want locked naming %q", err, code, Who(holder.Holder()))
+			}
+			var fe *failure.Error
+			if !errors.As(err, &fe) || fe.Holder != Who(holder.Holder()) || fe.Since.IsZero() {
+				t.Errorf("the locked failure's fields = %+v, want holder %q and since", fe, Who(holder.Holder()))
 			}
 			if !strings.Contains(strings.Join(logs, "\n"), "waiting up to 3s") {
 				t.Errorf("the contender did not watch the implausible lease: logs %q", logs)
@@ -346,8 +349,8 @@ func TestDeadHolderTakeover(t *testing.T) {
 				_ = l.Release(ctx)
 				t.Fatalf("Acquire took over the lease of live or unprovable holder %q", tt.holder)
 			}
-			if code := exit.Code(err); code != exit.Locked || !strings.Contains(err.Error(), Who(tt.holder)) {
-				t.Errorf("err = %v (exit %d), want exit %d naming %q", err, code, exit.Locked, Who(tt.holder))
+			if code := failure.Of(err); code != failure.Locked || !strings.Contains(err.Error(), Who(tt.holder)) {
+				t.Errorf("err = %v (kind %v), want kind %v naming %q", err, code, failure.Locked, Who(tt.holder))
 			}
 			if h := holderOf(getLease(t, ctx, cluster.Client, ns)); h != tt.holder {
 				t.Errorf("holder changed to %q", h)
@@ -492,8 +495,8 @@ func TestLostLeaseCancelsOperation(t *testing.T) {
 			if cause == nil || !strings.Contains(cause.Error(), "lost lock "+ns+"/"+leaseName+tt.to) {
 				t.Errorf("context.Cause = %v, want it to say lost lock %s/%s%s", cause, ns, leaseName, tt.to)
 			}
-			if code := exit.Code(cause); code != exit.Locked {
-				t.Errorf("cause exits %d, want %d", code, exit.Locked)
+			if code := failure.Of(cause); code != failure.Locked {
+				t.Errorf("cause is %v, want %v", code, failure.Locked)
 			}
 			if l.Lost() != cause {
 				t.Errorf("Lost() = %v, want the cause %v", l.Lost(), cause)
@@ -501,10 +504,16 @@ func TestLostLeaseCancelsOperation(t *testing.T) {
 			// What the operation returns when its context ends (a client
 			// call cut off) must exit 4 saying why, not 130.
 			stopped := l.Explain(fmt.Errorf("get configmap x/y: %w", context.Canceled))
-			if code := exit.Code(stopped); code != exit.Locked || errors.Is(stopped, context.Canceled) || !strings.Contains(stopped.Error(), cause.Error()) {
-				t.Errorf("Explain = %v (exit %d, canceled %v), want exit 4 with the cause", stopped, code, errors.Is(stopped, context.Canceled))
+			if code := failure.Of(stopped); code != failure.Locked || errors.Is(stopped, context.Canceled) || !strings.Contains(stopped.Error(), cause.Error()) {
+				t.Errorf("Explain = %v (kind %v, canceled %v), want locked with the cause", stopped, code, errors.Is(stopped, context.Canceled))
 			}
-			if again := l.Explain(fmt.Errorf("wait: %w", cause)); exit.Code(again) != exit.Locked || strings.Count(again.Error(), "lost lock") != 1 {
+			// The failure names the holder that took the lease over, as
+			// fields a frontend reads (none when the lease went away).
+			var fe *failure.Error
+			if !errors.As(stopped, &fe) || fe.Holder != Who(tt.stays) || fe.Since.IsZero() != (tt.stays == "") {
+				t.Errorf("Explain's failure = %+v, want holder %q and since set with it", fe, Who(tt.stays))
+			}
+			if again := l.Explain(fmt.Errorf("wait: %w", cause)); failure.Of(again) != failure.Locked || strings.Count(again.Error(), "lost lock") != 1 {
 				t.Errorf("Explain of an error already carrying the cause = %v", again)
 			}
 			// Release must leave the new holder alone.
@@ -595,8 +604,8 @@ func TestConcurrentAcquire(t *testing.T) {
 			t.Cleanup(func() { _ = locks[i].Release(context.Background()) })
 			continue
 		}
-		if code := exit.Code(errs[i]); code != exit.Locked {
-			t.Errorf("contender %d: exit code %d, want %d: %v", i, code, exit.Locked, errs[i])
+		if code := failure.Of(errs[i]); code != failure.Locked {
+			t.Errorf("contender %d: kind %v, want %v: %v", i, code, failure.Locked, errs[i])
 		}
 		var ee *failure.Error
 		if !errors.As(errs[i], &ee) {
@@ -674,8 +683,8 @@ func TestHungRenewalStopsWorkBeforeTakeover(t *testing.T) {
 		t.Fatal("the contender took the lease while the holder's operation was still running")
 	}
 	cause := context.Cause(hctx)
-	if exit.Code(cause) != exit.Locked || !strings.Contains(cause.Error(), "could not renew it for 2s (⅔ of its 3s duration") {
-		t.Errorf("cause = %v (exit %d), want exit 4 saying it could not renew", cause, exit.Code(cause))
+	if failure.Of(cause) != failure.Locked || !strings.Contains(cause.Error(), "could not renew it for 2s (⅔ of its 3s duration") {
+		t.Errorf("cause = %v (kind %v), want locked saying it could not renew", cause, failure.Of(cause))
 	}
 }
 
@@ -802,8 +811,8 @@ func TestClusterAndProjectExclusion(t *testing.T) {
 		if err == nil {
 			t.Fatal("acquired although excluded")
 		}
-		if code := exit.Code(err); code != exit.Locked || !strings.Contains(err.Error(), "locked by "+Who(holder)) || !strings.Contains(err.Error(), advice) {
-			t.Errorf("err = %v (exit %d), want exit 4 naming %q", err, code, Who(holder))
+		if code := failure.Of(err); code != failure.Locked || !strings.Contains(err.Error(), "locked by "+Who(holder)) || !strings.Contains(err.Error(), advice) {
+			t.Errorf("err = %v (kind %v), want locked naming %q", err, code, Who(holder))
 		}
 	}
 
@@ -894,8 +903,8 @@ func TestSeenSkipsTheReadAndStaleSeenIsSafe(t *testing.T) {
 	}
 	// Stale: seen absent, but held now.
 	_, _, err = Acquire(ctx, cluster.Client, Options{Namespace: ns, Name: leaseName, Operation: "second", Seen: &absent})
-	if exit.Code(err) != exit.Locked {
-		t.Errorf("acquire with a stale absent copy while held: exit %d (%v), want 4", exit.Code(err), err)
+	if failure.Of(err) != failure.Locked {
+		t.Errorf("acquire with a stale absent copy while held: kind %v (%v), want locked", failure.Of(err), err)
 	}
 	if err := l.Release(ctx); err != nil {
 		t.Fatal(err)
@@ -911,8 +920,8 @@ func TestSeenSkipsTheReadAndStaleSeenIsSafe(t *testing.T) {
 	}
 	// Stale: seen free, but held now (its resourceVersion has moved on).
 	_, _, err = Acquire(ctx, cluster.Client, Options{Namespace: ns, Name: leaseName, Operation: "fourth", Seen: &free})
-	if exit.Code(err) != exit.Locked {
-		t.Errorf("acquire with a stale free copy while held: exit %d (%v), want 4", exit.Code(err), err)
+	if failure.Of(err) != failure.Locked {
+		t.Errorf("acquire with a stale free copy while held: kind %v (%v), want locked", failure.Of(err), err)
 	}
 	heldCopy := getLease(t, ctx, cluster.Client, ns)
 	if err := l.Release(ctx); err != nil {

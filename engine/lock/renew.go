@@ -8,7 +8,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/kilnctl/kiln/internal/exit"
+	"github.com/kilnctl/kiln/engine/failure"
 )
 
 // renewal is the outcome of one renewal attempt.
@@ -53,7 +53,7 @@ func (l *Lock) keep(ctx context.Context, lastOK time.Time) {
 			if l.opts.Gated && l.pause(why) {
 				continue // renewals go on; the next one that lands decides
 			}
-			l.lose(exit.Lock("lost lock %s/%s: could not renew it for %s (⅔ of its %s duration; last error: %s), so this run stopped before another operation could take it over; check the connection to the cluster, then run again",
+			l.lose(failure.Lock("lost lock %s/%s: could not renew it for %s (⅔ of its %s duration; last error: %s), so this run stopped before another operation could take it over; check the connection to the cluster, then run again",
 				l.opts.Namespace, l.opts.Name, grace, d, why))
 			return
 		case <-next.C:
@@ -121,7 +121,7 @@ func (l *Lock) renewOnce(ctx context.Context, cur *coordinationv1.Lease, stamp m
 	case err == nil:
 		return renewal{lease: res, sent: sent}
 	case apierrors.IsNotFound(err):
-		return renewal{lost: exit.Lock("lost lock %s/%s: the lease was deleted while this run held it, so this run stopped; check what deleted it, then run again", o.Namespace, o.Name)}
+		return renewal{lost: failure.Lock("lost lock %s/%s: the lease was deleted while this run held it, so this run stopped; check what deleted it, then run again", o.Namespace, o.Name)}
 	case !apierrors.IsConflict(err):
 		return renewal{err: err}
 	}
@@ -130,7 +130,7 @@ func (l *Lock) renewOnce(ctx context.Context, cur *coordinationv1.Lease, stamp m
 	got, err := l.leases().Get(ctx, o.Name, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
-		return renewal{lost: exit.Lock("lost lock %s/%s: the lease was deleted while this run held it, so this run stopped; check what deleted it, then run again", o.Namespace, o.Name)}
+		return renewal{lost: failure.Lock("lost lock %s/%s: the lease was deleted while this run held it, so this run stopped; check what deleted it, then run again", o.Namespace, o.Name)}
 	case err != nil:
 		return renewal{err: err}
 	}
@@ -143,9 +143,9 @@ func (l *Lock) renewOnce(ctx context.Context, cur *coordinationv1.Lease, stamp m
 		}
 		return renewal{adopt: got}
 	case "":
-		return renewal{lost: exit.Lock("lost lock %s/%s: it was released by someone else while this run held it, so this run stopped; run again", o.Namespace, o.Name)}
+		return renewal{lost: failure.Lock("lost lock %s/%s: it was released by someone else while this run held it, so this run stopped; run again", o.Namespace, o.Name)}
 	}
-	return renewal{lost: exit.Lock("lost lock %s/%s to %s (holding it since %s), so this run stopped; check what that operation does, then run again", o.Namespace, o.Name, Who(h), since(got))}
+	return renewal{lost: failure.Held(Who(h), acquired(got), "lost lock %s/%s to %s (holding it since %s), so this run stopped; check what that operation does, then run again", o.Namespace, o.Name, Who(h), since(got))}
 }
 
 func later(a, b *metav1.MicroTime) *metav1.MicroTime {

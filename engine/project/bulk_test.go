@@ -10,9 +10,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kilnctl/kiln/engine/event"
+	"github.com/kilnctl/kiln/engine/failure"
 	"github.com/kilnctl/kiln/engine/lock"
 	"github.com/kilnctl/kiln/engine/readiness"
-	"github.com/kilnctl/kiln/internal/exit"
 )
 
 // logCapture records every log line a batch reports.
@@ -98,15 +98,15 @@ func TestBulkStartSuspendFailureAndLeases(t *testing.T) {
 	single := &Ops{Client: cs, Cluster: o.Cluster, Config: o.Config, Timeout: o.Timeout, R: &logReporter{t: t, w: &readiness.Watcher{Client: cs}}}
 	err = single.Start(ctx, Ref{Tenant: "bulk", Project: "p1"})
 	close(release)
-	if exit.Code(err) != exit.Locked {
-		t.Errorf("start bulk/p1 while the batch holds it: exit %d (%v), want 4", exit.Code(err), err)
+	if failure.Of(err) != failure.Locked {
+		t.Errorf("start bulk/p1 while the batch holds it: kind %v (%v), want locked", failure.Of(err), err)
 	}
 	r := <-done
 	if strings.Join(r.failed, ",") != "bulk/p3" || len(r.ok) != 4 {
 		t.Errorf("start --all: ok %v failed %v", r.ok, r.failed)
 	}
-	if exit.Code(r.err) != exit.Locked || !strings.Contains(r.err.Error(), "bulk/p3") {
-		t.Errorf("start --all error: exit %d: %v", exit.Code(r.err), r.err)
+	if failure.Of(r.err) != failure.Locked || !strings.Contains(r.err.Error(), "bulk/p3") {
+		t.Errorf("start --all error: kind %v: %v", failure.Of(r.err), r.err)
 	}
 	if !rep.has("start --all: 4/5 running, 0 in progress, 1 failed") || !rep.has("per step: ") {
 		t.Errorf("no final summary or breakdown line in %q", rep.lines)

@@ -24,10 +24,9 @@ import (
 	"github.com/kilnctl/kiln/engine/lock"
 	"github.com/kilnctl/kiln/engine/platform"
 	"github.com/kilnctl/kiln/engine/readiness"
-	"github.com/kilnctl/kiln/internal/exit"
 )
 
-// locked runs fn holding Lease kiln-project-P (exit 4 naming the holder
+// locked runs fn holding Lease kiln-project-P (failure.Locked naming the holder
 // when another operation has it). fn's context ends if the lease is lost.
 func (o *Ops) locked(ctx context.Context, r Ref, op string, fn func(context.Context, *lock.Lock) error) error {
 	return o.lockedSeen(ctx, r, op, nil, fn)
@@ -82,7 +81,7 @@ func (o *Ops) lockedSeen(ctx context.Context, r Ref, op string, seen **coordinat
 // namespace must exist, and for every operation but create the project too.
 func (o *Ops) precheck(ctx context.Context, r Ref, mustExist bool) (*Spec, error) {
 	if _, err := o.Client.CoreV1().Namespaces().Get(ctx, r.Namespace(), metav1.GetOptions{}); err != nil {
-		return nil, exit.Usage("tenant %q: namespace %s: %v", r.Tenant, r.Namespace(), err)
+		return nil, failure.BadInput("tenant %q: namespace %s: %v", r.Tenant, r.Namespace(), err)
 	}
 	if !mustExist {
 		s, _, err := o.readSpec(ctx, r)
@@ -107,7 +106,7 @@ func quoteHost(h string) string {
 // stack it is refused (use restack).
 func (o *Ops) Create(ctx context.Context, r Ref, stackName string) error {
 	if h := o.Host(r); len(h) > maxHost {
-		return exit.Usage("TENANT/PROJECT %s: its host %s is %d characters; a host name has at most %d (shorten the project or tenant name, or the cluster's spec.domain)", r, quoteHost(h), len(h), maxHost)
+		return failure.BadInput("TENANT/PROJECT %s: its host %s is %d characters; a host name has at most %d (shorten the project or tenant name, or the cluster's spec.domain)", r, quoteHost(h), len(h), maxHost)
 	}
 	st, err := o.stack(stackName)
 	if err != nil {
@@ -140,7 +139,7 @@ func (o *Ops) Create(ctx context.Context, r Ref, stackName string) error {
 
 func sameStack(r Ref, cur *Spec, stackName string, st config.Stack) error {
 	if cur != nil && stackName != "" && cur.Stack.Name != st.Name {
-		return exit.Usage("project %s already exists with stack %q, not %q; use kiln project restack to change it", r, cur.Stack.Name, st.Name)
+		return failure.BadInput("project %s already exists with stack %q, not %q; use kiln project restack to change it", r, cur.Stack.Name, st.Name)
 	}
 	return nil
 }
@@ -190,7 +189,7 @@ func (o *Ops) Restack(ctx context.Context, r Ref, stackName string) error {
 	return o.locked(ctx, r, "restack", func(ctx context.Context, l *lock.Lock) error {
 		spec, err := o.writeSpec(ctx, r, "restack", l.Holder(), func(cur *Spec) (*Spec, error) {
 			if cur == nil {
-				return nil, exit.Usage("project %s: no such project (deleted meanwhile)", r)
+				return nil, failure.BadInput("project %s: no such project (deleted meanwhile)", r)
 			}
 			cur.Stack, cur.State = st, DesiredRunning
 			return cur, nil
@@ -211,7 +210,7 @@ func (o *Ops) Delete(ctx context.Context, r Ref) error {
 	if _, err := o.precheck(ctx, r, true); err != nil {
 		// A delete killed after removing the spec ConfigMap leaves the
 		// Lease (and nothing else): finish it rather than refuse.
-		if exit.Code(err) != exit.BadInput || !o.leaseLeft(ctx, r) {
+		if failure.Of(err) != failure.Input || !o.leaseLeft(ctx, r) {
 			return err
 		}
 		o.R.Logf(event.LevelWarn, "project %s: spec ConfigMap already gone but Lease %s/%s left (an interrupted delete): finishing the delete", r, r.Namespace(), LeaseName(r.Project))
@@ -241,7 +240,7 @@ func (o *Ops) leaseLeft(ctx context.Context, r Ref) bool {
 func (o *Ops) setState(ctx context.Context, r Ref, op, holder, state string) (*Spec, error) {
 	return o.writeSpec(ctx, r, op, holder, func(cur *Spec) (*Spec, error) {
 		if cur == nil {
-			return nil, exit.Usage("project %s: no such project (deleted meanwhile)", r)
+			return nil, failure.BadInput("project %s: no such project (deleted meanwhile)", r)
 		}
 		cur.State = state
 		return cur, nil
@@ -455,7 +454,7 @@ func (o *Ops) RotateToken(ctx context.Context, r Ref) error {
 	return o.locked(ctx, r, "rotate-token", func(ctx context.Context, l *lock.Lock) error {
 		spec, err := o.writeSpec(ctx, r, "rotate-token", l.Holder(), func(cur *Spec) (*Spec, error) {
 			if cur == nil {
-				return nil, exit.Usage("project %s: no such project (deleted meanwhile)", r)
+				return nil, failure.BadInput("project %s: no such project (deleted meanwhile)", r)
 			}
 			return cur, nil
 		})
@@ -505,7 +504,7 @@ func (o *Ops) RotateToken(ctx context.Context, r Ref) error {
 		if rollErr == nil {
 			return o.R.Phase(ctx, "commit", func(ctx context.Context) error { return o.keepOnly(ctx, r, newKey) })
 		}
-		if ctx.Err() != nil && !errors.Is(rollErr, context.DeadlineExceeded) && exit.Code(rollErr) != exit.Timeout {
+		if ctx.Err() != nil && !errors.Is(rollErr, context.DeadlineExceeded) && failure.Of(rollErr) != failure.Timeout {
 			return rollErr // interrupted or lost the lease: the next operation settles
 		}
 		o.R.Logf(event.LevelWarn, "rollout with the new token failed (%v); switching back to %s", rollErr, oldKey)

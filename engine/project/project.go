@@ -23,7 +23,6 @@ import (
 	"github.com/kilnctl/kiln/engine/input"
 	"github.com/kilnctl/kiln/engine/platform"
 	"github.com/kilnctl/kiln/engine/readiness"
-	"github.com/kilnctl/kiln/internal/exit"
 )
 
 // Labels and annotations (contract: kiln.dev/project, kiln.dev/token-sha256).
@@ -91,7 +90,7 @@ type Ops struct {
 	Client  kubernetes.Interface
 	Cluster string
 	Config  *config.ClusterConfig
-	// Timeout bounds each wait for readiness (exit 5 when it passes).
+	// Timeout bounds each wait for readiness (failure.Timeout when it passes).
 	Timeout time.Duration
 	R       Reporter
 	// Now is the clock (default time.Now).
@@ -140,7 +139,7 @@ func (r Ref) Namespace() string { return config.TenantNamespace(r.Tenant) }
 func (r Ref) String() string { return r.Tenant + "/" + r.Project }
 
 // Parse checks TENANT/PROJECT against the name rules and the cluster's
-// tenants (exit 2 naming what is wrong).
+// tenants (failure.Input naming what is wrong).
 func (o *Ops) Parse(s string) (Ref, error) {
 	t, p, err := config.ValidateProjectRef(s)
 	if err != nil {
@@ -158,7 +157,7 @@ func (o *Ops) checkTenant(t string) error {
 			return nil
 		}
 	}
-	return exit.Usage("tenant %q: not a tenant of cluster %s (tenants: %v)", t, o.Cluster, o.Config.Spec.Tenants)
+	return failure.BadInput("tenant %q: not a tenant of cluster %s (tenants: %v)", t, o.Cluster, o.Config.Spec.Tenants)
 }
 
 // stack resolves --stack: the named stack, or the config's first stack.

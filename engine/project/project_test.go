@@ -18,9 +18,9 @@ import (
 
 	"github.com/kilnctl/kiln/engine/config"
 	"github.com/kilnctl/kiln/engine/event"
+	"github.com/kilnctl/kiln/engine/failure"
 	"github.com/kilnctl/kiln/engine/platform"
 	"github.com/kilnctl/kiln/engine/readiness"
-	"github.com/kilnctl/kiln/internal/exit"
 	"github.com/kilnctl/kiln/internal/testenv/testcluster"
 )
 
@@ -219,7 +219,7 @@ func TestBadInputWritesNothing(t *testing.T) {
 		{"unknown tenant", func() error { _, err := o.Parse("other/p"); return err }},
 		{"bad name", func() error { _, err := o.Parse("bad/P_x"); return err }},
 	} {
-		if err := c.run(); exit.Code(err) != exit.BadInput {
+		if err := c.run(); failure.Of(err) != failure.Input {
 			t.Errorf("%s: want exit 2, got %v", c.name, err)
 		}
 	}
@@ -374,8 +374,8 @@ func TestLongHostIsBadInputUpFront(t *testing.T) {
 	o.Config.Spec.Domain = strings.Join([]string{label, label, label, label, "io"}, ".")
 	r := Ref{Tenant: "longhost", Project: strings.Repeat("p", 40)}
 	err := o.Create(ctx, r, "")
-	if exit.Code(err) != exit.BadInput || !strings.Contains(err.Error(), "253") {
-		t.Fatalf("want exit 2 naming the 253-character limit, got %d: %v", exit.Code(err), err)
+	if failure.Of(err) != failure.Input || !strings.Contains(err.Error(), "253") {
+		t.Fatalf("want input naming the 253-character limit, got %v: %v", failure.Of(err), err)
 	}
 	if _, err := o.Client.CoreV1().ConfigMaps(r.Namespace()).Get(ctx, SpecName(r.Project), metav1.GetOptions{}); err == nil {
 		t.Fatal("the spec was written although the host is too long")

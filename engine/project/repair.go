@@ -9,10 +9,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kilnctl/kiln/engine/event"
+	"github.com/kilnctl/kiln/engine/failure"
 	"github.com/kilnctl/kiln/engine/lock"
 	"github.com/kilnctl/kiln/engine/platform"
 	"github.com/kilnctl/kiln/engine/readiness"
-	"github.com/kilnctl/kiln/internal/exit"
 )
 
 // Repair heals projects whose desired state is running: objects that are
@@ -34,7 +34,7 @@ func (o *Ops) Repair(ctx context.Context) ([]string, error) {
 		r := Ref{Tenant: st.Tenant, Project: st.Project}
 		did, err := o.repairOne(ctx, r)
 		switch {
-		case exit.Code(err) == exit.Locked:
+		case failure.Of(err) == failure.Locked:
 			o.R.Logf(event.LevelWarn, "repair %s skipped: %v", r, err)
 		case err != nil:
 			o.R.Logf(event.LevelError, "repair %s: %v", r, err)

@@ -12,8 +12,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kilnctl/kiln/engine/config"
+	"github.com/kilnctl/kiln/engine/failure"
 	"github.com/kilnctl/kiln/engine/lock"
-	"github.com/kilnctl/kiln/internal/exit"
 )
 
 // Spec is the desired spec and state of a project, stored as JSON under key
@@ -83,14 +83,14 @@ func (o *Ops) readSpec(ctx context.Context, r Ref) (*Spec, *corev1.ConfigMap, er
 }
 
 // mustSpec is readSpec for operations on an existing project: a missing
-// project is bad input (exit 2).
+// project is bad input (failure.Input).
 func (o *Ops) mustSpec(ctx context.Context, r Ref) (*Spec, error) {
 	s, _, err := o.readSpec(ctx, r)
 	if err != nil {
 		return nil, err
 	}
 	if s == nil {
-		return nil, exit.Usage("project %s: no such project in cluster %s (ConfigMap %s/%s not found); create it with kiln project create", r, o.Cluster, r.Namespace(), SpecName(r.Project))
+		return nil, failure.BadInput("project %s: no such project in cluster %s (ConfigMap %s/%s not found); create it with kiln project create", r, o.Cluster, r.Namespace(), SpecName(r.Project))
 	}
 	return s, nil
 }

@@ -12,7 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
-	"github.com/kilnctl/kiln/internal/exit"
+	"github.com/kilnctl/kiln/engine/failure"
 )
 
 // Waits fed by a Shared reach Ready and Gone as per-object watches do,
@@ -116,8 +116,8 @@ func TestSharedFailedAndTimeout(t *testing.T) {
 	d := deployment(ns, "doomed", 1, unschedulable, func(d *appsv1.Deployment) { d.Spec.ProgressDeadlineSeconds = ptr.To[int32](1) })
 	must[*appsv1.Deployment](t)(cs.AppsV1().Deployments(ns).Create(ctx, d, metav1.CreateOptions{}))
 	res, err := w.Until(ctx, []Ref{doomed}, Ready)
-	if exit.Code(err) != exit.Failed || err == nil || !strings.Contains(err.Error(), doomed.String()+" failed: Progress deadline exceeded") {
-		t.Errorf("Until on a deployment past its deadline: exit %d: %v", exit.Code(err), err)
+	if failure.Of(err) != failure.Failed || err == nil || !strings.Contains(err.Error(), doomed.String()+" failed: Progress deadline exceeded") {
+		t.Errorf("Until on a deployment past its deadline: kind %v: %v", failure.Of(err), err)
 	}
 	if res[doomed].Status != Failed {
 		t.Errorf("result %+v, want Failed", res[doomed])
@@ -128,7 +128,7 @@ func TestSharedFailedAndTimeout(t *testing.T) {
 	wctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
 	_, err = w.Until(wctx, []Ref{svc}, Ready)
-	if exit.Code(err) != exit.Timeout || !strings.Contains(err.Error(), svc.String()+" (InProgress: no ready endpoints)") {
-		t.Errorf("Until on a service without endpoints: exit %d: %v", exit.Code(err), err)
+	if failure.Of(err) != failure.Timeout || !strings.Contains(err.Error(), svc.String()+" (InProgress: no ready endpoints)") {
+		t.Errorf("Until on a service without endpoints: kind %v: %v", failure.Of(err), err)
 	}
 }

@@ -18,7 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/kilnctl/kiln/internal/exit"
+	"github.com/kilnctl/kiln/engine/failure"
 )
 
 // Goal says when an object is where the caller wants it.
@@ -47,7 +47,7 @@ type Watcher struct {
 
 // Until blocks until every ref satisfies goal, the context ends, or the
 // object Failed (for the Ready goal). It returns the last result of each ref.
-// When ctx's deadline passes, the error is an exit.Timeout naming every
+// When ctx's deadline passes, the error is a failure.Timeout naming every
 // object that is not there yet.
 func (w *Watcher) Until(ctx context.Context, refs []Ref, goal Goal) (map[Ref]Result, error) {
 	parent := ctx
@@ -96,7 +96,7 @@ func (w *Watcher) Until(ctx context.Context, refs []Ref, goal Goal) (map[Ref]Res
 		sort.Strings(pending)
 		what := "not reached: " + strings.Join(pending, "; ")
 		if errors.Is(first, context.DeadlineExceeded) {
-			return results, exit.Deadline("timed out waiting; %s", what)
+			return results, failure.Deadline("timed out waiting; %s", what)
 		}
 		// Report why the caller's context ended (a lost lock, say), not
 		// just "context canceled", which reads as a user interrupt.

@@ -21,7 +21,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/kilnctl/kiln/engine/event"
-	"github.com/kilnctl/kiln/internal/exit"
+	"github.com/kilnctl/kiln/engine/failure"
 )
 
 // recorder collects OnChange calls per object and lets a test wait for one.
@@ -249,8 +249,8 @@ func TestUntilTimeoutNamesWhatIsPending(t *testing.T) {
 	if err == nil {
 		t.Fatal("Until succeeded on a deployment whose pods cannot schedule")
 	}
-	if code := exit.Code(err); code != exit.Timeout {
-		t.Errorf("exit code = %d, want %d: %v", code, exit.Timeout, err)
+	if code := failure.Of(err); code != failure.Timeout {
+		t.Errorf("exit code = %d, want %v: %v", code, failure.Timeout, err)
 	}
 	msg := err.Error()
 	if want := "deployment/" + ns + "/stuck (InProgress: 0/1 replicas available)"; !strings.Contains(msg, want) {
@@ -270,12 +270,12 @@ func TestUntilCancelledIsNotATimeout(t *testing.T) {
 		name     string
 		cause    error
 		wantIs   error
-		wantCode int
+		wantKind failure.Kind
 	}{
-		{"interrupted", nil, context.Canceled, exit.Interrupted},
+		{"interrupted", nil, context.Canceled, failure.Interrupted},
 		// The lock's context ends with a cause; the error must carry it
 		// rather than read as a user interrupt.
-		{"cancelled with a cause", lost, lost, exit.Failed},
+		{"cancelled with a cause", lost, lost, failure.Failed},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -288,8 +288,8 @@ func TestUntilCancelledIsNotATimeout(t *testing.T) {
 			rec.waitSeen(t, ctx, is(NotFound), ref)
 			cancel(tt.cause)
 			r := await(t, ctx, done)
-			if !errors.Is(r.err, tt.wantIs) || exit.Code(r.err) != tt.wantCode {
-				t.Errorf("err = %v (exit %d), want %v (exit %d)", r.err, exit.Code(r.err), tt.wantIs, tt.wantCode)
+			if !errors.Is(r.err, tt.wantIs) || failure.Of(r.err) != tt.wantKind {
+				t.Errorf("err = %v (kind %v), want %v (kind %v)", r.err, failure.Of(r.err), tt.wantIs, tt.wantKind)
 			}
 			if r.err != nil && !strings.Contains(r.err.Error(), ref.String()+" (NotFound: not found)") {
 				t.Errorf("error %q does not name %s and its last status", r.err, ref)
@@ -313,8 +313,8 @@ func TestUntilFailedDeploymentIsAnError(t *testing.T) {
 	if err == nil {
 		t.Fatal("Until succeeded on a deployment past its progress deadline")
 	}
-	if code := exit.Code(err); code != exit.Failed {
-		t.Errorf("exit code = %d, want %d (failed, not a timeout): %v", code, exit.Failed, err)
+	if code := failure.Of(err); code != failure.Failed {
+		t.Errorf("exit code = %d, want %v (failed, not a timeout): %v", code, failure.Failed, err)
 	}
 	if want := ref.String() + " failed: Progress deadline exceeded"; !strings.Contains(err.Error(), want) {
 		t.Errorf("error %q does not contain %q", err, want)
@@ -331,8 +331,8 @@ func TestUntilUnsupportedKindFailsAtOnce(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	_, err := (&Watcher{Client: cluster.Client}).Until(ctx, []Ref{{Kind: "Pod", Namespace: "default", Name: "x"}}, Ready)
-	if err == nil || exit.Code(err) == exit.Timeout || !strings.Contains(err.Error(), `"Pod"`) {
-		t.Errorf("err = %v (exit %d), want an immediate error naming kind Pod", err, exit.Code(err))
+	if err == nil || failure.Of(err) == failure.Timeout || !strings.Contains(err.Error(), `"Pod"`) {
+		t.Errorf("err = %v (kind %v), want an immediate error naming kind Pod", err, failure.Of(err))
 	}
 }
 

@@ -14,9 +14,9 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/kilnctl/kiln/engine"
+	"github.com/kilnctl/kiln/engine/failure"
 	awsprovider "github.com/kilnctl/kiln/engine/provider/aws"
 	"github.com/kilnctl/kiln/engine/provider/kube"
-	"github.com/kilnctl/kiln/internal/exit"
 )
 
 // awsFlags are the aws provider's flags beyond --region/--regions.
@@ -94,18 +94,18 @@ func (f *awsFlags) registerCreate(fs *pflag.FlagSet) {
 func (f *awsFlags) onlyForAWS() error {
 	switch {
 	case f.profile != "":
-		return exit.Usage("--profile: only for PROVIDER aws")
+		return failure.BadInput("--profile: only for PROVIDER aws")
 	case f.kubeContext != "":
-		return exit.Usage("--kube-context-override: only for PROVIDER aws")
+		return failure.BadInput("--kube-context-override: only for PROVIDER aws")
 	case f.writeKubeconfig:
-		return exit.Usage("--write-kubeconfig: only for PROVIDER aws")
+		return failure.BadInput("--write-kubeconfig: only for PROVIDER aws")
 	}
 	// create and upgrade each register the node group flags on their own
 	// flag set (nil on other commands).
 	for _, fs := range []*pflag.FlagSet{f.create, f.upgrade} {
 		for _, name := range []string{"instance-type", "nodes", "kubernetes-version", "admin", "viewer"} {
 			if fs != nil && fs.Changed(name) {
-				return exit.Usage("--%s: only for PROVIDER aws", name)
+				return failure.BadInput("--%s: only for PROVIDER aws", name)
 			}
 		}
 	}
@@ -204,7 +204,7 @@ on stdout, never in events or logs.`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if cluster == "" {
-				return exit.Usage("--cluster: required (the EKS cluster name)")
+				return failure.BadInput("--cluster: required (the EKS cluster name)")
 			}
 			p := &awsprovider.Provider{Region: g.region, Profile: g.aws.profile}
 			if err := p.ValidateFlags(); err != nil {
@@ -215,7 +215,7 @@ on stdout, never in events or logs.`,
 				return err
 			}
 			if region == "" {
-				return exit.Usage("--region: required (no default region in the AWS configuration)")
+				return failure.BadInput("--region: required (no default region in the AWS configuration)")
 			}
 			cfg, err := p.AWSConfig(cmd.Context(), region)
 			if err != nil {

@@ -1,9 +1,8 @@
 package cli
 
 import (
+	"github.com/kilnctl/kiln/engine/failure"
 	"github.com/spf13/cobra"
-
-	"github.com/kilnctl/kiln/internal/exit"
 )
 
 func newCompletionCmd(root *cobra.Command) *cobra.Command {
@@ -27,7 +26,7 @@ func newCompletionCmd(root *cobra.Command) *cobra.Command {
 			case "powershell":
 				return root.GenPowerShellCompletionWithDesc(out)
 			}
-			return exit.Usage("completion: unknown shell %q; use bash, zsh, fish or powershell", args[0])
+			return failure.BadInput("completion: unknown shell %q; use bash, zsh, fish or powershell", args[0])
 		},
 	}
 }

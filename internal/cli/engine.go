@@ -11,6 +11,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/kilnctl/kiln/engine"
+	"github.com/kilnctl/kiln/engine/failure"
 	"github.com/kilnctl/kiln/engine/provider/kube"
 	"github.com/kilnctl/kiln/internal/exit"
 )
@@ -20,7 +21,7 @@ func (g *globals) provider(name string) (engine.Provider, error) {
 	switch name {
 	case "kube":
 		if g.region != "" || len(g.regions) > 0 {
-			return nil, exit.Usage("--region/--regions: only for PROVIDER aws, not kube")
+			return nil, failure.BadInput("--region/--regions: only for PROVIDER aws, not kube")
 		}
 		if err := g.aws.onlyForAWS(); err != nil {
 			return nil, err
@@ -37,14 +38,14 @@ func (g *globals) provider(name string) (engine.Provider, error) {
 		return p, nil
 	case "aws":
 		if len(g.contexts) > 0 {
-			return nil, exit.Usage("--contexts: only for PROVIDER kube; for aws use --regions")
+			return nil, failure.BadInput("--contexts: only for PROVIDER kube; for aws use --regions")
 		}
 		if g.context != "" {
-			return nil, exit.Usage("--context: only for PROVIDER kube; for aws use --region (and --kube-context-override to map the EKS endpoint to a kubeconfig context)")
+			return nil, failure.BadInput("--context: only for PROVIDER kube; for aws use --region (and --kube-context-override to map the EKS endpoint to a kubeconfig context)")
 		}
 		return g.awsProvider()
 	}
-	return nil, exit.Usage("PROVIDER %q: must be kube or aws", name)
+	return nil, failure.BadInput("PROVIDER %q: must be kube or aws", name)
 }
 
 // kubeProvider builds the kube provider for context with the discovery

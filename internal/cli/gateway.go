@@ -5,7 +5,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/kilnctl/kiln/internal/exit"
+	"github.com/kilnctl/kiln/engine/failure"
 	"github.com/kilnctl/kiln/internal/gateway"
 )
 
@@ -65,26 +65,26 @@ requests in flight and exits 0.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			for _, name := range []string{"auth-dir", "cluster", "domain"} {
 				if !cmd.Flags().Changed(name) {
-					return exit.Usage("--%s: required (see `kiln gateway --help`)", name)
+					return failure.BadInput("--%s: required (see `kiln gateway --help`)", name)
 				}
 			}
 			for _, b := range backends {
 				route, addr, err := gateway.ParseBackend(b)
 				if err != nil {
-					return exit.Usage("%v", err)
+					return failure.BadInput("%v", err)
 				}
 				if cfg.Backends == nil {
 					cfg.Backends = map[gateway.Route]string{}
 				}
 				if _, dup := cfg.Backends[route]; dup {
-					return exit.Usage("--backend: %s is given twice", route)
+					return failure.BadInput("--backend: %s is given twice", route)
 				}
 				cfg.Backends[route] = addr
 			}
 			cfg.LogOutput = g.stderr
 			gw, err := gateway.New(cfg)
 			if err != nil {
-				return exit.Usage("%v", err)
+				return failure.BadInput("%v", err)
 			}
 			gateway.SetMemoryLimit(gw.Logger())
 			if len(cfg.Backends) > 0 {

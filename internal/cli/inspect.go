@@ -5,7 +5,7 @@ import (
 
 	"github.com/kilnctl/kiln/engine"
 	"github.com/kilnctl/kiln/engine/config"
-	"github.com/kilnctl/kiln/internal/exit"
+	"github.com/kilnctl/kiln/engine/failure"
 	"github.com/kilnctl/kiln/tui"
 )
 
@@ -36,10 +36,10 @@ view of the same state.`,
 				return err
 			}
 			if err := config.ValidateName(args[1]); err != nil {
-				return exit.Usage("NAME: %v", err)
+				return failure.BadInput("NAME: %v", err)
 			}
 			if !g.interactive() {
-				return exit.Usage("kiln inspect needs a terminal on stdin and stdout (and no --headless); for a headless view run `%s`", engine.Command(engine.Target{Provider: p, Name: args[1], TokenDir: g.tokenDir}, p.Target(), []string{"status"}, "--watch"))
+				return failure.BadInput("kiln inspect needs a terminal on stdin and stdout (and no --headless); for a headless view run `%s`", engine.Command(engine.Target{Provider: p, Name: args[1], TokenDir: g.tokenDir}, p.Target(), []string{"status"}, "--watch"))
 			}
 			t := engine.ClusterRef{Provider: p.Name(), Name: args[1], Location: p.Target()}
 			return g.runWizardWith(cmd.Context(), tui.Options{Inspect: &t, InspectOnly: true, ReadOnly: readOnly})

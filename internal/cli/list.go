@@ -10,7 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/kilnctl/kiln/engine"
-	"github.com/kilnctl/kiln/internal/exit"
+	"github.com/kilnctl/kiln/engine/failure"
 )
 
 func newListCmd(g *globals) *cobra.Command {
@@ -43,10 +43,10 @@ the command's. -o json prints one cluster event per row, then a result.`,
 				req.Providers = []engine.Provider{p}
 			} else {
 				if len(g.contexts) > 0 {
-					return exit.Usage("--contexts: name PROVIDER kube with it (kiln list kube --contexts ...)")
+					return failure.BadInput("--contexts: name PROVIDER kube with it (kiln list kube --contexts ...)")
 				}
 				if g.context != "" {
-					return exit.Usage("--context: kiln list searches every context; narrow it with kiln list kube --contexts")
+					return failure.BadInput("--context: kiln list searches every context; narrow it with kiln list kube --contexts")
 				}
 				req.Providers = []engine.Provider{g.kubeProvider("")}
 				if awsConfigured(g, os.Getenv) {

@@ -9,8 +9,8 @@ import (
 	"github.com/kilnctl/kiln/engine/event"
 
 	"github.com/kilnctl/kiln/engine"
+	"github.com/kilnctl/kiln/engine/failure"
 	"github.com/kilnctl/kiln/engine/trace"
-	"github.com/kilnctl/kiln/internal/exit"
 )
 
 // record is -v and --log-file: which debug events a frontend shows, and
@@ -30,11 +30,11 @@ func (r *record) open() error {
 	}
 	f, err := os.OpenFile(r.path, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
 	if err != nil {
-		return exit.Usage("--log-file: %v", err)
+		return failure.BadInput("--log-file: %v", err)
 	}
 	if err := f.Chmod(0o600); err != nil {
 		_ = f.Close()
-		return exit.Usage("--log-file: %v", err)
+		return failure.BadInput("--log-file: %v", err)
 	}
 	r.file, r.log = f, newJSONPrinter(f)
 	return nil

@@ -8,7 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/kilnctl/kiln/engine"
-	"github.com/kilnctl/kiln/internal/exit"
+	"github.com/kilnctl/kiln/engine/failure"
 )
 
 func newProjectLogsCmd(g *globals) *cobra.Command {
@@ -28,7 +28,7 @@ followed by the result event.`,
 		Args:    cobra.ExactArgs(3),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if req.Tail < -1 {
-				return exit.Usage("--tail: must be -1 (all) or more, got %d", req.Tail)
+				return failure.BadInput("--tail: must be -1 (all) or more, got %d", req.Tail)
 			}
 			p, err := g.provider(args[0])
 			if err != nil {

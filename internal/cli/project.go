@@ -10,7 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/kilnctl/kiln/engine"
-	"github.com/kilnctl/kiln/internal/exit"
+	"github.com/kilnctl/kiln/engine/failure"
 	"github.com/kilnctl/kiln/internal/human"
 )
 
@@ -57,16 +57,16 @@ project (Lease kiln-project-P; exit 4 names the holder).`,
 				req := engine.ProjectRequest{Op: op, All: all, Tenant: tenant, Concurrency: concurrency}
 				switch {
 				case all && len(args) == 3:
-					return exit.Usage("--all: give either TENANT/PROJECT or --all, not both")
+					return failure.BadInput("--all: give either TENANT/PROJECT or --all, not both")
 				case !all && len(args) == 2:
-					return exit.Usage("TENANT/PROJECT: missing (or pass --all); usage: %s", cmd.UseLine())
+					return failure.BadInput("TENANT/PROJECT: missing (or pass --all); usage: %s", cmd.UseLine())
 				case !all && tenant != "":
-					return exit.Usage("--tenant: only with --all")
+					return failure.BadInput("--tenant: only with --all")
 				case len(args) == 3:
 					req.Ref = args[2]
 				}
 				if concurrency < 1 {
-					return exit.Usage("--concurrency: must be at least 1, got %d", concurrency)
+					return failure.BadInput("--concurrency: must be at least 1, got %d", concurrency)
 				}
 				return g.runProject(cmd, req, args)
 			},

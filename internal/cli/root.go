@@ -14,8 +14,8 @@ import (
 	"golang.org/x/term"
 
 	"github.com/kilnctl/kiln/creds"
+	"github.com/kilnctl/kiln/engine/failure"
 	"github.com/kilnctl/kiln/engine/provider/kube"
-	"github.com/kilnctl/kiln/internal/exit"
 )
 
 // BuildInfo is stamped into the binary at build time.
@@ -90,7 +90,7 @@ stdout is not a terminal) and prints NDJSON events with -o json.`,
 	root.SetOut(g.stdout)
 	root.SetErr(g.stderr)
 	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
-		return exit.Usage("%v (see `%s --help`)", err, cmd.CommandPath())
+		return failure.BadInput("%v (see `%s --help`)", err, cmd.CommandPath())
 	})
 
 	pf := root.PersistentFlags()
@@ -150,7 +150,7 @@ func refuseUnknownCommands(c *cobra.Command) {
 			if len(args) == 0 {
 				return nil
 			}
-			return exit.Usage("unknown command %q for %q; %s (see `%s --help`)", args[0], cmd.CommandPath(), suggest(cmd, args[0]), cmd.CommandPath())
+			return failure.BadInput("unknown command %q for %q; %s (see `%s --help`)", args[0], cmd.CommandPath(), suggest(cmd, args[0]), cmd.CommandPath())
 		}
 	}
 	for _, sub := range c.Commands() {
@@ -205,22 +205,22 @@ func (g *globals) validate() error {
 	switch g.output {
 	case "text", "json":
 	default:
-		return exit.Usage("--output/-o: %q is not a format; use text or json", g.output)
+		return failure.BadInput("--output/-o: %q is not a format; use text or json", g.output)
 	}
 	if g.timeout <= 0 {
-		return exit.Usage("--timeout: must be positive, got %s", g.timeout)
+		return failure.BadInput("--timeout: must be positive, got %s", g.timeout)
 	}
 	if g.tokenDir != "" && !filepath.IsAbs(g.tokenDir) {
 		// A relative dir would be stored in the keyring and read back from
 		// another working directory: make it absolute before any use.
 		abs, err := filepath.Abs(g.tokenDir)
 		if err != nil {
-			return exit.Usage("--token-dir: %q: %v", g.tokenDir, err)
+			return failure.BadInput("--token-dir: %q: %v", g.tokenDir, err)
 		}
 		g.tokenDir = abs
 	}
 	if g.discoveryTO <= 0 {
-		return exit.Usage("--discovery-timeout: must be positive, got %s", g.discoveryTO)
+		return failure.BadInput("--discovery-timeout: must be positive, got %s", g.discoveryTO)
 	}
 	return nil
 }
@@ -242,7 +242,7 @@ func wrapArgs(c *cobra.Command) {
 		orig := c.Args
 		c.Args = func(cmd *cobra.Command, args []string) error {
 			if err := orig(cmd, args); err != nil {
-				return exit.Usage("%v; usage: %s", err, cmd.UseLine())
+				return failure.BadInput("%v; usage: %s", err, cmd.UseLine())
 			}
 			return nil
 		}

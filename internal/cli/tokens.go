@@ -8,7 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/kilnctl/kiln/creds"
-	"github.com/kilnctl/kiln/internal/exit"
+	"github.com/kilnctl/kiln/engine/failure"
 )
 
 func newTokensCmd(g *globals) *cobra.Command {
@@ -66,7 +66,7 @@ func newTokensCmd(g *globals) *cobra.Command {
 		Args:    cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if args[0] != "kube" && args[0] != "aws" {
-				return exit.Usage("PROVIDER %q: must be kube or aws", args[0])
+				return failure.BadInput("PROVIDER %q: must be kube or aws", args[0])
 			}
 			store, err := g.openStore(nil)
 			if err != nil {

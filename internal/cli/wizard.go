@@ -9,8 +9,8 @@ import (
 	"github.com/kilnctl/kiln/engine/event"
 
 	"github.com/kilnctl/kiln/engine"
+	"github.com/kilnctl/kiln/engine/failure"
 	awsprovider "github.com/kilnctl/kiln/engine/provider/aws"
-	"github.com/kilnctl/kiln/internal/exit"
 	"github.com/kilnctl/kiln/tui"
 )
 
@@ -95,7 +95,7 @@ func (b *wizardOps) providerAt(name, location string) (engine.Provider, error) {
 		}
 		return p, nil
 	}
-	return nil, exit.Usage("PROVIDER %q: must be kube or aws", name)
+	return nil, failure.BadInput("PROVIDER %q: must be kube or aws", name)
 }
 
 func (b *wizardOps) target(provider, location, name string) (engine.Target, error) {

@@ -16,16 +16,16 @@ func TestCode(t *testing.T) {
 	}{
 		{nil, OK},
 		{errors.New("boom"), Failed},
-		{Usage("--output: bad"), BadInput},
-		{Confirm("installed"), NeedConfirm},
-		{Lock("held"), Locked},
-		{Deadline("slow"), Timeout},
-		{Interrupt("stop"), Interrupted},
-		{fmt.Errorf("wrapped: %w", Lock("held")), Locked},
+		{failure.BadInput("--output: bad"), BadInput},
+		{failure.NeedsConfirm("installed"), NeedConfirm},
+		{failure.Lock("held"), Locked},
+		{failure.Deadline("slow"), Timeout},
+		{failure.Interrupt("stop"), Interrupted},
+		{fmt.Errorf("wrapped: %w", failure.Lock("held")), Locked},
 		{context.Canceled, Interrupted},
 		{fmt.Errorf("wait: %w", context.DeadlineExceeded), Timeout},
 		// An explicit class wins over the context error it wraps.
-		{Usage("bad: %w", context.Canceled), BadInput},
+		{failure.BadInput("bad: %w", context.Canceled), BadInput},
 	}
 	for _, tc := range cases {
 		if got := Code(tc.err); got != tc.want {

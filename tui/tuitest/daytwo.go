@@ -129,7 +129,7 @@ func UpgradePlan(name string) []engine.PlanChange {
 
 // UpgradeScript is an upgrade of NAME in LOCATION shaped like the engine's:
 // discover, the plan (plan events, then a note), the question; declined:
-// exit 3 with nothing changed; confirmed: the platform, projects and
+// failure.Confirm with nothing changed; confirmed: the platform, projects and
 // config phases, then the result.
 func UpgradeScript(name, location string, changes []engine.PlanChange) Script {
 	return UpgradeScriptOn("kube", name, location, changes)
@@ -148,7 +148,7 @@ func EKSUpgradePlan(name string) []engine.PlanChange {
 }
 
 // RefusedEKSUpgradeScript is an upgrade of aws cluster NAME refused by the
-// aws provider (exit 2) for a Kubernetes version jump, worded with the
+// aws provider (failure.Input) for a Kubernetes version jump, worded with the
 // upgrade screen's field as the wizard's engine words it.
 func RefusedEKSUpgradeScript(name string) Script {
 	return func(ctx context.Context, sink engine.Sink, confirm engine.Confirmer) error {
@@ -205,7 +205,7 @@ func UpgradeScriptOn(provider, name, location string, changes []engine.PlanChang
 
 // RefusedUpgradeScript is an upgrade whose config removes tenant old,
 // which still has project old/web: the plan, then the engine's refusal
-// (exit 2) naming the project and the option that lets it go.
+// (failure.Input) naming the project and the option that lets it go.
 func RefusedUpgradeScript(name string) Script {
 	return func(ctx context.Context, sink engine.Sink, confirm engine.Confirmer) error {
 		emit := emitter(sink)
@@ -224,7 +224,7 @@ func RefusedUpgradeScript(name string) Script {
 
 // RotateScript is a rotate-key of NAME in LOCATION shaped like the
 // engine's: discover, plan, the question of step (engine.RotateStart,
-// Resume or Retire) with keepOld; declined: exit 3, nothing changed;
+// Resume or Retire) with keepOld; declined: failure.Confirm, nothing changed;
 // confirmed: the credentials and retire phases and the result.
 func RotateScript(name, location, step string, keepOld time.Duration) Script {
 	return func(ctx context.Context, sink engine.Sink, confirm engine.Confirmer) error {

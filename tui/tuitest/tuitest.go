@@ -164,7 +164,7 @@ func run(ctx context.Context, s Script, sink engine.Sink, c engine.Confirmer) er
 
 // CreateScript is the event sequence of a create of NAME in LOCATION, shaped
 // like the engine's. With installed, the platform is found installed and
-// confirm is asked; a refusal ends with exit 3. Before the readiness phase
+// confirm is asked; a refusal ends with failure.Confirm. Before the readiness phase
 // it waits for gate (if not nil), so a test can look at the run mid-way.
 func CreateScript(name, location string, installed bool, gate <-chan struct{}) Script {
 	return func(ctx context.Context, sink engine.Sink, confirm engine.Confirmer) error {

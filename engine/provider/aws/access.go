@@ -126,7 +126,7 @@ func kindInput(kind string) input.Input {
 	return input.Viewer
 }
 
-// validate checks the ARNs (exit 2 naming the flag and value).
+// validate checks the ARNs (failure.Input naming the flag and value).
 func (a Access) validate() error {
 	for _, v := range a.Admins {
 		if err := CheckPrincipal(input.Admin, v); err != nil {

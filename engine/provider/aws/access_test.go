@@ -14,8 +14,8 @@ import (
 
 	"github.com/kilnctl/kiln/docs"
 	"github.com/kilnctl/kiln/engine"
+	"github.com/kilnctl/kiln/engine/failure"
 	"github.com/kilnctl/kiln/engine/input"
-	"github.com/kilnctl/kiln/internal/exit"
 	"github.com/kilnctl/kiln/internal/testenv/awsemu"
 )
 
@@ -45,7 +45,7 @@ func TestCheckPrincipal(t *testing.T) {
 		"arn:aws:sts::123456789012:assumed-role/dev/session",
 	} {
 		err := CheckPrincipal(input.Viewer, bad)
-		if err == nil || exit.Code(err) != exit.BadInput || !strings.Contains(err.Error(), "--viewer") || !strings.Contains(err.Error(), bad) {
+		if err == nil || failure.Of(err) != failure.Input || !strings.Contains(err.Error(), "--viewer") || !strings.Contains(err.Error(), bad) {
 			t.Errorf("%q: %v, want exit 2 naming --viewer and the value", bad, err)
 		}
 	}
@@ -53,11 +53,11 @@ func TestCheckPrincipal(t *testing.T) {
 		t.Errorf("an assumed-role ARN is not answered with its role: %v", err)
 	}
 	a := Access{Admins: []string{"arn:aws:iam::123456789012:role/x"}, Viewers: []string{"arn:aws:iam::123456789012:role/x"}, SetAdmins: true, SetViewers: true}
-	if err := a.validate(); exit.Code(err) != exit.BadInput {
+	if err := a.validate(); failure.Of(err) != failure.Input {
 		t.Errorf("one principal as admin and viewer: %v", err)
 	}
 	a = Access{Admins: []string{"arn:aws-cn:iam::123456789012:role/x"}, SetAdmins: true}
-	if err := a.checkPartition("eu-west-1"); exit.Code(err) != exit.BadInput || !strings.Contains(err.Error(), "aws-cn") {
+	if err := a.checkPartition("eu-west-1"); failure.Of(err) != failure.Input || !strings.Contains(err.Error(), "aws-cn") {
 		t.Errorf("an aws-cn ARN for eu-west-1: %v", err)
 	}
 }
@@ -129,7 +129,7 @@ func TestPlanAccess(t *testing.T) {
 			t.Errorf("%+v: %v %v, want %v", tc.a, got, err, tc.want)
 		}
 	}
-	if _, err := plan(Access{Viewers: []string{ot}, SetViewers: true}); exit.Code(err) != exit.BadInput || !strings.Contains(err.Error(), ot) {
+	if _, err := plan(Access{Viewers: []string{ot}, SetViewers: true}); failure.Of(err) != failure.Input || !strings.Contains(err.Error(), ot) {
 		t.Errorf("naming an entry kiln did not create: %v, want exit 2", err)
 	}
 	have[1].policies = []string{admin}
@@ -215,7 +215,7 @@ func TestUpgradeSwitchesAConfigMapCluster(t *testing.T) {
 		t.Fatal(err)
 	}
 	in.cluster = d.Cluster
-	if err := in.ensureAccess(ctx); exit.Code(err) != exit.BadInput || !strings.Contains(err.Error(), "kiln upgrade aws "+name) {
+	if err := in.ensureAccess(ctx); failure.Of(err) != failure.Input || !strings.Contains(err.Error(), "kiln upgrade aws "+name) {
 		t.Errorf("create's access step on a CONFIG_MAP cluster: %v, want exit 2 naming kiln upgrade", err)
 	}
 

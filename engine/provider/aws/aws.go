@@ -33,7 +33,6 @@ import (
 	"github.com/kilnctl/kiln/engine/failure"
 	"github.com/kilnctl/kiln/engine/input"
 	"github.com/kilnctl/kiln/engine/trace"
-	"github.com/kilnctl/kiln/internal/exit"
 )
 
 // Tags every kiln-created AWS resource carries.
@@ -230,7 +229,7 @@ func (p *Provider) DefaultRegion() (string, error) {
 
 // AWSConfig returns the AWS configuration for region (the standard chain,
 // --profile, AWS_ENDPOINT_URL), with usable credentials: missing
-// credentials are bad input (exit 2).
+// credentials are bad input (failure.Input).
 func (p *Provider) AWSConfig(ctx context.Context, region string) (aws.Config, error) {
 	cfg, err := p.config(ctx, region)
 	if err != nil {
@@ -331,7 +330,7 @@ func (p *Provider) loadConfig(ctx context.Context, region string) (aws.Config, e
 		if p.Profile != "" {
 			return aws.Config{}, input.New(failure.Input, input.Profile, p.Profile, "{input} %s: %v", p.Profile, err)
 		}
-		return aws.Config{}, exit.Usage("AWS configuration: %v", err)
+		return aws.Config{}, failure.BadInput("AWS configuration: %v", err)
 	}
 	return cfg, nil
 }
@@ -417,7 +416,7 @@ func (p *Provider) nodes() int32 {
 }
 
 // validateCredentials checks, once per provider, that the AWS
-// configuration loads and yields credentials: exit 2 before anything is
+// configuration loads and yields credentials: failure.Input before anything is
 // created, and before regions are asked for.
 func (p *Provider) validateCredentials(ctx context.Context) error {
 	p.validateMu.Lock()

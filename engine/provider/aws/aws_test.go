@@ -29,9 +29,9 @@ import (
 
 	"github.com/kilnctl/kiln/engine"
 	"github.com/kilnctl/kiln/engine/event"
+	"github.com/kilnctl/kiln/engine/failure"
 	"github.com/kilnctl/kiln/engine/input"
 	"github.com/kilnctl/kiln/engine/provider/kube"
-	"github.com/kilnctl/kiln/internal/exit"
 	"github.com/kilnctl/kiln/internal/testenv/awsemu"
 )
 
@@ -541,8 +541,8 @@ func TestBadInputIsExit2BeforeAnythingIsCreated(t *testing.T) {
 				p.SearchRegions = nil // the built-in list decides
 			}
 			_, err := p.Discover(context.Background(), "bad")
-			if exit.Code(err) != exit.BadInput || !strings.Contains(err.Error(), tc.field) {
-				t.Fatalf("want exit 2 naming %s, got %d: %v", tc.field, exit.Code(err), err)
+			if failure.Of(err) != failure.Input || !strings.Contains(err.Error(), tc.field) {
+				t.Fatalf("want input naming %s, got %v: %v", tc.field, failure.Of(err), err)
 			}
 			for _, r := range testRegions {
 				if inv, err := newTestProvider(t, e).Inventory(context.Background(), "bad", r); err != nil || !inv.Empty() {

@@ -15,7 +15,7 @@ import (
 	iamtypes "github.com/aws/aws-sdk-go-v2/service/iam/types"
 
 	"github.com/kilnctl/kiln/engine"
-	"github.com/kilnctl/kiln/internal/exit"
+	"github.com/kilnctl/kiln/engine/failure"
 )
 
 // The claim serializes infrastructure changes of one NAME across hosts.
@@ -23,7 +23,7 @@ import (
 // kiln-NAME-claim, tagged with its holder and the time. IAM refuses a
 // second role of the same name (EntityAlreadyExists), and IAM is global,
 // so of any number of kiln processes, on any hosts, creating NAME in any
-// region, exactly one holds the claim; the others exit 4 naming it. The
+// region, exactly one holds the claim; the others fail as failure.Locked naming it. The
 // role grants nothing (no policies; only EC2 may assume it, through an
 // instance profile that does not exist). The holder renews a tag every
 // minute and deletes the role when its infrastructure phase ends.
@@ -78,7 +78,7 @@ type claim struct {
 	once   sync.Once
 }
 
-// acquireClaim takes the claim of in.name for op, or fails with exit 4
+// acquireClaim takes the claim of in.name for op, or fails with failure.Locked
 // naming its holder. The returned context is cancelled if the claim is
 // lost (taken over after this process stopped renewing it).
 func (in *infra) acquireClaim(ctx context.Context, op string) (*claim, context.Context, error) {
@@ -121,7 +121,8 @@ func (in *infra) acquireClaim(ctx context.Context, op string) (*claim, context.C
 		if !stale {
 			since := iamTag(got.Role.Tags, TagClaimSince)
 			in.emit(KindClaim, name, engine.StatusInProgress, "held by %s since %s", other, since)
-			return nil, nil, exit.Lock("infrastructure of %s is being changed by %s since %s (claim: IAM role %s); nothing was created. Wait for it to finish; a claim whose holder died on another host expires %s after its last renewal (%s)",
+			at, _ := time.Parse(time.RFC3339, since) // zero when not a time
+			return nil, nil, failure.Held(other, at, "infrastructure of %s is being changed by %s since %s (claim: IAM role %s); nothing was created. Wait for it to finish; a claim whose holder died on another host expires %s after its last renewal (%s)",
 				in.name, other, since, name, claimTTL, iamTag(got.Role.Tags, TagClaimRenewed))
 		}
 		// Take over exactly the claim judged stale: another contender may
@@ -194,7 +195,7 @@ func (c *claim) renew(ctx context.Context, cancelOp context.CancelCauseFunc) {
 		}
 		got, err := c.in.iam.GetRole(ctx, &iam.GetRoleInput{RoleName: aws.String(c.role)})
 		if err == nil && aws.ToString(got.Role.RoleId) != c.roleID || apiCode(err) == "NoSuchEntity" {
-			cancelOp(exit.Lock("lost the claim of %s (IAM role %s): another kiln took it over; stopped", c.in.name, c.role))
+			cancelOp(failure.Lock("lost the claim of %s (IAM role %s): another kiln took it over; stopped", c.in.name, c.role))
 			return
 		}
 		if err == nil {
@@ -207,7 +208,7 @@ func (c *claim) renew(ctx context.Context, cancelOp context.CancelCauseFunc) {
 			continue
 		}
 		if time.Since(last) > claimTTL*2/3 {
-			cancelOp(exit.Lock("could not renew the claim of %s (IAM role %s) for %s: %v; stopped so that no other kiln races this one", c.in.name, c.role, time.Since(last).Round(time.Second), err))
+			cancelOp(failure.Lock("could not renew the claim of %s (IAM role %s) for %s: %v; stopped so that no other kiln races this one", c.in.name, c.role, time.Since(last).Round(time.Second), err))
 			return
 		}
 	}

@@ -2,6 +2,7 @@ package aws
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -12,7 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/iam"
 	iamtypes "github.com/aws/aws-sdk-go-v2/service/iam/types"
 
-	"github.com/kilnctl/kiln/internal/exit"
+	"github.com/kilnctl/kiln/engine/failure"
 )
 
 // What these tests can and cannot prove with kumo: kumo's IAM is one
@@ -51,14 +52,17 @@ func TestClaimSerializesInfrastructureAcrossHosts(t *testing.T) {
 	// creates nothing.
 	for _, region := range []string{"eu-west-1", "us-east-1"} {
 		_, _, err = b.EnsureInfrastructure(ctx, name, region, nil)
-		if exit.Code(err) != exit.Locked || !strings.Contains(err.Error(), "@host-a pid") {
-			t.Fatalf("%s: want exit 4 naming host-a, got %d: %v", region, exit.Code(err), err)
+		if failure.Of(err) != failure.Locked || !strings.Contains(err.Error(), "@host-a pid") {
+			t.Fatalf("%s: want locked naming host-a, got %v: %v", region, failure.Of(err), err)
+		}
+		if fe := (*failure.Error)(nil); !errors.As(err, &fe) || !strings.Contains(fe.Holder, "@host-a pid") || fe.Since.IsZero() {
+			t.Errorf("%s: the locked failure's fields = %+v, want holder host-a and since", region, fe)
 		}
 		if inv, err := b.Inventory(ctx, name, region); err != nil || !inv.Empty() {
 			t.Fatalf("%s: the loser created %s (%v)", region, inv, err)
 		}
 	}
-	if _, err := b.DestroyInfrastructure(ctx, name, "eu-west-1", nil); exit.Code(err) != exit.Locked {
+	if _, err := b.DestroyInfrastructure(ctx, name, "eu-west-1", nil); failure.Of(err) != failure.Locked {
 		t.Fatalf("destroy while host-a holds the claim: want exit 4, got %v", err)
 	}
 	c.release(ctx)
@@ -99,7 +103,7 @@ func TestConcurrentCreatesMakeOneOfEach(t *testing.T) {
 		switch {
 		case err == nil:
 			ok++
-		case exit.Code(err) == exit.Locked:
+		case failure.Of(err) == failure.Locked:
 			locked++
 		default:
 			t.Errorf("a run failed otherwise: %v", err)
@@ -148,7 +152,7 @@ func TestStaleClaimsAreTakenOver(t *testing.T) {
 			}
 			c, _, err := in.acquireClaim(ctx, "create")
 			if !tc.stale {
-				if exit.Code(err) != exit.Locked {
+				if failure.Of(err) != failure.Locked {
 					t.Fatalf("a live claim was taken over: %v", err)
 				}
 				_, _ = in.iam.DeleteRole(ctx, &iam.DeleteRoleInput{RoleName: aws.String(claimName(name))})
@@ -202,7 +206,7 @@ func TestLostClaimStopsTheOperation(t *testing.T) {
 	case <-wait.Done():
 		t.Fatal("the operation went on after its claim was taken over")
 	}
-	if cause := context.Cause(opCtx); exit.Code(cause) != exit.Locked || !strings.Contains(cause.Error(), "lost the claim") {
+	if cause := context.Cause(opCtx); failure.Of(cause) != failure.Locked || !strings.Contains(cause.Error(), "lost the claim") {
 		t.Fatalf("cause: %v", cause)
 	}
 	c.release(ctx)

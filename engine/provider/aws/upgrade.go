@@ -25,7 +25,7 @@ import (
 // meaning "keep what runs": Nodes (0 = keep), InstanceType ("" = keep),
 // KubernetesVersion ("" = keep). The order is EKS's: the control
 // plane first (one minor version at a time; EKS refuses more, and never
-// goes down, so kiln refuses both before anything is written, exit 2),
+// goes down, so kiln refuses both before anything is written, failure.Input),
 // then the node group — its Kubernetes version (UpdateNodegroupVersion,
 // a rolling replacement of the nodes by EKS), its instance type, its size
 // (UpdateNodegroupConfig) — and then, in the engine, the platform.
@@ -58,7 +58,7 @@ type Change struct {
 	KubernetesVersion string
 }
 
-// validate checks what can be checked without AWS (exit 2 naming the
+// validate checks what can be checked without AWS (failure.Input naming the
 // field).
 func (c Change) validate() error {
 	if err := checkInstanceType(c.InstanceType); err != nil {

@@ -8,8 +8,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	ekstypes "github.com/aws/aws-sdk-go-v2/service/eks/types"
 
+	"github.com/kilnctl/kiln/engine/failure"
 	"github.com/kilnctl/kiln/engine/input"
-	"github.com/kilnctl/kiln/internal/exit"
 )
 
 func group(name, typ, version string, size int32, created int) *ngState {
@@ -31,14 +31,14 @@ func TestPlanUpgrade(t *testing.T) {
 		req     Change
 		groups  []*ngState
 		changes []string // action kind name fields
-		exit    int
+		kind    failure.Kind
 	}{
 		{"nothing asked", Change{}, []*ngState{orig}, nil, 0},
 		{"same as runs", Change{Nodes: 2, InstanceType: "t3.medium", KubernetesVersion: "1.30"}, []*ngState{orig}, nil, 0},
 		{"nodes 2 → 3", Change{Nodes: 3}, []*ngState{orig}, []string{"update Nodegroup kiln-nodes scalingConfig.desiredSize,scalingConfig.maxSize,scalingConfig.minSize"}, 0},
 		{"one minor up", Change{KubernetesVersion: "1.31"}, []*ngState{orig}, []string{"update EKSCluster c1 version", "update Nodegroup kiln-nodes version"}, 0},
-		{"two minors up", Change{KubernetesVersion: "1.32"}, []*ngState{orig}, nil, exit.BadInput},
-		{"down", Change{KubernetesVersion: "1.29"}, []*ngState{orig}, nil, exit.BadInput},
+		{"two minors up", Change{KubernetesVersion: "1.32"}, []*ngState{orig}, nil, failure.Input},
+		{"down", Change{KubernetesVersion: "1.29"}, []*ngState{orig}, nil, failure.Input},
 		{"instance type", Change{InstanceType: "m6i.large"}, []*ngState{orig}, []string{"create Nodegroup kiln-nodes-m6i-large instanceTypes,scalingConfig,version", "delete Nodegroup kiln-nodes "}, 0},
 		{"version, type and size at once", Change{InstanceType: "m6i.large", Nodes: 3, KubernetesVersion: "1.31"}, []*ngState{orig},
 			[]string{"update EKSCluster c1 version", "create Nodegroup kiln-nodes-m6i-large instanceTypes,scalingConfig,version", "delete Nodegroup kiln-nodes "}, 0},
@@ -52,9 +52,9 @@ func TestPlanUpgrade(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			pl, err := (&Provider{Change: tc.req}).planUpgrade("c1", &infraState{cluster: cluster, groups: tc.groups})
-			if tc.exit != 0 {
-				if exit.Code(err) != tc.exit || !strings.Contains(err.Error(), "--kubernetes-version") || !strings.Contains(err.Error(), "1.30") {
-					t.Fatalf("err = %v (exit %d), want exit %d naming --kubernetes-version and 1.30", err, exit.Code(err), tc.exit)
+			if tc.kind != 0 {
+				if failure.Of(err) != tc.kind || !strings.Contains(err.Error(), "--kubernetes-version") || !strings.Contains(err.Error(), "1.30") {
+					t.Fatalf("err = %v (kind %v), want kind %v naming --kubernetes-version and 1.30", err, failure.Of(err), tc.kind)
 				}
 				return
 			}
@@ -102,7 +102,7 @@ func TestChangeValidate(t *testing.T) {
 		switch {
 		case tc.field == "" && err != nil:
 			t.Errorf("%+v: %v", tc.c, err)
-		case tc.field != "" && (exit.Code(err) != exit.BadInput || !strings.Contains(err.Error(), tc.field)):
+		case tc.field != "" && (failure.Of(err) != failure.Input || !strings.Contains(err.Error(), tc.field)):
 			t.Errorf("%+v: err = %v, want exit 2 naming %s", tc.c, err, tc.field)
 		}
 	}

@@ -13,7 +13,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
-	"github.com/kilnctl/kiln/internal/exit"
+	"github.com/kilnctl/kiln/engine/failure"
 )
 
 // silent accepts TCP connections and never writes a byte: a server behind
@@ -166,8 +166,8 @@ func TestDiscoveryScope(t *testing.T) {
 	}
 	p = &Provider{Kubeconfig: kc, Only: []string{"a", "nosuch"}}
 	_, err = p.Discover(context.Background(), "x")
-	if exit.Code(err) != exit.BadInput || !strings.Contains(err.Error(), "--contexts") || !strings.Contains(err.Error(), "nosuch") {
-		t.Errorf("unknown context in --contexts: %v (exit %d), want exit 2 naming --contexts and the context", err, exit.Code(err))
+	if failure.Of(err) != failure.Input || !strings.Contains(err.Error(), "--contexts") || !strings.Contains(err.Error(), "nosuch") {
+		t.Errorf("unknown context in --contexts: %v (kind %v), want input naming --contexts and the context", err, failure.Of(err))
 	}
 }
 

@@ -231,7 +231,7 @@ func (p *Provider) scope(names []string) (map[string]bool, error) {
 }
 
 // ValidateScope checks that every context of Only is in the kubeconfig
-// (exit 2 naming --contexts otherwise).
+// (failure.Input naming --contexts otherwise).
 func (p *Provider) ValidateScope() error {
 	names, err := p.Contexts()
 	if err != nil {
