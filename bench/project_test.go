@@ -495,13 +495,7 @@ func BenchmarkProjectScale(b *testing.B) {
 					got, states = projectStates(m.stdout)
 					total.add(p.take())
 				}
-				k := float64(len(walls))
-				b.ReportMetric(walls.meanMS(), "wall-ms")
-				b.ReportMetric(float64(total.Lists)/k, "lists/op")
-				b.ReportMetric(float64(total.Total())/k, "requests/op")
-				b.ReportMetric(float64(total.OtherWrites()+total.LeaseWrites())/k, "writes/op")
-				b.ReportMetric(float64(rss)/1024, "rss-MB")
-				b.ReportMetric(float64(got), "projects")
+				reportScale(b, walls, total, rss, got)
 				b.Logf("%s with %d projects (%s): %d ops: %s", cmd, got, states, len(walls), short(total))
 				if budget, ok := scaleBudgets[n]; ok {
 					verdict := "met"
@@ -532,13 +526,7 @@ func BenchmarkProjectScale(b *testing.B) {
 				rss = max(rss, kb)
 				total.add(p.take())
 			}
-			kk := float64(len(walls))
-			b.ReportMetric(walls.meanMS(), "wall-ms")
-			b.ReportMetric(float64(total.Lists)/kk, "lists/op")
-			b.ReportMetric(float64(total.Total())/kk, "requests/op")
-			b.ReportMetric(float64(total.OtherWrites()+total.LeaseWrites())/kk, "writes/op")
-			b.ReportMetric(float64(rss)/1024, "rss-MB")
-			b.ReportMetric(float64(len(have)), "projects")
+			reportScale(b, walls, total, rss, len(have))
 			b.Logf("kubectl %s, %d projects: %d runs: %s", strings.Join(args, " "), len(have), len(walls), short(total))
 		})
 		b.Run(fmt.Sprintf("kubectl-get/projects=%d", n), func(b *testing.B) {
@@ -581,14 +569,8 @@ func BenchmarkProjectScale(b *testing.B) {
 				walls = append(walls, time.Since(start))
 				total.add(p.take())
 			}
-			kk := float64(len(walls))
-			b.ReportMetric(walls.meanMS(), "wall-ms")
-			b.ReportMetric(float64(total.Lists)/kk, "lists/op")
-			b.ReportMetric(float64(total.Total())/kk, "requests/op")
-			b.ReportMetric(float64(total.OtherWrites()+total.LeaseWrites())/kk, "writes/op")
-			b.ReportMetric(float64(rss)/1024, "rss-MB")
-			b.ReportMetric(float64(len(have)), "projects")
-			b.ReportMetric(kk, "runs")
+			reportScale(b, walls, total, rss, len(have))
+			b.ReportMetric(float64(len(walls)), "runs")
 			b.Logf("kubectl get per object, %d projects, %d processes per run, %d at a time: %d runs: %s", len(have), 5*len(have), conc, len(walls), short(total))
 		})
 	}
@@ -953,4 +935,18 @@ func envInt(name string, def int) int {
 		return v
 	}
 	return def
+}
+
+// reportScale reports one scale case's figures per op: mean wall time,
+// LISTs, requests and writes sent, the peak RSS of its processes and how
+// many projects it found.
+func reportScale(b *testing.B, walls durations, total apiCounts, rss int64, projects int) {
+	b.Helper()
+	k := float64(len(walls))
+	b.ReportMetric(walls.meanMS(), "wall-ms")
+	b.ReportMetric(float64(total.Lists)/k, "lists/op")
+	b.ReportMetric(float64(total.Total())/k, "requests/op")
+	b.ReportMetric(float64(total.OtherWrites()+total.LeaseWrites())/k, "writes/op")
+	b.ReportMetric(float64(rss)/1024, "rss-MB")
+	b.ReportMetric(float64(projects), "projects")
 }
