@@ -142,7 +142,7 @@ func (r *run) credentials(ctx context.Context) error {
 	}
 	r.authKeys = map[string]string{td.Manifest.KeyID: string(pemBytes)}
 	e.logf(LevelInfo, "generated key %s; token dir %s written (pending)", td.Manifest.KeyID, dir)
-	checkpoint(ctx, "after-token-dir-pending")
+	r.e.checkpoint(ctx, "after-token-dir-pending")
 	return r.remember()
 }
 

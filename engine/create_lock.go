@@ -94,14 +94,14 @@ func (r *run) acquire(ctx context.Context, cs kubernetes.Interface) error {
 	if err := r.ensure(ctx, cs, r.watcher(cs), platform.NamespaceObject(r.req.Name)); err != nil {
 		return err
 	}
-	checkpoint(ctx, "after-namespace")
+	r.e.checkpoint(ctx, "after-namespace")
 	l, lctx, err := r.e.lockCluster(ctx, cs, "create", r.req.Name, false)
 	if err != nil {
 		return err
 	}
 	r.lock, r.lockCtx = l, lctx
 	r.e.logf(LevelInfo, "holding lock %s/%s as %s", platform.Namespace, platform.LockName, l.Holder())
-	checkpoint(ctx, "after-lease")
+	r.e.checkpoint(ctx, "after-lease")
 	// A key kept trusted by rotate-key --keep-old goes once its time is up,
 	// with the next operation that holds the lock.
 	if err := r.e.retireExpiredKey(lctx, cs, r.req.Name, r.req.Timeout); err != nil {

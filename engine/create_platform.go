@@ -57,7 +57,7 @@ func (r *run) platform(ctx context.Context) error {
 		if err := r.verifyAuth(ctx, cs); err != nil {
 			return err
 		}
-		checkpoint(ctx, "after-auth")
+		r.e.checkpoint(ctx, "after-auth")
 		cfgObj, err := platform.ConfigObject(name, r.cfg)
 		if err != nil {
 			return err
@@ -74,7 +74,7 @@ func (r *run) platform(ctx context.Context) error {
 			return fmt.Errorf("read back %s/%s: it does not hold the config kiln applied", platform.Namespace, platform.ConfigMapName)
 		}
 		trusted = st.Keys
-		checkpoint(ctx, "after-config")
+		r.e.checkpoint(ctx, "after-config")
 	}
 	if r.td.Manifest.State == creds.StatePending {
 		// Commit checks the key on disk against kiln-auth as just read.
@@ -85,12 +85,12 @@ func (r *run) platform(ctx context.Context) error {
 		r.e.logf(LevelInfo, "token dir %s committed: the cluster trusts key %s", r.td.Path, r.td.Manifest.KeyID)
 	}
 	r.unlockDirs()
-	checkpoint(ctx, "after-commit")
+	r.e.checkpoint(ctx, "after-commit")
 	tenants := platform.TenantObjects(name, r.cfg.Spec.Tenants)
 	if err := r.ensureAll(ctx, cs, w, tenants); err != nil {
 		return err
 	}
-	checkpoint(ctx, "after-tenants")
+	r.e.checkpoint(ctx, "after-tenants")
 	// NetworkPolicies before the gateway: its pods never run unfenced.
 	if err := r.ensureAll(ctx, cs, w, platform.PolicyObjects(name, r.cfg)); err != nil {
 		return err
@@ -117,7 +117,7 @@ func (r *run) platform(ctx context.Context) error {
 		if err := r.ensure(ctx, cs, w, obj); err != nil {
 			return err
 		}
-		checkpoint(ctx, "after-"+strings.ToLower(obj.Ref.Kind))
+		r.e.checkpoint(ctx, "after-"+strings.ToLower(obj.Ref.Kind))
 	}
 	if r.decision == DecisionContinue {
 		// A platform the previous kiln made routes its projects straight
@@ -131,7 +131,7 @@ func (r *run) platform(ctx context.Context) error {
 		}
 		if n > 0 {
 			r.mutated = true
-			checkpoint(ctx, "after-routes")
+			r.e.checkpoint(ctx, "after-routes")
 		}
 	}
 	return nil

@@ -154,7 +154,7 @@ func (e *Engine) destroy(ctx context.Context, req DestroyRequest, d *destroyRun)
 		if err != nil {
 			return err
 		}
-		checkpoint(ctx, "destroy-marked")
+		e.checkpoint(ctx, "destroy-marked")
 		return e.removePlatform(ctx, cs, req, cfg, l, ns)
 	})
 	if err != nil {
@@ -179,7 +179,7 @@ func (e *Engine) destroyRest(ctx context.Context, req DestroyRequest, loc Locati
 	if err != nil {
 		return "", err
 	}
-	checkpoint(ctx, "after-infrastructure-delete")
+	e.checkpoint(ctx, "after-infrastructure-delete")
 	d.current = PhaseCredentials
 	return e.forgetCluster(ctx, req, td)
 }
@@ -218,7 +218,7 @@ func (e *Engine) forgetCluster(ctx context.Context, req DestroyRequest, td *cred
 				e.logf(LevelWarn, "keyring: %v", err)
 			}
 		}
-		checkpoint(ctx, "after-keyring-forget")
+		e.checkpoint(ctx, "after-keyring-forget")
 		if td == nil {
 			return skip("no token dir with a trusted key found")
 		}
@@ -293,7 +293,7 @@ func (e *Engine) removePlatform(ctx context.Context, cs kubernetes.Interface, re
 	if err := deleteAll(ctx, cs, append(append([]readiness.Ref{}, tenants...), gateway...)); err != nil {
 		return err
 	}
-	checkpoint(ctx, "after-tenants-delete")
+	e.checkpoint(ctx, "after-tenants-delete")
 	for _, name := range []string{platform.ConfigMapName, platform.AuthName} {
 		ref := readiness.Ref{Kind: readiness.KindConfigMap, Namespace: platform.Namespace, Name: name}
 		if err := platform.DeleteOwnerless(ctx, cs, ref); err != nil {
@@ -302,13 +302,13 @@ func (e *Engine) removePlatform(ctx context.Context, cs kubernetes.Interface, re
 		if err := e.waitGone(ctx, w, req.Timeout, ref); err != nil {
 			return err
 		}
-		checkpoint(ctx, "after-"+name+"-delete")
+		e.checkpoint(ctx, "after-"+name+"-delete")
 	}
 	held, err := holdNamespace(ctx, cs, platform.Namespace, true, ns)
 	if err != nil {
 		return err
 	}
-	checkpoint(ctx, "before-namespace-delete")
+	e.checkpoint(ctx, "before-namespace-delete")
 	l.StopRenewing()
 	del := platform.Delete
 	if held != nil && held.DeletionTimestamp == nil {
@@ -317,7 +317,7 @@ func (e *Engine) removePlatform(ctx context.Context, cs kubernetes.Interface, re
 	if err := del(ctx, cs, refs[0]); err != nil {
 		return err
 	}
-	checkpoint(ctx, "after-namespace-delete")
+	e.checkpoint(ctx, "after-namespace-delete")
 	// Deleted above, in this run: confirm them gone without asking again.
 	return e.finishNamespaces(ctx, cs, w, req.Timeout, append(tenants, gateway...), false)
 }

@@ -87,6 +87,9 @@ type Engine struct {
 	// PageSize is how many objects each LIST of the projects' objects asks
 	// for at a time (project.Ops.PageSize; 0: project.DefaultPageSize).
 	PageSize int64
+	// Hooks are test hooks (see Hooks): every checkpoint of the engine's
+	// operations is reported to them. nil (every release build): none.
+	Hooks Hooks
 }
 
 // version is this kiln's version as recorded on kiln-config.
@@ -166,7 +169,7 @@ func (e *Engine) phase(ctx context.Context, name event.Phase, run func(context.C
 	default:
 		e.emit(event.PhaseEvent{Phase: name, State: PhaseSucceeded, ElapsedMS: elapsed})
 	}
-	checkpoint(ctx, "after-"+string(name))
+	e.checkpoint(ctx, "after-"+string(name))
 	return err
 }
 

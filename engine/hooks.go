@@ -8,42 +8,27 @@ import "context"
 // no-op. The implementation that reads KILN_TEST_CRASH_AT and
 // KILN_TEST_PAUSE_AT lives in internal/testenv/testhooks, which only _test.go files
 // import: the kiln binary does not contain it.
+//
+// Hooks are an option of whatever reaches a checkpoint, not a value of
+// the context: Engine.Hooks for the engine's own checkpoints, a Hooks
+// field of each provider that has checkpoints (the aws provider's). The
+// frontend that builds them (internal/cli, from the hooks cmd/kiln's run
+// is given) sets the same Hooks on each, so a test sees every checkpoint
+// of an operation, the engine's and its provider's, in one place. The
+// context carries only what is scoped to one request (the API trace, the
+// lock's write gates); a test knob set once per process is not that, and
+// an explicit field shows which parts of kiln can be stopped at all.
 type Hooks interface {
 	// At is called when an operation reaches the checkpoint named point.
 	// It returns when the operation may go on (it may also never return).
 	At(ctx context.Context, point string)
 }
 
-// Why the hooks ride the context rather than a field: checkpoints sit in
-// the engine and deep in providers (the aws provider's kubeconfig write,
-// its claim's host), reached through the Provider interface, whose
-// methods take no test parameter and should not; the operation's context
-// is the one thing every such call already receives, scoped to that one
-// operation. A release build carries none. Operation inputs and knobs are
-// never carried this way: they are fields of requests and options.
-type hooksKey struct{}
-
-// WithHooks returns a copy of ctx that carries h: every checkpoint reached
-// under it, in the engine and in the providers it calls, is reported to h.
-// A nil h leaves ctx unchanged.
-func WithHooks(ctx context.Context, h Hooks) context.Context {
-	if h == nil {
-		return ctx
-	}
-	return context.WithValue(ctx, hooksKey{}, h)
-}
-
-// HooksFrom returns the hooks ctx carries, or nil.
-func HooksFrom(ctx context.Context) Hooks {
-	h, _ := ctx.Value(hooksKey{}).(Hooks)
-	return h
-}
-
-// Checkpoint marks the point named point of an operation for the hooks ctx
-// carries; without hooks (every release build) it does nothing. Providers
-// name their steps with it; the names are what tests crash and pause at.
-func Checkpoint(ctx context.Context, point string) {
-	if h := HooksFrom(ctx); h != nil {
+// Checkpoint marks the point named point of an operation for h; a nil h
+// (every release build) does nothing. The engine and providers name their
+// steps with it; the names are what tests crash and pause at.
+func Checkpoint(ctx context.Context, h Hooks, point string) {
+	if h != nil {
 		h.At(ctx, point)
 	}
 }
@@ -57,12 +42,15 @@ type HostHook interface {
 	Host() string
 }
 
-// HookedHost returns the host name the hooks ctx carries play, or "".
-func HookedHost(ctx context.Context) string {
-	if h, ok := HooksFrom(ctx).(HostHook); ok {
-		return h.Host()
+// HookedHost returns the host name h plays, or "" (the real one; also
+// for a nil h or one that plays no other host).
+func HookedHost(h Hooks) string {
+	if hh, ok := h.(HostHook); ok {
+		return hh.Host()
 	}
 	return ""
 }
 
-func checkpoint(ctx context.Context, point string) { Checkpoint(ctx, point) }
+// checkpoint marks the point named point of one of e's operations for
+// e.Hooks.
+func (e *Engine) checkpoint(ctx context.Context, point string) { Checkpoint(ctx, e.Hooks, point) }

@@ -154,7 +154,7 @@ func (r *rotation) run(ctx context.Context) error {
 		return err
 	}
 	r.lock = l
-	checkpoint(ctx, "rotate-after-lock")
+	r.e.checkpoint(ctx, "rotate-after-lock")
 	dl, err := creds.LockDir(r.td.Path, lock.Identity("rotate-key "+req.Name))
 	if err != nil {
 		return err

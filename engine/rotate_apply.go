@@ -44,7 +44,7 @@ func (r *rotation) swap(ctx context.Context) error {
 		}
 		r.staged = next
 		e.logf(LevelInfo, "generated key %s; every tenant token signed with it, staged at %s", next.Manifest.KeyID, next.Path)
-		checkpoint(ctx, "rotate-after-staged")
+		r.e.checkpoint(ctx, "rotate-after-staged")
 	}
 	if r.staged != nil && r.staged.Manifest.KeyID != cur {
 		next := r.staged.Manifest.KeyID
@@ -57,7 +57,7 @@ func (r *rotation) swap(ctx context.Context) error {
 			return err
 		}
 		e.logf(LevelInfo, "kiln-auth trusts the old key %s and the new key %s (read back)", cur, next)
-		checkpoint(ctx, "rotate-after-trust-both")
+		r.e.checkpoint(ctx, "rotate-after-trust-both")
 		swapped := *r.staged
 		swapped.Manifest.State = creds.StateCommitted
 		swapped.Previous = r.td.Key
@@ -67,7 +67,7 @@ func (r *rotation) swap(ctx context.Context) error {
 			return err
 		}
 		e.logf(LevelInfo, "token dir %s swapped to key %s (the old key %s kept in it until the rotation ends)", r.td.Path, next, cur)
-		checkpoint(ctx, "rotate-after-swap")
+		r.e.checkpoint(ctx, "rotate-after-swap")
 		r.remember(next)
 	}
 	if r.staged != nil {
@@ -102,7 +102,7 @@ func (r *rotation) retire(ctx context.Context) error {
 				if err := r.applyAuth(ctx, keys, old[0], exp); err != nil {
 					return err
 				}
-				checkpoint(ctx, "rotate-after-keep-old")
+				r.e.checkpoint(ctx, "rotate-after-keep-old")
 			}
 			r.outcome = fmt.Sprintf("key of %s rotated to %s; the old key %s stays trusted until %s (`%s` removes it now; any %s after that time removes it)",
 				r.req.Name, cur, old[0], exp.Format(time.RFC3339), r.finishCommand(), r.removers())
@@ -112,7 +112,7 @@ func (r *rotation) retire(ctx context.Context) error {
 			return err
 		}
 		e.logf(LevelInfo, "kiln-auth trusts only key %s: tokens signed with %s no longer verify", cur, old[0])
-		checkpoint(ctx, "rotate-after-retire")
+		r.e.checkpoint(ctx, "rotate-after-retire")
 		r.outcome = fmt.Sprintf("key of %s rotated to %s; the old key %s is no longer trusted", r.req.Name, cur, old[0])
 	}
 	if r.td.Previous != nil {
@@ -122,7 +122,7 @@ func (r *rotation) retire(ctx context.Context) error {
 			return err
 		}
 		r.td = &td
-		checkpoint(ctx, "rotate-after-end")
+		r.e.checkpoint(ctx, "rotate-after-end")
 	}
 	if r.outcome == "" {
 		r.outcome = fmt.Sprintf("key of %s rotated to %s; the rotation is complete", r.req.Name, cur)

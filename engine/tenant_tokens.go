@@ -97,7 +97,7 @@ func (e *Engine) syncTenantTokens(ctx context.Context, cs kubernetes.Interface, 
 		if err := publish(staged); err != nil {
 			return nil, nil, err
 		}
-		checkpoint(ctx, "tokens-after-table-staged")
+		e.checkpoint(ctx, "tokens-after-table-staged")
 	}
 	if len(reissue) > 0 {
 		if td, err = creds.ReissueDir(tdPath, reissue, e.now()); err != nil {
@@ -109,7 +109,7 @@ func (e *Engine) syncTenantTokens(ctx context.Context, cs kubernetes.Interface, 
 		}
 		sort.Strings(issued)
 		e.logf(LevelInfo, "issued tokens of tenants %v with new token ids into %s (one atomic swap)", issued, td.Path)
-		checkpoint(ctx, "tokens-after-reissue")
+		e.checkpoint(ctx, "tokens-after-reissue")
 	}
 	final, err := finalTable(td, tenants, staged.Audience)
 	if err != nil {
@@ -120,7 +120,7 @@ func (e *Engine) syncTenantTokens(ctx context.Context, cs kubernetes.Interface, 
 			return nil, nil, err
 		}
 		e.logf(LevelInfo, "kiln-auth's tenant table holds exactly the tokens of %s for tenants %v: every other token of this platform is refused", td.Path, tenants)
-		checkpoint(ctx, "tokens-after-table")
+		e.checkpoint(ctx, "tokens-after-table")
 	}
 	return td, final, nil
 }

@@ -227,7 +227,7 @@ func (u *upgrade) apply(ctx context.Context, shown *upgradePlan) (string, error)
 		}
 		u.lock, lctx = l, c
 		e.logf(LevelInfo, "holding lock %s/%s as %s", platform.Namespace, platform.LockName, l.Holder())
-		checkpoint(ctx, "upgrade-after-lock")
+		u.e.checkpoint(ctx, "upgrade-after-lock")
 		// A key kept trusted by rotate-key --keep-old goes once its time
 		// is up, with the next operation that holds the lock.
 		if err := e.retireExpiredKey(lctx, cs, req.Name, req.Timeout); err != nil {

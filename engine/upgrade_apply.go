@@ -53,7 +53,7 @@ func (u *upgrade) applyPlatform(ctx context.Context, p *upgradePlan) error {
 		if len(p.addTokens) > 0 {
 			e.logf(LevelInfo, "signed tokens for tenants %s with trusted key %s into %s", strings.Join(p.addTokens, ", "), td.Manifest.KeyID, td.Path)
 		}
-		checkpoint(ctx, "upgrade-after-tokens")
+		u.e.checkpoint(ctx, "upgrade-after-tokens")
 		if !table.Equal(p.st.Table) {
 			// Roll the gateway with the new table's digest, so no pod
 			// keeps an older table than kiln-auth's once it rolled out.
@@ -64,7 +64,7 @@ func (u *upgrade) applyPlatform(ctx context.Context, p *upgradePlan) error {
 		if err := u.ensure(ctx, p.addTenants...); err != nil {
 			return err
 		}
-		checkpoint(ctx, "upgrade-after-tenants")
+		u.e.checkpoint(ctx, "upgrade-after-tenants")
 	}
 	if len(p.strayRoutes) > 0 {
 		// A removed tenant's routes first: nothing routes to a project
@@ -93,7 +93,7 @@ func (u *upgrade) applyPlatform(ctx context.Context, p *upgradePlan) error {
 		if err != nil {
 			return err
 		}
-		checkpoint(ctx, "upgrade-after-tenants-removed")
+		u.e.checkpoint(ctx, "upgrade-after-tenants-removed")
 	}
 	if len(p.dropTokens) > 0 {
 		td, err := creds.RemoveTenants(u.td.Path, p.dropTokens)
@@ -102,13 +102,13 @@ func (u *upgrade) applyPlatform(ctx context.Context, p *upgradePlan) error {
 		}
 		u.td = td
 		e.logf(LevelInfo, "removed the tokens of tenants %s from %s", strings.Join(p.dropTokens, ", "), td.Path)
-		checkpoint(ctx, "upgrade-after-tokens-removed")
+		u.e.checkpoint(ctx, "upgrade-after-tokens-removed")
 	}
 	if len(p.policies) > 0 {
 		if err := u.ensure(ctx, p.policies...); err != nil {
 			return err
 		}
-		checkpoint(ctx, "upgrade-after-policies")
+		u.e.checkpoint(ctx, "upgrade-after-policies")
 	}
 	if len(p.stalePolicies) > 0 {
 		for _, ref := range p.stalePolicies {
@@ -127,7 +127,7 @@ func (u *upgrade) applyPlatform(ctx context.Context, p *upgradePlan) error {
 		if err := u.ensure(ctx, obj); err != nil {
 			return err
 		}
-		checkpoint(ctx, "upgrade-after-"+strings.ToLower(obj.Ref.Kind))
+		u.e.checkpoint(ctx, "upgrade-after-"+strings.ToLower(obj.Ref.Kind))
 	}
 	return nil
 }
@@ -143,13 +143,13 @@ func (u *upgrade) applyProjects(ctx context.Context, p *upgradePlan) error {
 		if err := p.ops.ApplyRoutes(ctx, p.routes); err != nil {
 			return err
 		}
-		checkpoint(ctx, "upgrade-after-ingresses")
+		u.e.checkpoint(ctx, "upgrade-after-ingresses")
 	}
 	for _, s := range p.restack {
 		if err := p.ops.Restack(ctx, s.Ref, s.Spec.Stack.Name); err != nil {
 			return fmt.Errorf("restack project %s: %w", s.Ref, err)
 		}
-		checkpoint(ctx, "upgrade-after-restack")
+		u.e.checkpoint(ctx, "upgrade-after-restack")
 	}
 	return nil
 }
@@ -170,7 +170,7 @@ func (u *upgrade) applyConfig(ctx context.Context, p *upgradePlan) error {
 	if !st.Installed || len(config.Diff(st.Config, p.cfg)) > 0 || st.Version != u.e.version() || st.Schema != platform.SchemaVersion {
 		return fmt.Errorf("read back %s/%s: it does not hold the config and version kiln applied", platform.Namespace, platform.ConfigMapName)
 	}
-	checkpoint(ctx, "upgrade-after-config")
+	u.e.checkpoint(ctx, "upgrade-after-config")
 	return nil
 }
 

@@ -49,6 +49,6 @@ func (u *upgrade) applyInfrastructure(ctx context.Context, p *upgradePlan) error
 	if err := u.req.Provider.(InfraUpgrader).UpgradeInfrastructure(ctx, u.req.Name, u.loc.Name, u.e.reporter()); err != nil {
 		return err
 	}
-	checkpoint(ctx, "upgrade-after-infrastructure")
+	u.e.checkpoint(ctx, "upgrade-after-infrastructure")
 	return nil
 }

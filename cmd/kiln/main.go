@@ -25,9 +25,10 @@ func main() {
 	os.Exit(run(nil))
 }
 
-// run is kiln. hooks are test hooks (see engine.Hooks): the kiln binary
-// passes none; the e2e test binary, which runs as kiln, passes the ones
-// its environment configures.
+// run is kiln. hooks are test hooks (see engine.Hooks), handed to the
+// command tree (cli.Options) and from it to every engine and provider it
+// builds: the kiln binary passes none; the e2e test binary, which runs as
+// kiln, passes the ones its environment configures.
 func run(hooks engine.Hooks) int {
 	// Every informer lists then watches, never client-go's watch-list:
 	// client-go v0.37.2 sends a watch-list the server ends with 410 again
@@ -44,15 +45,12 @@ func run(hooks engine.Hooks) int {
 	// and reports what was left. A second one kills the process outright.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	sigCtx := ctx // ctx is reassigned below; the goroutine keeps its own
 	go func() {
-		<-sigCtx.Done()
+		<-ctx.Done()
 		stop() // restore default handling: the next signal ends the process
 	}()
 
-	ctx = engine.WithHooks(ctx, hooks)
-
-	root := cli.NewRoot(cli.BuildInfo{Version: version, Commit: commit, Date: date})
+	root := cli.NewRootWith(cli.BuildInfo{Version: version, Commit: commit, Date: date}, cli.Options{Hooks: hooks})
 	err := root.ExecuteContext(ctx)
 	if err == nil {
 		return exit.OK

@@ -117,6 +117,7 @@ func (g *globals) awsProvider() (engine.Provider, error) {
 	p := &awsprovider.Provider{
 		Region: g.region, SearchRegions: g.regions, Profile: f.profile,
 		InstanceType: f.instanceType, Nodes: f.nodes, KubernetesVersion: f.k8sVersion,
+		Hooks: g.hooks,
 	}
 	kubeContext := f.kubeContext
 	if kubeContext == "" {

@@ -106,7 +106,7 @@ func (g *globals) newEngine(quiet, cont bool) (*engine.Engine, error) {
 	// No Namer: the engine words inputs as flags and keeps the commands
 	// its messages give to run (input.CLIOnly), which a frontend's Namer
 	// leaves out.
-	e := &engine.Engine{Sink: sink, Confirm: confirm, Version: g.version}
+	e := &engine.Engine{Sink: sink, Confirm: confirm, Version: g.version, Hooks: g.hooks}
 	if kr != nil {
 		e.Keyring = kr
 	}

@@ -14,6 +14,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/kilnctl/kiln/creds"
+	"github.com/kilnctl/kiln/engine"
 	"github.com/kilnctl/kiln/engine/failure"
 	"github.com/kilnctl/kiln/engine/provider/kube"
 )
@@ -21,6 +22,17 @@ import (
 // BuildInfo is stamped into the binary at build time.
 type BuildInfo struct {
 	Version, Commit, Date string
+}
+
+// Options are what the program that runs kiln gives the command tree
+// besides its build stamp.
+type Options struct {
+	// Hooks are test hooks (engine.Hooks): set on every engine and
+	// provider the commands and the wizard build, so an operation's
+	// checkpoints reach them. The kiln binary passes none; cmd/kiln's
+	// test binary, which the e2e tests run as kiln, passes the ones its
+	// environment configures (internal/testenv/testhooks).
+	Hooks engine.Hooks
 }
 
 // globals are the common flags of DESIGN.md §4.
@@ -44,6 +56,8 @@ type globals struct {
 	// version is kiln's (BuildInfo): it names the default gateway image.
 	version string
 	info    BuildInfo
+	// hooks are Options.Hooks (nil in a release build).
+	hooks engine.Hooks
 
 	stdin          io.Reader
 	stdout, stderr io.Writer
@@ -54,9 +68,12 @@ type globals struct {
 }
 
 // NewRoot builds the kiln command tree.
-func NewRoot(info BuildInfo) *cobra.Command {
+func NewRoot(info BuildInfo) *cobra.Command { return NewRootWith(info, Options{}) }
+
+// NewRootWith builds the kiln command tree with opts.
+func NewRootWith(info BuildInfo, opts Options) *cobra.Command {
 	g := &globals{stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr, version: info.Version, info: info,
-		passphrase: creds.TakeEnvPassphrase()}
+		hooks: opts.Hooks, passphrase: creds.TakeEnvPassphrase()}
 	root := &cobra.Command{
 		Use:   "kiln",
 		Short: "Create, inspect and tear down kiln clusters and their projects",

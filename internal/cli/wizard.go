@@ -23,7 +23,7 @@ func (g *globals) runWizard(ctx context.Context) error {
 // runWizardWith opens the wizard with opts (kiln inspect opens it on one
 // cluster's inspector).
 func (g *globals) runWizardWith(ctx context.Context, opts tui.Options) error {
-	b := &wizardOps{g: g, hooks: engine.HooksFrom(ctx)}
+	b := &wizardOps{g: g}
 	// The wizard owns the terminal, so the file keyring cannot prompt for
 	// its passphrase: it is read from KILN_KEYRING_PASSPHRASE, and an
 	// unavailable keyring is reported in each operation's log.
@@ -53,9 +53,6 @@ type wizardOps struct {
 	g              *globals
 	keyring        engine.Keyring
 	keyringWarning string
-	// hooks are the test hooks kiln was started with (none in a release
-	// build): the wizard runs operations under contexts of its own.
-	hooks engine.Hooks
 	// newProvider, when set, replaces providerAt's construction (tests).
 	newProvider func(name, location string) (engine.Provider, error)
 }
@@ -66,14 +63,15 @@ func (b *wizardOps) engine(sink engine.Sink, confirm engine.Confirmer) *engine.E
 	}
 	// Messages name the wizard's own fields and keys, not CLI flags; every
 	// event also goes to --log-file when given.
-	return &engine.Engine{Sink: b.g.rec.tee(sink), Confirm: confirm, Keyring: b.keyring, Namer: tui.InputName, Actions: tui.Actions, Chosen: tui.Chosen, Version: b.g.version}
+	return &engine.Engine{Sink: b.g.rec.tee(sink), Confirm: confirm, Keyring: b.keyring, Namer: tui.InputName, Actions: tui.Actions, Chosen: tui.Chosen, Version: b.g.version, Hooks: b.g.hooks}
 }
 
-// opContext is the context of one wizard operation: the test hooks kiln
-// was started with (none in a release build) and the API request trace of
-// -v/--log-file, which the wizard's own contexts do not inherit.
+// opContext is the context of one wizard operation: it carries the API
+// request trace of -v/--log-file, which the wizard's own contexts do not
+// inherit. (The test hooks kiln was started with are set on the engines
+// and providers the wizard builds, not carried here.)
 func (b *wizardOps) opContext(ctx context.Context) context.Context {
-	return b.g.rec.context(engine.WithHooks(ctx, b.hooks))
+	return b.g.rec.context(ctx)
 }
 
 // providerAt builds the provider for a cluster at location, as the

@@ -418,7 +418,7 @@ func (in *infra) switchAuthMode(ctx context.Context) error {
 	if err != nil {
 		return in.fail(KindEKSCluster, in.name, fmt.Errorf("switch EKS cluster %s to authentication mode %s: %w", in.name, AuthenticationMode, err))
 	}
-	engine.Checkpoint(ctx, "aws-upgrade-access-mode-requested")
+	in.p.checkpoint(ctx, "aws-upgrade-access-mode-requested")
 	if err := in.waitUpdate(ctx, KindEKSCluster, in.name, "", out.Update); err != nil {
 		return in.fail(KindEKSCluster, in.name, err)
 	}
@@ -565,7 +565,7 @@ func (in *infra) applyAccess(ctx context.Context, s accessStep) error {
 			}
 			return fmt.Errorf("create access entry %s: %w", s.principal, err)
 		}
-		engine.Checkpoint(ctx, "aws-access-entry-created")
+		in.p.checkpoint(ctx, "aws-access-entry-created")
 	}
 	if s.action == "update" {
 		if !slices.Equal(s.entry.groups, groups) {

@@ -177,6 +177,11 @@ type Provider struct {
 	LoadConfig func(ctx context.Context, region string) (aws.Config, error)
 	// Limits are the provider's waits and retries (zero: the defaults).
 	Limits Limits
+	// Hooks are test hooks (engine.Hooks): the provider's checkpoints
+	// (its infrastructure steps, its claim, the kubeconfig it writes) are
+	// reported to them, and an engine.HostHook names the claim's host.
+	// nil (every release build): none.
+	Hooks engine.Hooks
 
 	// hostname replaces the host in the claim's holder identity (tests).
 	hostname string
@@ -186,6 +191,12 @@ type Provider struct {
 	defErr     error
 	validated  bool
 	validateMu sync.Mutex
+}
+
+// checkpoint marks the point named point of one of p's operations for
+// p.Hooks.
+func (p *Provider) checkpoint(ctx context.Context, point string) {
+	engine.Checkpoint(ctx, p.Hooks, point)
 }
 
 // Name implements engine.Provider.

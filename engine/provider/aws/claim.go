@@ -44,13 +44,14 @@ const (
 
 func claimName(cluster string) string { return resourceName(cluster, "claim") }
 
-// host names this host in the claim's holder identity. Test hooks in ctx
-// (engine.HookedHost) may play another host; release builds have none.
-func (p *Provider) host(ctx context.Context) string {
+// host names this host in the claim's holder identity. The test hooks
+// (p.Hooks, engine.HookedHost) may play another host; release builds have
+// none.
+func (p *Provider) host() string {
 	if p.hostname != "" {
 		return p.hostname
 	}
-	if h := engine.HookedHost(ctx); h != "" {
+	if h := engine.HookedHost(p.Hooks); h != "" {
 		return h
 	}
 	h, _ := os.Hostname()
@@ -58,12 +59,12 @@ func (p *Provider) host(ctx context.Context) string {
 }
 
 // claimIdentity names this process: operation, user, host and pid.
-func (p *Provider) claimIdentity(ctx context.Context, op, name string) string {
+func (p *Provider) claimIdentity(op, name string) string {
 	u := "unknown"
 	if cur, err := user.Current(); err == nil {
 		u = cur.Username
 	}
-	return fmt.Sprintf("kiln %s %s by %s@%s pid %d", op, name, u, p.host(ctx), os.Getpid())
+	return fmt.Sprintf("kiln %s %s by %s@%s pid %d", op, name, u, p.host(), os.Getpid())
 }
 
 // claim is a held claim.
@@ -83,7 +84,7 @@ type claim struct {
 // lost (taken over after this process stopped renewing it).
 func (in *infra) acquireClaim(ctx context.Context, op string) (*claim, context.Context, error) {
 	name := claimName(in.name)
-	holder := in.p.claimIdentity(ctx, op, in.name)
+	holder := in.p.claimIdentity(op, in.name)
 	for range 3 {
 		now := time.Now().UTC().Truncate(time.Second).Format(time.RFC3339)
 		out, err := in.iam.CreateRole(ctx, &iam.CreateRoleInput{
@@ -117,7 +118,7 @@ func (in *infra) acquireClaim(ctx context.Context, op string) (*claim, context.C
 			// This very process (an earlier step of the same run).
 			return in.held(ctx, name, aws.ToString(got.Role.RoleId), holder)
 		}
-		why, stale := in.p.claimStale(ctx, other, iamTag(got.Role.Tags, TagClaimRenewed), time.Now())
+		why, stale := in.p.claimStale(other, iamTag(got.Role.Tags, TagClaimRenewed), time.Now())
 		if !stale {
 			since := iamTag(got.Role.Tags, TagClaimSince)
 			in.emit(KindClaim, name, engine.StatusInProgress, "held by %s since %s", other, since)
@@ -150,10 +151,10 @@ func iamTag(tags []iamtypes.Tag, key string) string {
 
 // claimStale says whether a claim held by holder, last renewed at
 // renewed, may be taken over, and why.
-func (p *Provider) claimStale(ctx context.Context, holder, renewed string, now time.Time) (string, bool) {
+func (p *Provider) claimStale(holder, renewed string, now time.Time) (string, bool) {
 	at := strings.LastIndex(holder, "@")
 	pidAt := strings.LastIndex(holder, " pid ")
-	if at >= 0 && pidAt > at && holder[at+1:pidAt] == p.host(ctx) {
+	if at >= 0 && pidAt > at && holder[at+1:pidAt] == p.host() {
 		if pid, err := strconv.Atoi(holder[pidAt+len(" pid "):]); err == nil && pid > 0 && pid != os.Getpid() && !processAlive(pid) {
 			return fmt.Sprintf("its process %d on this host is gone", pid), true
 		}

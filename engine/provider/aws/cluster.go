@@ -273,7 +273,7 @@ func (in *infra) upgradeCluster(ctx context.Context) error {
 	if err != nil {
 		return in.fail(KindEKSCluster, in.name, fmt.Errorf("update EKS cluster %s to Kubernetes %s: %w", in.name, pl.version, err))
 	}
-	engine.Checkpoint(ctx, "aws-upgrade-cluster-requested")
+	in.p.checkpoint(ctx, "aws-upgrade-cluster-requested")
 	if err := in.waitUpdate(ctx, KindEKSCluster, in.name, "", out.Update); err != nil {
 		return in.fail(KindEKSCluster, in.name, err)
 	}

@@ -98,7 +98,7 @@ func (p *Provider) EnsureInfrastructure(ctx context.Context, name, region string
 		return engine.Location{}, false, err
 	}
 	defer c.release(ctx)
-	engine.Checkpoint(ctx, "after-aws-claim")
+	p.checkpoint(ctx, "after-aws-claim")
 	steps := []struct {
 		kind string
 		run  func(context.Context) error
@@ -116,17 +116,17 @@ func (p *Provider) EnsureInfrastructure(ctx context.Context, name, region string
 		{KindAddon, in.ensureAddons},
 	}
 	for _, s := range steps {
-		engine.Checkpoint(ctx, "before-aws-"+strings.ToLower(s.kind))
+		p.checkpoint(ctx, "before-aws-"+strings.ToLower(s.kind))
 		if err := s.run(ctx); err != nil {
 			return engine.Location{}, false, lostErr(ctx, err)
 		}
-		engine.Checkpoint(ctx, "after-aws-"+strings.ToLower(s.kind))
+		p.checkpoint(ctx, "after-aws-"+strings.ToLower(s.kind))
 	}
 	if p.WriteKubeconfig != "" {
 		warnings, err := WriteKubeconfig(ctx, p.WriteKubeconfig, KubeconfigEntry{
 			Cluster: name, Region: region, Profile: p.Profile, KilnPath: p.KilnPath,
 			Endpoint: aws.ToString(in.cluster.Endpoint), CAData: caData(in.cluster),
-			LockWait: p.limits().KubeconfigLockWait,
+			LockWait: p.limits().KubeconfigLockWait, Hooks: p.Hooks,
 		})
 		for _, w := range warnings {
 			logf(sink, engine.LevelWarn, "kubeconfig %s: %s", p.WriteKubeconfig, w)
@@ -143,11 +143,11 @@ func (p *Provider) EnsureInfrastructure(ctx context.Context, name, region string
 	// The viewers' group gets the support role (access.go) once a viewer
 	// is named.
 	if len(p.Access.Viewers) > 0 {
-		engine.Checkpoint(ctx, "before-aws-supportrbac")
+		p.checkpoint(ctx, "before-aws-supportrbac")
 		if err := in.ensureSupportRBAC(ctx, cs); err != nil {
 			return engine.Location{}, false, lostErr(ctx, err)
 		}
-		engine.Checkpoint(ctx, "after-aws-supportrbac")
+		p.checkpoint(ctx, "after-aws-supportrbac")
 	}
 	return engine.Location{Name: region, Cluster: name, Infra: engine.InfraPresent, Client: cs, REST: rc}, false, nil
 }
@@ -294,7 +294,7 @@ func (p *Provider) DestroyInfrastructure(ctx context.Context, name, region strin
 		{KindVPC, in.deleteVPCs},
 	}
 	for _, s := range steps {
-		engine.Checkpoint(ctx, "before-aws-delete-"+strings.ToLower(s.kind))
+		p.checkpoint(ctx, "before-aws-delete-"+strings.ToLower(s.kind))
 		if err := s.run(ctx); err != nil {
 			return false, err
 		}
@@ -313,7 +313,7 @@ func (p *Provider) DestroyInfrastructure(ctx context.Context, name, region strin
 		return false, fmt.Errorf("destroy of %s in %s left resources tagged %s=%s: %s; run `%s` again", name, region, TagCluster, name, inv, p.command("destroy", name, region))
 	}
 	if p.KubeconfigFile != "" {
-		removed, warnings, err := removeKubeconfig(ctx, p.KubeconfigFile, name, p.limits().KubeconfigLockWait)
+		removed, warnings, err := removeKubeconfig(ctx, p.KubeconfigFile, name, p.limits().KubeconfigLockWait, p.Hooks)
 		for _, w := range warnings {
 			logf(sink, engine.LevelWarn, "kubeconfig %s: %s", p.KubeconfigFile, w)
 		}

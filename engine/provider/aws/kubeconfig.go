@@ -31,6 +31,9 @@ type KubeconfigEntry struct {
 	// LockWait bounds the wait for the kubeconfig's lock (0:
 	// DefaultKubeconfigLockWait).
 	LockWait time.Duration
+	// Hooks are test hooks (engine.Hooks) for the write's checkpoints
+	// (kubeconfig-locked, kubeconfig-half-written); nil: none.
+	Hooks engine.Hooks
 }
 
 // ContextName is the kubeconfig context (and cluster and user) name kiln
@@ -62,7 +65,7 @@ func WriteKubeconfig(ctx context.Context, path string, e KubeconfigEntry) (warni
 	if e.Profile != "" {
 		args = append(args, "--profile", e.Profile)
 	}
-	return editKubeconfig(ctx, path, true, e.LockWait, func(cfg *clientcmdapi.Config) bool {
+	return editKubeconfig(ctx, path, true, e.LockWait, e.Hooks, func(cfg *clientcmdapi.Config) bool {
 		cfg.Clusters[name] = &clientcmdapi.Cluster{Server: e.Endpoint, CertificateAuthorityData: ca}
 		cfg.AuthInfos[name] = &clientcmdapi.AuthInfo{Exec: &clientcmdapi.ExecConfig{
 			APIVersion:      "client.authentication.k8s.io/v1beta1",
@@ -85,14 +88,14 @@ func WriteKubeconfig(ctx context.Context, path string, e KubeconfigEntry) (warni
 // WriteKubeconfig; entries are removed from the file that defines them. A
 // missing file is left missing. It reports whether anything was removed.
 func RemoveKubeconfig(ctx context.Context, path, cluster string) (removed bool, warnings []string, err error) {
-	return removeKubeconfig(ctx, path, cluster, 0)
+	return removeKubeconfig(ctx, path, cluster, 0, nil)
 }
 
 // removeKubeconfig is RemoveKubeconfig waiting up to lockWait for a lock
-// (0: DefaultKubeconfigLockWait).
-func removeKubeconfig(ctx context.Context, path, cluster string, lockWait time.Duration) (removed bool, warnings []string, err error) {
+// (0: DefaultKubeconfigLockWait), reporting its checkpoints to hooks.
+func removeKubeconfig(ctx context.Context, path, cluster string, lockWait time.Duration, hooks engine.Hooks) (removed bool, warnings []string, err error) {
 	name := ContextName(cluster)
-	warnings, err = editKubeconfig(ctx, path, false, lockWait, func(cfg *clientcmdapi.Config) bool {
+	warnings, err = editKubeconfig(ctx, path, false, lockWait, hooks, func(cfg *clientcmdapi.Config) bool {
 		if c, ok := cfg.Contexts[name]; ok && c.Cluster == name && c.AuthInfo == name {
 			delete(cfg.Contexts, name)
 			removed = true
@@ -171,8 +174,9 @@ func isKilnUser(u *clientcmdapi.AuthInfo, cluster string) bool {
 // (0600 for a new file). edit returns whether it changed anything; nothing
 // is written otherwise. create says whether a missing default file may be
 // created. lockWait bounds the wait for each lock (0:
-// DefaultKubeconfigLockWait).
-func editKubeconfig(ctx context.Context, path string, create bool, lockWait time.Duration, edit func(*clientcmdapi.Config) bool) (warnings []string, err error) {
+// DefaultKubeconfigLockWait). Its checkpoints are reported to hooks (nil:
+// none).
+func editKubeconfig(ctx context.Context, path string, create bool, lockWait time.Duration, hooks engine.Hooks, edit func(*clientcmdapi.Config) bool) (warnings []string, err error) {
 	if lockWait <= 0 {
 		lockWait = DefaultKubeconfigLockWait
 	}
@@ -219,7 +223,7 @@ func editKubeconfig(ctx context.Context, path string, create bool, lockWait time
 		}
 		defer os.Remove(f + ".lock")
 	}
-	engine.Checkpoint(ctx, "kubeconfig-locked")
+	engine.Checkpoint(ctx, hooks, "kubeconfig-locked")
 
 	before, err := (&clientcmd.ClientConfigLoadingRules{Precedence: locked, DoNotResolvePaths: true}).Load()
 	if err != nil {
@@ -265,7 +269,7 @@ func editKubeconfig(ctx context.Context, path string, create bool, lockWait time
 		if err != nil {
 			return warnings, fmt.Errorf("kubeconfig %s: %w", f, err)
 		}
-		if err := replaceFile(ctx, targets[f], data); err != nil {
+		if err := replaceFile(ctx, targets[f], data, hooks); err != nil {
 			return warnings, fmt.Errorf("kubeconfig %s: %w", f, err)
 		}
 	}
@@ -346,8 +350,8 @@ func lockTempPrefix(path string) string { return "." + filepath.Base(path) + ".l
 // replaceFile writes data to a temp file next to target with target's
 // mode (0600 for a new file), fsyncs it, renames it over target and fsyncs
 // the directory: readers see the old file or the new one, never a partial
-// one.
-func replaceFile(ctx context.Context, target string, data []byte) error {
+// one. The half-written file is a checkpoint for hooks (nil: none).
+func replaceFile(ctx context.Context, target string, data []byte, hooks engine.Hooks) error {
 	mode := os.FileMode(0o600)
 	if fi, err := os.Stat(target); err == nil {
 		mode = fi.Mode().Perm()
@@ -369,7 +373,7 @@ func replaceFile(ctx context.Context, target string, data []byte) error {
 		tmp.Close()
 		return err
 	}
-	engine.Checkpoint(ctx, "kubeconfig-half-written")
+	engine.Checkpoint(ctx, hooks, "kubeconfig-half-written")
 	if _, err := tmp.Write(data[half:]); err != nil {
 		tmp.Close()
 		return err

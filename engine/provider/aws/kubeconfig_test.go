@@ -17,7 +17,6 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
-	"github.com/kilnctl/kiln/engine"
 	"github.com/kilnctl/kiln/internal/testenv/testhooks"
 )
 
@@ -212,7 +211,9 @@ const childEnv = "KILN_TEST_KUBECONFIG_CHILD"
 // can change the file again.
 func TestKubeconfigKilledDuringWrite(t *testing.T) {
 	if p := os.Getenv(childEnv); p != "" {
-		_, err := WriteKubeconfig(engine.WithHooks(t.Context(), testhooks.FromEnv()), p, entry("crash"))
+		e := entry("crash")
+		e.Hooks = testhooks.FromEnv()
+		_, err := WriteKubeconfig(t.Context(), p, e)
 		fmt.Fprintln(os.Stderr, "child finished without being killed:", err)
 		os.Exit(3)
 	}

@@ -177,7 +177,7 @@ func (in *infra) launchTemplate(ctx context.Context, report bool) (*ekstypes.Lau
 			return nil, in.fail(KindLaunchTemplate, name, fmt.Errorf("create EC2 launch template %s: %w", name, err))
 		}
 		lt = *out.LaunchTemplate
-		engine.Checkpoint(ctx, "aws-launchtemplate-created")
+		in.p.checkpoint(ctx, "aws-launchtemplate-created")
 	}
 	if report {
 		in.emit(KindLaunchTemplate, name, engine.StatusCurrent, "%s: IMDSv2 required, hop limit 1", aws.ToString(lt.LaunchTemplateId))
@@ -488,7 +488,7 @@ func (in *infra) createReplacement(ctx context.Context) error {
 	if err != nil && apiCode(err) != "ResourceInUseException" {
 		return in.fail(KindNodegroup, n, fmt.Errorf("create node group %s: %w", n, err))
 	}
-	engine.Checkpoint(ctx, "aws-upgrade-nodegroup-requested")
+	in.p.checkpoint(ctx, "aws-upgrade-nodegroup-requested")
 	after, _, err := in.settled(ctx)
 	if err != nil {
 		return in.fail(KindNodegroup, n, err)

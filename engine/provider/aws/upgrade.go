@@ -327,7 +327,7 @@ func (p *Provider) UpgradeInfrastructure(ctx context.Context, name, region strin
 		return err
 	}
 	defer c.release(ctx)
-	engine.Checkpoint(ctx, "after-aws-claim")
+	p.checkpoint(ctx, "after-aws-claim")
 	steps := []struct {
 		point string
 		run   func(context.Context) error
@@ -341,11 +341,11 @@ func (p *Provider) UpgradeInfrastructure(ctx context.Context, name, region strin
 		{"access", in.upgradeAccess},
 	}
 	for _, s := range steps {
-		engine.Checkpoint(ctx, "before-aws-upgrade-"+s.point)
+		p.checkpoint(ctx, "before-aws-upgrade-"+s.point)
 		if err := s.run(ctx); err != nil {
 			return lostErr(ctx, err)
 		}
-		engine.Checkpoint(ctx, "after-aws-upgrade-"+s.point)
+		p.checkpoint(ctx, "after-aws-upgrade-"+s.point)
 	}
 	return nil
 }
