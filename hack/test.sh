@@ -82,6 +82,24 @@ prefixed() { # NAME COMMAND...: run COMMAND, its output prefixed [NAME]
 	return "$rc"
 }
 
+# timed runs go test -v and keeps of a passing top-level test only its
+# "--- PASS: TestX (12.34s)" line (the seconds the weights above come
+# from); a failing or unfinished test's output is printed whole, as
+# without -v.
+timed() {
+	set +e
+	"$@" 2>&1 | awk '
+		/^=== RUN   Test[^\/]*$/ { buf = ""; intest = 1 }
+		intest { buf = buf $0 "\n" }
+		!intest { print; fflush() }
+		/^--- (PASS|SKIP): Test/ && intest { print; fflush(); buf = ""; intest = 0; next }
+		/^--- FAIL: Test/ && intest { printf "%s", buf; fflush(); buf = ""; intest = 0 }
+		END { if (intest) printf "%s", buf }'
+	local rc=${PIPESTATUS[0]}
+	set -e
+	return "$rc"
+}
+
 # After the packages (which end long before the e2e shards), the same
 # process slot runs `make policycheck` and `make bench-smoke` when
 # KILN_AFTER_PKGS=1 (make test sets it): the wall time of the whole suite is
@@ -101,7 +119,7 @@ pids=()
 pkgs_then &
 pids+=($!)
 for s in "${!regex[@]}"; do
-	prefixed "e2e-$((s + 1))" $GO test -timeout "$TIMEOUT" -count=1 ${flags[@]+"${flags[@]}"} -run "^(${regex[$s]})\$" ./cmd/kiln/ &
+	prefixed "e2e-$((s + 1))" timed $GO test -v -timeout "$TIMEOUT" -count=1 ${flags[@]+"${flags[@]}"} -run "^(${regex[$s]})\$" ./cmd/kiln/ &
 	pids+=($!)
 done
 # The race detector over the packages with goroutines (DEVELOPERS.md:

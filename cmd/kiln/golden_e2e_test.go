@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -10,6 +11,11 @@ import (
 	"sort"
 	"strings"
 	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
 )
 
 // updateGolden rewrites testdata/golden from this run: go test -run
@@ -49,7 +55,8 @@ func TestEventGolden(t *testing.T) {
 			t.Fatalf("%v (run with -update-golden to write it)", err)
 		}
 		if got != string(want) {
-			t.Errorf("%s: NDJSON differs from %s:\n--- got\n%s--- want\n%s", file, path, got, want)
+			// The first differing line goes last: CI logs keep the tail.
+			t.Errorf("%s: NDJSON differs from %s:\n--- got\n%s--- want\n%s%s", file, path, got, want, firstDiff(got, string(want)))
 		}
 	}
 	kube := func(op string, extra ...string) []string {
@@ -65,6 +72,10 @@ func TestEventGolden(t *testing.T) {
 	run("05-status", 0, kube("status")...)
 	run("06-project-create", 0, project("create", "default/blog", "--stack", "web")...)
 	run("07-project-list", 0, project("list")...)
+	// The controllers and the scheduler record their Events
+	// asynchronously: under load, a project can be running before all
+	// three are written, and inspect would show fewer than the file.
+	waitEvents(t, clientFor(kctx), "kiln-tenant-default", "ScalingReplicaSet", "SuccessfulCreate", "Scheduled")
 	run("08-project-inspect", 0, project("inspect", "default/blog")...)
 	run("09-project-suspend", 0, project("suspend", "default/blog")...)
 	run("10-project-start", 0, project("start", "default/blog")...)
@@ -74,6 +85,52 @@ func TestEventGolden(t *testing.T) {
 	run("14-list", 0, "list", "kube", "--context", kctx)
 	run("15-destroy", 0, kube("destroy", "--yes")...)
 	run("16-bad-input", 2, "create", "kube", "Bad_Name", "--context", kctx)
+}
+
+// firstDiff names the first line where got and want differ.
+func firstDiff(got, want string) string {
+	g, w := strings.Split(got, "\n"), strings.Split(want, "\n")
+	for i := 0; i < len(g) || i < len(w); i++ {
+		var gl, wl string
+		if i < len(g) {
+			gl = g[i]
+		}
+		if i < len(w) {
+			wl = w[i]
+		}
+		if gl != wl {
+			return fmt.Sprintf("--- first difference, line %d\n got: %s\nwant: %s\n", i+1, gl, wl)
+		}
+	}
+	return ""
+}
+
+// waitEvents waits (bounded at two minutes) until namespace ns has an
+// Event with each of the reasons.
+func waitEvents(t *testing.T, cs kubernetes.Interface, ns string, reasons ...string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var seen map[string]bool
+	err := wait.PollUntilContextCancel(ctx, 200*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		list, err := cs.CoreV1().Events(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, nil
+		}
+		seen = map[string]bool{}
+		for _, ev := range list.Items {
+			seen[ev.Reason] = true
+		}
+		for _, r := range reasons {
+			if !seen[r] {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	if err != nil {
+		t.Fatalf("events %v in %s: saw only %v: %v", reasons, ns, seen, err)
+	}
 }
 
 // masker replaces what differs between two runs of the same commands.
