@@ -108,6 +108,11 @@ type Options struct {
 	// true for, without forwarding, before any other fault: for tests
 	// that need one kind of request to fail for as long as they say.
 	Refuse func(*http.Request) bool
+	// Expire, if set, answers 410 Gone (reason Expired, as the API server
+	// answers a LIST whose continue token names a compacted
+	// resourceVersion) to every request it returns true for, without
+	// forwarding, after Refuse.
+	Expire func(*http.Request) bool
 	// Latency delays every request before it is forwarded or answered (a
 	// slow control plane); SetLatency changes it.
 	Latency time.Duration
@@ -324,6 +329,10 @@ func (p *Proxy) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	if p.opts.Refuse != nil && p.opts.Refuse(r) {
 		writeStatus(w, http.StatusForbidden, "Forbidden", "injected fault: refused by the test")
+		return
+	}
+	if p.opts.Expire != nil && p.opts.Expire(r) {
+		writeStatus(w, http.StatusGone, "Expired", "injected fault: The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter.")
 		return
 	}
 	kind, cut := p.decide(r)
