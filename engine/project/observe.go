@@ -95,23 +95,98 @@ const (
 // force. A role that may not list Secrets sees every other row, and the
 // Secret's as Unknown, "not permitted to read secrets".
 //
-// Each page is trimmed as it arrives: the snapshot keeps of every object
-// only what observe reads (no managedFields, no pod specs, a ready count
-// per Service instead of its EndpointSlices), so memory grows with the
-// projects by the little observe needs, not by whole objects, and a page's
-// decoded objects are garbage once the next one is read.
+// Each page is reduced as it arrives: the snapshot keeps the spec
+// ConfigMaps (without managedFields) and of every other object a row of
+// what observe reads: a Deployment's, Service's or route's readiness
+// (judged then) and the few strings it also reads, a pod's reported
+// status and waiting reasons, a Secret's deletion and key, a Lease's
+// holder and expiry, a ready count per Service instead of its
+// EndpointSlices. Memory grows with the projects by about 3.5 KB each
+// (11 KB with the trimmed objects before), and a page's decoded objects
+// are garbage once the next one is read.
 type snapshot struct {
 	specs []corev1.ConfigMap
 	// secrets are the Secrets' metadata; secretsErr why they could not
 	// be listed (then every Secret row is Unknown, saying so).
-	secrets    map[string]*metav1.PartialObjectMetadata
+	secrets    map[string]*secRow
 	secretsErr error
-	deps       map[string]*appsv1.Deployment
-	svcs       map[string]*corev1.Service
-	ings       map[string]*networkingv1.Ingress
-	leases     map[string]*coordinationv1.Lease
-	ready      map[string]int          // ready endpoints, by namespace/service
-	pods       map[string][]corev1.Pod // by namespace/project
+	deps       map[string]*depRow
+	svcs       map[string]*svcRow
+	ings       map[string]*ingRow
+	leases     map[string]*leaseRow
+	ready      map[string]int      // ready endpoints, by namespace/service
+	pods       map[string][]podRow // by namespace/project
+}
+
+// The rows below are what observe reads of a Deployment, a Service and a
+// route, computed as each page is read: the objects themselves are
+// garbage with their page. At 10,000 projects the trimmed Deployments
+// alone held about 3 KB each; a row holds a judgement and a few strings.
+
+// depRow is a Deployment's readiness and the token its pods run.
+type depRow struct {
+	res       readiness.Result
+	tokenKey  string // the Secret key its token volume mounts
+	tokenHash string // the token hash on its pod template
+}
+
+func newDepRow(d *appsv1.Deployment) *depRow {
+	return &depRow{res: judge(readiness.KindDeployment, d), tokenKey: deploymentTokenKey(d), tokenHash: d.Spec.Template.Annotations[AnnotationToken]}
+}
+
+// svcRow is a Service's readiness (before its endpoints are counted).
+type svcRow struct{ res readiness.Result }
+
+// ingRow is a route's readiness and what decides where its traffic goes.
+type ingRow struct {
+	res      readiness.Result
+	backends []string // the Services of its backends
+	hosts    []string // the hosts of its rules
+}
+
+func newIngRow(ing *networkingv1.Ingress) *ingRow {
+	x := routeOf(ing)
+	x.res = judge(readiness.KindIngress, ing)
+	return x
+}
+
+// routeOf is where ing sends traffic (a row without a judgement).
+func routeOf(ing *networkingv1.Ingress) *ingRow {
+	x := &ingRow{backends: readiness.IngressBackends(ing)}
+	for _, rule := range ing.Spec.Rules {
+		x.hosts = append(x.hosts, rule.Host)
+	}
+	return x
+}
+
+// secRow is what observe reads of a project's Secret (never its data):
+// whether it is being deleted and the key it holds in force.
+type secRow struct {
+	deleting bool
+	key      string
+}
+
+// leaseRow is who holds a project's Lease, and until when.
+type leaseRow struct {
+	holder string
+	until  time.Time // zero: not held (no holder, renewal or duration)
+}
+
+func newLeaseRow(l *coordinationv1.Lease) *leaseRow {
+	s := l.Spec
+	if s.HolderIdentity == nil || *s.HolderIdentity == "" || s.RenewTime == nil || s.LeaseDurationSeconds == nil {
+		return &leaseRow{}
+	}
+	return &leaseRow{holder: *s.HolderIdentity, until: s.RenewTime.Add(time.Duration(*s.LeaseDurationSeconds) * time.Second)}
+}
+
+// judge is readiness.Judge, its error a Failed result.
+func judge(kind string, obj runtime.Object) readiness.Result {
+	res, err := readiness.Judge(kind, obj)
+	if err != nil {
+		return readiness.Result{Status: readiness.Failed, Message: err.Error()}
+	}
+	return res
 }
 
 func key(ns, name string) string { return ns + "/" + name }
@@ -244,8 +319,9 @@ func (o *Ops) readScope(ctx context.Context, namespace string, sc scope) (*snaps
 		list(3, func() error {
 			return pages(ctx, *sc.ings, size, protoList(cs.NetworkingV1().RESTClient(), platform.Namespace, "ingresses", newList[networkingv1.IngressList]), func() { clear(s.ings) }, func(l *networkingv1.IngressList) {
 				for i := range l.Items {
-					x := &networkingv1.Ingress{ObjectMeta: trimMeta(&l.Items[i].ObjectMeta), Spec: l.Items[i].Spec, Status: l.Items[i].Status}
-					s.ings[key(x.Namespace, x.Name)] = x
+					x := &l.Items[i]
+					x.ManagedFields = nil
+					s.ings[key(x.Namespace, x.Name)] = newIngRow(x)
 				}
 			})
 		})
@@ -271,25 +347,26 @@ func (o *Ops) readScope(ctx context.Context, namespace string, sc scope) (*snaps
 	list(1, func() error {
 		return pages(ctx, sc.deps, size, protoList(cs.AppsV1().RESTClient(), namespace, "deployments", newList[appsv1.DeploymentList]), func() { clear(s.deps) }, func(l *appsv1.DeploymentList) {
 			for i := range l.Items {
-				x := trimDeployment(&l.Items[i])
-				s.deps[key(x.Namespace, x.Name)] = x
+				x := &l.Items[i]
+				x.ManagedFields = nil
+				s.deps[key(x.Namespace, x.Name)] = newDepRow(x)
 			}
 		})
 	})
 	list(2, func() error {
 		return pages(ctx, sc.svcs, size, protoList(cs.CoreV1().RESTClient(), namespace, "services", newList[corev1.ServiceList]), func() { clear(s.svcs) }, func(l *corev1.ServiceList) {
 			for i := range l.Items {
-				x := &corev1.Service{ObjectMeta: trimMeta(&l.Items[i].ObjectMeta), Spec: l.Items[i].Spec, Status: l.Items[i].Status}
-				s.svcs[key(x.Namespace, x.Name)] = x
+				x := &l.Items[i]
+				x.ManagedFields = nil
+				s.svcs[key(x.Namespace, x.Name)] = &svcRow{res: judge(readiness.KindService, x)}
 			}
 		})
 	})
 	list(4, func() error {
 		return pages(ctx, sc.leases, size, protoList(cs.CoordinationV1().RESTClient(), namespace, "leases", newList[coordinationv1.LeaseList]), func() { clear(s.leases) }, func(l *coordinationv1.LeaseList) {
 			for i := range l.Items {
-				x := l.Items[i]
-				x.ManagedFields = nil
-				s.leases[key(x.Namespace, x.Name)] = &x
+				y := &l.Items[i]
+				s.leases[key(y.Namespace, y.Name)] = newLeaseRow(y)
 			}
 		})
 	})
@@ -310,7 +387,7 @@ func (o *Ops) readScope(ctx context.Context, namespace string, sc scope) (*snaps
 			for i := range l.Items {
 				x := &l.Items[i]
 				k := key(x.Namespace, x.Labels[LabelProject])
-				s.pods[k] = append(s.pods[k], trimPod(x))
+				s.pods[k] = append(s.pods[k], newPodRow(x))
 			}
 		})
 	})
@@ -319,14 +396,8 @@ func (o *Ops) readScope(ctx context.Context, namespace string, sc scope) (*snaps
 			return listSecretMetadata(ctx, cs, namespace, opts)
 		}, func() { clear(s.secrets) }, func(l *metav1.PartialObjectMetadataList) {
 			for i := range l.Items {
-				// Of a Secret, observe reads whether it is being deleted and
-				// the key it holds in force.
 				y := &l.Items[i]
-				x := &metav1.PartialObjectMetadata{ObjectMeta: trimMeta(&y.ObjectMeta)}
-				if k, ok := y.Annotations[AnnotationKey]; ok {
-					x.Annotations = map[string]string{AnnotationKey: k}
-				}
-				s.secrets[key(x.Namespace, x.Name)] = x
+				s.secrets[key(y.Namespace, y.Name)] = &secRow{deleting: y.DeletionTimestamp != nil, key: y.Annotations[AnnotationKey]}
 			}
 		})
 	})
@@ -387,43 +458,12 @@ func newList[T any, L interface {
 	return L(new(T))
 }
 
-// trimDeployment is what observe reads of d, in an object of its own (so
-// the page d came in is not kept): its metadata without managedFields, its
-// spec without the pod template but the template's annotations and
-// volumes (the token in force), and its status.
-func trimDeployment(d *appsv1.Deployment) *appsv1.Deployment {
-	x := &appsv1.Deployment{ObjectMeta: trimMeta(&d.ObjectMeta), Spec: d.Spec, Status: d.Status}
-	x.Spec.Template = corev1.PodTemplateSpec{}
-	x.Spec.Template.Annotations = d.Spec.Template.Annotations
-	x.Spec.Template.Spec.Volumes = d.Spec.Template.Spec.Volumes
-	return x
-}
-
-// trimMeta is the metadata observe and readiness.Judge read of an object
-// other than a spec ConfigMap: its name, generation and deletion; not its
-// labels, annotations or managedFields (most of a kept object's memory).
-func trimMeta(m *metav1.ObjectMeta) metav1.ObjectMeta {
-	return metav1.ObjectMeta{
-		Name: m.Name, Namespace: m.Namespace, UID: m.UID, Generation: m.Generation,
-		CreationTimestamp: m.CreationTimestamp, DeletionTimestamp: m.DeletionTimestamp,
-	}
-}
-
-// trimPod is what observe reads of p (its name, node and status).
-func trimPod(p *corev1.Pod) corev1.Pod {
-	return corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace},
-		Spec:       corev1.PodSpec{NodeName: p.Spec.NodeName},
-		Status:     p.Status,
-	}
-}
-
 func newSnapshot() *snapshot {
 	return &snapshot{
-		deps: map[string]*appsv1.Deployment{},
-		svcs: map[string]*corev1.Service{}, ings: map[string]*networkingv1.Ingress{},
-		leases: map[string]*coordinationv1.Lease{}, ready: map[string]int{},
-		pods: map[string][]corev1.Pod{}, secrets: map[string]*metav1.PartialObjectMetadata{},
+		deps: map[string]*depRow{},
+		svcs: map[string]*svcRow{}, ings: map[string]*ingRow{},
+		leases: map[string]*leaseRow{}, ready: map[string]int{},
+		pods: map[string][]podRow{}, secrets: map[string]*secRow{},
 	}
 }
 
@@ -586,24 +626,17 @@ func (o *Ops) observe(snap *snapshot, cm *corev1.ConfigMap) (*Status, error) {
 	st := &Status{
 		Tenant: r.Tenant, Project: r.Project, Namespace: ns, Stack: spec.Stack.Name,
 		Host: o.Host(r), Desired: spec.State, Revision: spec.Revision, Reasons: []string{},
-		Created: cm.CreationTimestamp.Time, Pods: podInfos(snap.pods[key(ns, r.Project)]),
+		Created: cm.CreationTimestamp.Time, Pods: rowInfos(snap.pods[key(ns, r.Project)]),
 	}
-	addIn := func(ns, kind, name string, obj runtime.Object, res readiness.Result) {
-		if obj == nil {
+	addIn := func(ns, kind, name string, present bool, res readiness.Result) {
+		if !present {
 			res = readiness.Result{Status: readiness.NotFound, Message: "not found"}
 		}
 		st.Objects = append(st.Objects, ObjectStatus{kind, ns, name, res.Status, res.Message})
 	}
-	add := func(kind, name string, obj runtime.Object, res readiness.Result) { addIn(ns, kind, name, obj, res) }
+	add := func(kind, name string, present bool, res readiness.Result) { addIn(ns, kind, name, present, res) }
 	reason := func(format string, args ...any) { st.Reasons = append(st.Reasons, fmt.Sprintf(format, args...)) }
-	judge := func(kind string, obj runtime.Object) readiness.Result {
-		res, err := readiness.Judge(kind, obj)
-		if err != nil {
-			return readiness.Result{Status: readiness.Failed, Message: err.Error()}
-		}
-		return res
-	}
-	add(readiness.KindConfigMap, cm.Name, cm, readiness.Result{Status: readiness.Current, Message: "desired " + spec.State + ", stack " + spec.Stack.Name})
+	add(readiness.KindConfigMap, cm.Name, true, readiness.Result{Status: readiness.Current, Message: "desired " + spec.State + ", stack " + spec.Stack.Name})
 
 	dep := snap.deps[key(ns, r.Project)]
 	svc := snap.svcs[key(ns, r.Project)]
@@ -621,13 +654,13 @@ func (o *Ops) observe(snap *snapshot, cm *corev1.ConfigMap) (*Status, error) {
 	case sec == nil:
 		secMissing = true
 		secRes = readiness.Result{Status: readiness.NotFound, Message: "not found"}
-	case sec.DeletionTimestamp != nil:
+	case sec.deleting:
 		secMissing = true
 		secRes = readiness.Result{Status: readiness.Terminating, Message: "being deleted"}
 	case !recorded:
 		secRes = readiness.Result{Status: StatusUnrecorded, Message: "token in force not recorded (a project made by an older kiln); its next operation records it"}
-	case sec.Annotations[AnnotationKey] != curKey:
-		secRes = readiness.Result{Status: readiness.InProgress, Message: fmt.Sprintf("holds key %q in force, the spec records %q", sec.Annotations[AnnotationKey], curKey)}
+	case sec.key != curKey:
+		secRes = readiness.Result{Status: readiness.InProgress, Message: fmt.Sprintf("holds key %q in force, the spec records %q", sec.key, curKey)}
 	default:
 		secRes = readiness.Result{Status: readiness.Current, Message: "token " + curKey}
 	}
@@ -635,13 +668,13 @@ func (o *Ops) observe(snap *snapshot, cm *corev1.ConfigMap) (*Status, error) {
 
 	var depRes readiness.Result
 	if dep != nil {
-		depRes = judge(readiness.KindDeployment, dep)
+		depRes = dep.res
 	}
-	add(readiness.KindDeployment, r.Project, objOrNil(dep), depRes)
+	add(readiness.KindDeployment, r.Project, dep != nil, depRes)
 
 	var svcRes readiness.Result
 	if svc != nil {
-		svcRes = judge(readiness.KindService, svc)
+		svcRes = svc.res
 		if svcRes.Status == readiness.Current {
 			n := snap.ready[key(ns, r.Project)]
 			if n == 0 {
@@ -651,13 +684,13 @@ func (o *Ops) observe(snap *snapshot, cm *corev1.ConfigMap) (*Status, error) {
 			}
 		}
 	}
-	add(readiness.KindService, r.Project, objOrNil(svc), svcRes)
+	add(readiness.KindService, r.Project, svc != nil, svcRes)
 
 	var ingRes readiness.Result
 	drift := ""
 	if ing != nil {
-		ingRes = judge(readiness.KindIngress, ing)
-		drift = o.routeDrift(r, ing)
+		ingRes = ing.res
+		drift = o.drift(r, ing)
 		switch {
 		case drift != "":
 			ingRes = readiness.Result{Status: readiness.InProgress, Message: drift}
@@ -671,15 +704,15 @@ func (o *Ops) observe(snap *snapshot, cm *corev1.ConfigMap) (*Status, error) {
 			ingRes.Message = "host " + o.Host(r) + " via " + platform.GatewayName
 		}
 	}
-	addIn(platform.Namespace, readiness.KindIngress, RouteName(r), objOrNil(ing), ingRes)
+	addIn(platform.Namespace, readiness.KindIngress, RouteName(r), ing != nil, ingRes)
 
 	st.TokenSync, st.TokenSyncReason = tokenSync(recorded, curKey, curHash, dep)
 	if secMissing {
 		st.TokenSync, st.TokenSyncReason = TokenUnknown, "secret "+SecretName(r.Project)+" is missing: no token is in force"
 	}
 
-	if l := snap.leases[key(ns, LeaseName(r.Project))]; l != nil && leaseHeld(l, o.now()) {
-		st.Operation = lock.Who(*l.Spec.HolderIdentity)
+	if l := snap.leases[key(ns, LeaseName(r.Project))]; l != nil && o.now().Before(l.until) {
+		st.Operation = lock.Who(l.holder)
 	}
 	busy := st.Operation != ""
 
@@ -763,15 +796,20 @@ func (o *Ops) observe(snap *snapshot, cm *corev1.ConfigMap) (*Status, error) {
 // checks the tenant token) and its host P.T.DOMAIN; "" when it does not
 // differ.
 func (o *Ops) routeDrift(r Ref, ing *networkingv1.Ingress) string {
-	for _, b := range readiness.IngressBackends(ing) {
+	return o.drift(r, routeOf(ing))
+}
+
+// drift is routeDrift of a route already read into a row.
+func (o *Ops) drift(r Ref, ing *ingRow) string {
+	for _, b := range ing.backends {
 		if b != platform.GatewayName {
 			return "backend svc/" + b + " is not " + platform.GatewayName + " (traffic would bypass the gateway's token check)"
 		}
 	}
 	want := o.Host(r)
-	for _, rule := range ing.Spec.Rules {
-		if rule.Host != want {
-			return fmt.Sprintf("host %q is not %s", rule.Host, want)
+	for _, h := range ing.hosts {
+		if h != want {
+			return fmt.Sprintf("host %q is not %s", h, want)
 		}
 	}
 	return ""
@@ -786,15 +824,15 @@ const StatusUnrecorded = "Unknown"
 // the one in force. Without a Deployment nothing runs a token, and without
 // a record nothing says which token is in force: unknown, never claimed in
 // sync.
-func tokenSync(recorded bool, curKey, curHash string, dep *appsv1.Deployment) (string, string) {
+func tokenSync(recorded bool, curKey, curHash string, dep *depRow) (string, string) {
 	switch {
 	case dep == nil:
 		return TokenUnknown, "no deployment runs a token"
 	case !recorded:
 		return TokenUnknown, "the token in force is not recorded on the spec (a project made by an older kiln): the next operation on it records it"
-	case deploymentTokenKey(dep) != curKey:
-		return TokenOutOfSync, fmt.Sprintf("the deployment mounts key %q, the key in force is %q", deploymentTokenKey(dep), curKey)
-	case dep.Spec.Template.Annotations[AnnotationToken] != curHash:
+	case dep.tokenKey != curKey:
+		return TokenOutOfSync, fmt.Sprintf("the deployment mounts key %q, the key in force is %q", dep.tokenKey, curKey)
+	case dep.tokenHash != curHash:
 		return TokenOutOfSync, "the deployment's token hash differs from the token in force"
 	}
 	return TokenInSync, ""
@@ -809,27 +847,15 @@ func objOrNil[T runtime.Object](x T) runtime.Object {
 	return x
 }
 
-func leaseHeld(l *coordinationv1.Lease, now time.Time) bool {
-	s := l.Spec
-	if s.HolderIdentity == nil || *s.HolderIdentity == "" || s.RenewTime == nil || s.LeaseDurationSeconds == nil {
-		return false
-	}
-	return now.Before(s.RenewTime.Add(time.Duration(*s.LeaseDurationSeconds) * time.Second))
-}
-
 // podProblems reads pod statuses for what the Deployment's status does not
 // say: containers crash looping or images that cannot be pulled.
-func podProblems(pods []corev1.Pod) []string {
+func podProblems(pods []podRow) []string {
 	seen := map[string]bool{}
 	var out []string
 	for _, p := range pods {
-		for _, cs := range append(append([]corev1.ContainerStatus{}, p.Status.InitContainerStatuses...), p.Status.ContainerStatuses...) {
-			w := cs.State.Waiting
-			if w == nil {
-				continue
-			}
+		for _, reason := range p.waits {
 			var what string
-			switch w.Reason {
+			switch reason {
 			case "CrashLoopBackOff":
 				what = "crash looping"
 			case "ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull":
@@ -839,7 +865,7 @@ func podProblems(pods []corev1.Pod) []string {
 			}
 			if !seen[what] {
 				seen[what] = true
-				out = append(out, fmt.Sprintf("%s (pod %s: %s)", what, p.Name, w.Reason))
+				out = append(out, fmt.Sprintf("%s (pod %s: %s)", what, p.info.Name, reason))
 			}
 		}
 	}

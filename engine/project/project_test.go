@@ -11,7 +11,9 @@ import (
 	"testing"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -183,12 +185,79 @@ func TestObserveReadsPodProblemsAndTokenSync(t *testing.T) {
 	if st.TokenSync != TokenOutOfSync {
 		t.Errorf("token sync %q after the token changed, want %q", st.TokenSync, TokenOutOfSync)
 	}
+	waiting := map[string]string{}
+	for _, p := range st.Pods {
+		waiting[p.Name] = p.Waiting
+	}
+	if waiting["shop-broken-0"] != "CrashLoopBackOff" || waiting["shop-broken-1"] != "ImagePullBackOff" {
+		t.Errorf("pods' waiting reasons %v", waiting)
+	}
 	list, err := o.List(ctx, "observe")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(list) != 1 || list[0].State != StateDegraded {
 		t.Errorf("list = %+v", list)
+	}
+	// The Secret holds another key than the spec records: its row says
+	// so (from the Secret's metadata, never its data).
+	sec, err := cs.CoreV1().Secrets(r.Namespace()).Get(ctx, SecretName(r.Project), metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sec.Annotations[AnnotationKey] = "token-9"
+	if _, err := cs.CoreV1().Secrets(r.Namespace()).Update(ctx, sec, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// Another operation holds the project's Lease: the status names who,
+	// and a held Lease whose renewal lapsed names nobody.
+	holder, renew, secs := "alice@laptop [pid 7]", metav1.NewMicroTime(time.Now()), int32(60)
+	lease := &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Name: LeaseName(r.Project), Namespace: r.Namespace()},
+		Spec:       coordinationv1.LeaseSpec{HolderIdentity: &holder, RenewTime: &renew, LeaseDurationSeconds: &secs},
+	}
+	cur, err := cs.CoordinationV1().Leases(r.Namespace()).Get(ctx, lease.Name, metav1.GetOptions{})
+	switch {
+	case err == nil:
+		cur.Spec = lease.Spec
+		_, err = cs.CoordinationV1().Leases(r.Namespace()).Update(ctx, cur, metav1.UpdateOptions{})
+	case apierrors.IsNotFound(err):
+		_, err = cs.CoordinationV1().Leases(r.Namespace()).Create(ctx, lease, metav1.CreateOptions{})
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st, err = o.Inspect(ctx, r); err != nil {
+		t.Fatal(err)
+	}
+	if st.Operation != "alice@laptop" {
+		t.Errorf("operation %q while the Lease is held, want alice@laptop", st.Operation)
+	}
+	secRow := ""
+	for _, obj := range st.Objects {
+		if obj.Kind == readiness.KindSecret {
+			secRow = string(obj.Status) + " " + obj.Message
+		}
+	}
+	if want := `InProgress holds key "token-9" in force, the spec records "token-1"`; secRow != want {
+		t.Errorf("secret row %q, want %q", secRow, want)
+	}
+	cur, err = cs.CoordinationV1().Leases(r.Namespace()).Get(ctx, lease.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// (A second's duration: suspend below then waits only that long for
+	// the Lease, which kiln's lock judges by its own clock.)
+	old, one := metav1.NewMicroTime(time.Now().Add(-2*time.Minute)), int32(1)
+	cur.Spec.RenewTime, cur.Spec.LeaseDurationSeconds = &old, &one
+	if _, err := cs.CoordinationV1().Leases(r.Namespace()).Update(ctx, cur, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if st, err = o.Inspect(ctx, r); err != nil {
+		t.Fatal(err)
+	}
+	if st.Operation != "" {
+		t.Errorf("operation %q after the Lease's renewal lapsed, want none", st.Operation)
 	}
 	// Without a Deployment nothing runs a token: sync is unknown, never
 	// claimed.

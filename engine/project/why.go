@@ -44,20 +44,49 @@ type PodInfo struct {
 	Node            string `json:"node"`
 }
 
-// pods reports the statuses of a project's pods, by name.
+// podInfos reports the statuses of a project's pods, by name.
 func podInfos(pods []corev1.Pod) []PodInfo {
-	out := make([]PodInfo, 0, len(pods))
-	for _, p := range pods {
-		pi := PodInfo{Name: p.Name, Phase: string(p.Status.Phase), Node: p.Spec.NodeName}
-		for _, c := range p.Status.Conditions {
-			if c.Type == corev1.PodReady {
-				pi.Ready = c.Status == corev1.ConditionTrue
-			}
+	rows := make([]podRow, len(pods))
+	for i := range pods {
+		rows[i] = newPodRow(&pods[i])
+	}
+	return rowInfos(rows)
+}
+
+// rowInfos is podInfos of pods already read into rows.
+func rowInfos(rows []podRow) []PodInfo {
+	out := make([]PodInfo, 0, len(rows))
+	for _, r := range rows {
+		out = append(out, r.info)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// podRow is what observe reads of a pod, computed as its page is read:
+// its status for the report, and the reasons its containers (init
+// containers first) are waiting, for podProblems.
+type podRow struct {
+	info  PodInfo
+	waits []string
+}
+
+func newPodRow(p *corev1.Pod) podRow {
+	r := podRow{info: PodInfo{Name: p.Name, Phase: string(p.Status.Phase), Node: p.Spec.NodeName}}
+	pi := &r.info
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			pi.Ready = c.Status == corev1.ConditionTrue
 		}
-		for _, cs := range append(append([]corev1.ContainerStatus{}, p.Status.InitContainerStatuses...), p.Status.ContainerStatuses...) {
+	}
+	for _, css := range [][]corev1.ContainerStatus{p.Status.InitContainerStatuses, p.Status.ContainerStatuses} {
+		for _, cs := range css {
 			pi.Restarts += cs.RestartCount
-			if w := cs.State.Waiting; w != nil && pi.Waiting == "" {
-				pi.Waiting = w.Reason
+			if w := cs.State.Waiting; w != nil {
+				if pi.Waiting == "" {
+					pi.Waiting = w.Reason
+				}
+				r.waits = append(r.waits, w.Reason)
 			}
 			if t := cs.LastTerminationState.Terminated; t != nil && pi.LastTermination == "" {
 				pi.LastTermination, pi.LastExitCode = t.Reason, t.ExitCode
@@ -66,10 +95,8 @@ func podInfos(pods []corev1.Pod) []PodInfo {
 				pi.LastTermination, pi.LastExitCode = t.Reason, t.ExitCode
 			}
 		}
-		out = append(out, pi)
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
-	return out
+	return r
 }
 
 // Owns reports whether an object named name of kind belongs to project
