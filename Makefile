@@ -56,9 +56,10 @@ test: fmt-check vet goreleaser-check testbin-realnode build
 
 ## bench-smoke: compile and run every benchmark once (-benchtime=1x) at tiny
 ## sizes so none rots; no figures are kept (hack/bench-smoke.sh). ./bench is
-## compiled once and run three times at once, each with a control plane
+## compiled once and run five times at once, each with a control plane
 ## of its own (BenchmarkUpgrade and BenchmarkPlatformDestroy install a platform
-## of their own, and a cluster hosts one), beside the others (no control plane).
+## of their own, and a cluster hosts one; the other benchmarks are split in
+## three runs), beside the others (no control plane).
 BENCH_SMOKE_ENV := KILN_BENCH_SCALE_SIZES=2,3 KILN_BENCH_PROJECTS=3 KILN_BENCH_BULK=2 \
 	KILN_BENCH_CONCURRENCY=2 KILN_BENCH_SETTLE_S=60 KILN_BENCH_INSPECT_PROJECTS=3 KILN_BENCH_IDLE_S=1 \
 	KILN_BENCH_SLOW_S=1 KILN_BENCH_UPGRADE_PROJECTS=2 KILN_BENCH_FAULT_RATES=10 KILN_BENCH_FAULT_SCENARIOS=none KILN_BENCH_LIST_ITER=1 \
