@@ -84,7 +84,7 @@ func (r *runState) destroyAgain() bool {
 	if r.kind != opDestroy || r.running || r.result == nil || r.result.OK || r.target.Name == "" {
 		return false
 	}
-	k := failure.Of(r.result.Err)
+	k := r.failed()
 	return k != failure.Confirm && k != failure.Input
 }
 
