@@ -99,6 +99,11 @@ type Options struct {
 	WatchCutMin, WatchCutMax time.Duration
 	// HTTP2 serves HTTP/2 as well as HTTP/1.1.
 	HTTP2 bool
+	// AtLeastOnce names kinds that a run must see: a kind the dice have
+	// not injected yet is injected into the next request it applies to
+	// that the dice leave unfaulted. A fixed Seed with few requests of a
+	// kind (watches) can otherwise leave it out of a whole run.
+	AtLeastOnce []Kind
 	// Script, if set, decides the first requests in order ("" for none),
 	// before Rates apply: for tests that need one fault at one point.
 	Script []Kind
@@ -296,7 +301,7 @@ func (p *Proxy) decide(r *http.Request) (Kind, time.Duration) {
 	}
 	u := p.rng.Float64()
 	for _, k := range Kinds {
-		if (k == AnswerLost && watch) || ((k == WatchCut || k == WatchGone) && !watch) {
+		if !applies(k, watch) {
 			continue
 		}
 		rate := p.rates[k]
@@ -310,7 +315,22 @@ func (p *Proxy) decide(r *http.Request) (Kind, time.Duration) {
 		}
 		u -= rate
 	}
+	for _, k := range p.opts.AtLeastOnce {
+		if p.counts[k] == 0 && applies(k, watch) {
+			p.counts[k]++
+			return k, p.opts.WatchCutMin
+		}
+	}
 	return "", 0
+}
+
+// applies says whether a fault of kind k can answer a request: the watch
+// faults only a watch, a lost answer only a request that is not one.
+func applies(k Kind, watch bool) bool {
+	if watch {
+		return k != AnswerLost
+	}
+	return k != WatchCut && k != WatchGone
 }
 
 func (p *Proxy) serve(w http.ResponseWriter, r *http.Request) {

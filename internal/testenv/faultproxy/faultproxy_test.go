@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -303,5 +304,29 @@ func TestMixRateOnEveryRequest(t *testing.T) {
 				t.Errorf("watch=%v: %s drawn %d times", watch, k, p.counts[k])
 			}
 		}
+	}
+}
+
+// AtLeastOnce injects a named kind into the first request it applies to
+// when the dice have not, once, and never into a request it does not
+// apply to.
+func TestAtLeastOnce(t *testing.T) {
+	p := &Proxy{opts: Options{WatchCutMin: 1, WatchCutMax: 2, AtLeastOnce: []Kind{WatchGone}}, counts: map[Kind]int{}, rates: map[Kind]float64{}}
+	p.rng = newRand(7)
+	for i := 0; i < 5; i++ {
+		if k, _ := p.decide(httptest.NewRequest(http.MethodGet, "/api/v1/pods", nil)); k != "" {
+			t.Fatalf("a LIST was answered with %s", k)
+		}
+	}
+	var got []Kind
+	for i := 0; i < 5; i++ {
+		k, _ := p.decide(httptest.NewRequest(http.MethodGet, "/api/v1/pods?watch=true", nil))
+		got = append(got, k)
+	}
+	if want := []Kind{WatchGone, "", "", "", ""}; !slices.Equal(got, want) {
+		t.Fatalf("watches answered %q, want %q", got, want)
+	}
+	if p.counts[WatchGone] != 1 {
+		t.Fatalf("watch-gone counted %d times, want 1", p.counts[WatchGone])
 	}
 }
