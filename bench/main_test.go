@@ -38,7 +38,7 @@ func TestMain(m *testing.M) {
 		os.Exit(m.Run())
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	c, err := testcluster.Start(ctx, testcluster.Options{ContextName: "kiln-bench"})
+	c, err := testcluster.Start(ctx, testcluster.Options{ContextName: "kiln-bench", ControllerQPS: envInt("KILN_BENCH_CONTROLLER_QPS", 0)})
 	cancel()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench: start control plane:", err)

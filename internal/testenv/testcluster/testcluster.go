@@ -73,6 +73,12 @@ type Options struct {
 	// that wants a real node then fails at once with these words instead
 	// of waiting for it.
 	RealNodeHolder string
+	// ControllerQPS, if set, is the controller-manager's request rate to
+	// the API server (--kube-api-qps, burst twice that; its default is
+	// 20): at 10,000 Deployments the default needs most of an hour to
+	// create their ReplicaSets and pods, so a benchmark at that scale
+	// would measure against an API server still busy with them.
+	ControllerQPS int
 }
 
 // Cluster is a running control plane.
@@ -225,7 +231,7 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	}
 
 	kc := "--kubeconfig=" + c.KubeconfigPath
-	if err := c.run(ctx, bin, "kube-controller-manager", kc,
+	kcm := []string{kc,
 		"--controllers=*,-nodeipam,-nodelifecycle,-serviceaccount-token",
 		"--leader-elect=false",
 		"--secure-port=0",
@@ -233,7 +239,11 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 		"--concurrent-deployment-syncs=10",
 		"--concurrent-replicaset-syncs=10",
 		"--v=0",
-	); err != nil {
+	}
+	if opts.ControllerQPS > 0 {
+		kcm = append(kcm, "--kube-api-qps="+strconv.Itoa(opts.ControllerQPS), "--kube-api-burst="+strconv.Itoa(2*opts.ControllerQPS))
+	}
+	if err := c.run(ctx, bin, "kube-controller-manager", kcm...); err != nil {
 		return nil, err
 	}
 	if err := c.run(ctx, bin, "kube-scheduler", kc,
