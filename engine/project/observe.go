@@ -320,7 +320,6 @@ func (o *Ops) readScope(ctx context.Context, namespace string, sc scope) (*snaps
 			return pages(ctx, *sc.ings, size, protoList(cs.NetworkingV1().RESTClient(), platform.Namespace, "ingresses", newList[networkingv1.IngressList]), func() { clear(s.ings) }, func(l *networkingv1.IngressList) {
 				for i := range l.Items {
 					x := &l.Items[i]
-					x.ManagedFields = nil
 					s.ings[key(x.Namespace, x.Name)] = newIngRow(x)
 				}
 			})
@@ -348,7 +347,6 @@ func (o *Ops) readScope(ctx context.Context, namespace string, sc scope) (*snaps
 		return pages(ctx, sc.deps, size, protoList(cs.AppsV1().RESTClient(), namespace, "deployments", newList[appsv1.DeploymentList]), func() { clear(s.deps) }, func(l *appsv1.DeploymentList) {
 			for i := range l.Items {
 				x := &l.Items[i]
-				x.ManagedFields = nil
 				s.deps[key(x.Namespace, x.Name)] = newDepRow(x)
 			}
 		})
@@ -357,7 +355,6 @@ func (o *Ops) readScope(ctx context.Context, namespace string, sc scope) (*snaps
 		return pages(ctx, sc.svcs, size, protoList(cs.CoreV1().RESTClient(), namespace, "services", newList[corev1.ServiceList]), func() { clear(s.svcs) }, func(l *corev1.ServiceList) {
 			for i := range l.Items {
 				x := &l.Items[i]
-				x.ManagedFields = nil
 				s.svcs[key(x.Namespace, x.Name)] = &svcRow{res: judge(readiness.KindService, x)}
 			}
 		})
