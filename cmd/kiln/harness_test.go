@@ -137,6 +137,9 @@ type env struct {
 	// exe, if set, is the kiln binary to run instead of this test binary
 	// (the release-build test runs kiln as `make build` builds it).
 	exe string
+	// dir, if set, is the working directory kiln runs in (where a reader
+	// of the README stands: its kiln.yaml, its support bundle).
+	dir string
 }
 
 func newEnv(t *testing.T) *env {
@@ -214,6 +217,7 @@ func (e *env) command(ctx context.Context, extra []string, args ...string) *exec
 	cmd.Env = append(cmd.Env, e.vars...)
 	cmd.Env = append(cmd.Env, extra...)
 	cmd.Stdin = nil
+	cmd.Dir = e.dir
 	return cmd
 }
 

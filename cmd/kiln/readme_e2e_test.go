@@ -1,15 +1,12 @@
 package main
 
 import (
-	"bytes"
-	"context"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 )
 
 // readmeLine is one kiln command of a README block, as a reader runs it.
@@ -77,18 +74,12 @@ func readmeBlock(t *testing.T, first string, subst map[string]string) []readmeLi
 	return nil
 }
 
-// runReadme runs one README line in dir (its files, such as kiln.yaml or a
-// support bundle, are relative to where the reader stands) and checks its
-// exit code.
-func (e *env) runReadme(t *testing.T, dir string, l readmeLine) result {
+// runReadme runs one README line (in e.dir: its files, such as kiln.yaml
+// or a support bundle, are relative to where the reader stands) and
+// checks its exit code.
+func (e *env) runReadme(t *testing.T, l readmeLine) result {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	cmd := e.command(ctx, nil, l.args...)
-	cmd.Dir = dir
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	r := e.finish(cmd, cmd.Run(), &stdout, &stderr)
+	r := e.kiln(l.args...)
 	if r.code != l.exit {
 		t.Fatalf("%s: %s\nran kiln %s: want exit %d, got:\n%s", l.where, l.text, strings.Join(l.args, " "), l.exit, r)
 	}
@@ -109,6 +100,7 @@ func TestREADMEQuickStartsRun(t *testing.T) {
 	skipShort(t)
 	e := newEnv(t)
 	dir := t.TempDir()
+	e.dir = dir
 	// The automation block's -c kiln.yaml: two tenants and the web stack
 	// its project create names.
 	cfg := `apiVersion: kiln.dev/v1alpha1
@@ -129,7 +121,7 @@ spec:
 	}
 	refused := false
 	for _, l := range engineer {
-		e.runReadme(t, dir, l)
+		e.runReadme(t, l)
 		refused = refused || l.exit == 3
 	}
 	if !refused {
@@ -145,7 +137,7 @@ spec:
 		t.Fatalf("the automation quick start should end with destroy: %+v", automation)
 	}
 	for _, l := range automation[:last] {
-		r := e.runReadme(t, dir, l)
+		r := e.runReadme(t, l)
 		// What the block's jq reads: the project's state in the NDJSON.
 		if l.args[0] == "status" {
 			running := false
@@ -163,7 +155,7 @@ spec:
 			t.Logf("%s: the wizard, not run here (the TUI's tmux tests drive it): %s", l.where, l.text)
 			continue
 		}
-		r := e.runReadme(t, dir, l)
+		r := e.runReadme(t, l)
 		ran++
 		if l.args[0] == "status" && !strings.Contains(r.stdout+r.stderr, "web") {
 			t.Errorf("%s: status of ci-42 does not show the project web:\n%s", l.where, r)
@@ -176,5 +168,5 @@ spec:
 	if len(matches) != 1 {
 		t.Errorf("the support bundle line left %v in the reader's directory, want one .tar.gz", matches)
 	}
-	e.runReadme(t, dir, automation[last])
+	e.runReadme(t, automation[last])
 }
