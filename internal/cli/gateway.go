@@ -56,7 +56,13 @@ in batches by a writer of their own, so no request waits for stderr; if
 stderr falls behind by more than --log-buffer-bytes, lines are dropped,
 counted (kiln_gateway_log_dropped_lines_total) and reported in the log
 once it catches up. On exit every pending line is written. SIGTERM drains the
-requests in flight and exits 0.`,
+requests in flight and exits 0.
+
+Plain HTTP requests of the common shape (HTTP/1.1, no body or a
+Content-Length one, a path that needs no escaping, no Upgrade, Expect or
+chunked upload) are proxied by a fast path of the gateway's own; every
+other request, and HTTPS, by Go's net/http proxy, with the same checks
+and the same answers. --net-http-only turns the fast path off.`,
 		Example: `  kiln gateway --listen 127.0.0.1:8080 --auth-dir ./auth --cluster dev1 \
     --domain dev1.kiln.test --backend default/web=127.0.0.1:9000
   curl -H "Authorization: Bearer $(cat ~/.local/state/kiln/kube/dev1/tokens/tokens/default)" \
@@ -114,6 +120,7 @@ requests in flight and exits 0.`,
 	f.IntVar(&cfg.TenantConcurrency, "tenant-concurrency", gateway.DefaultTenantConcurrency, "most requests of one tenant in flight (more: 503)")
 	f.StringVar(&cfg.ClusterDomain, "cluster-domain", gateway.DefaultClusterDomain, "the cluster's DNS domain, for project Service names")
 	f.IntVar(&cfg.LogBufferBytes, "log-buffer-bytes", gateway.DefaultLogBufferBytes, "most log bytes waiting to be written (more: lines are dropped and counted in /metrics)")
+	f.BoolVar(&cfg.NetHTTPOnly, "net-http-only", false, "proxy every request through Go's net/http, the fast path off (slower; for comparison, or if the fast path misbehaves)")
 	f.BoolVar(&cfg.MetricsPublic, "metrics-public", false, "without --metrics-listen, serve /metrics to every client, not only loopback")
 	return cmd
 }

@@ -20,7 +20,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"regexp"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -107,14 +106,28 @@ type Config struct {
 	// MetricsPublic serves /metrics on Listen to clients that are not on
 	// loopback (without MetricsListen); otherwise only loopback may read it.
 	MetricsPublic bool
+	// NetHTTPOnly serves every request of Listen through net/http, the
+	// fast path off (fast.go): the reference the fast path is tested and
+	// measured against.
+	NetHTTPOnly bool
 	// Dial, when set, replaces the backend dialer (tests).
 	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
 }
 
-// label is a DNS label as tenant and project names are (engine/config).
-var label = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
-
-func validName(s string) bool { return len(s) <= config.MaxNameLength && label.MatchString(s) }
+// validName: s is a DNS label as tenant and project names are
+// (engine/config): lowercase letters, digits and '-', neither first nor
+// last. By hand, not by regexp: it runs twice per request.
+func validName(s string) bool {
+	if s == "" || len(s) > config.MaxNameLength || s[0] == '-' || s[len(s)-1] == '-' {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; !('a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
 
 // ParseBackend parses a --backend value T/P=HOST:PORT.
 func ParseBackend(s string) (Route, string, error) {
@@ -254,8 +267,20 @@ func (g *Gateway) Run(ctx context.Context) error {
 		go g.certs.run(kctx)
 	}
 
-	errc := make(chan error, len(servers))
+	// Plain HTTP on Listen goes through the fast path, which hands what
+	// it does not take to servers[0] (fast.go).
+	var fast *fastServer
+	if g.certs == nil && !g.cfg.NetHTTPOnly {
+		fast = g.newFastServer(servers[0], ln.Addr())
+	}
+	errc := make(chan error, len(servers)+1)
 	for i, s := range servers {
+		if i == 0 && fast != nil {
+			g.log.Info("listening", "addr", lns[i].Addr().String())
+			go func() { errc <- fast.Serve(lns[i]) }()
+			go func() { errc <- s.Serve(fast.hand) }()
+			continue
+		}
 		if i == 0 && g.certs != nil {
 			// HTTPS on Listen only: probes and metrics stay plain HTTP.
 			s.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: g.certs.getCertificate}
@@ -268,6 +293,11 @@ func (g *Gateway) Run(ctx context.Context) error {
 	}
 	select {
 	case err := <-errc:
+		if fast != nil {
+			ctx, cancel := context.WithCancel(ctx)
+			cancel()
+			_ = fast.Shutdown(ctx)
+		}
 		for _, s := range servers {
 			_ = s.Close()
 		}
@@ -281,6 +311,11 @@ func (g *Gateway) Run(ctx context.Context) error {
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.cfg.ShutdownTimeout)
 	defer cancel()
 	var firstErr error
+	if fast != nil {
+		if err := fast.Shutdown(sctx); err != nil {
+			firstErr = fmt.Errorf("gateway: shutdown: %w", err)
+		}
+	}
 	for _, s := range servers {
 		if err := s.Shutdown(sctx); err != nil && firstErr == nil {
 			firstErr = fmt.Errorf("gateway: shutdown: %w", err)
@@ -292,14 +327,11 @@ func (g *Gateway) Run(ctx context.Context) error {
 func (g *Gateway) server(h http.Handler) *http.Server {
 	return &http.Server{
 		Handler:           h,
-		ReadHeaderTimeout: 10 * time.Second,
-		// Request bodies may be slow uploads; a client that sends nothing
-		// for this long is cut (net/http resets the deadline per read
-		// only with ReadTimeout, so bound the whole read generously).
-		ReadTimeout:    5 * time.Minute,
-		IdleTimeout:    2 * time.Minute,
-		MaxHeaderBytes: g.cfg.MaxHeaderBytes,
-		ErrorLog:       slog.NewLogLogger(g.log.Handler(), slog.LevelWarn),
+		ReadHeaderTimeout: readHeaderTimeout,
+		ReadTimeout:       readTimeout,
+		IdleTimeout:       idleTimeout,
+		MaxHeaderBytes:    g.cfg.MaxHeaderBytes,
+		ErrorLog:          slog.NewLogLogger(g.log.Handler(), slog.LevelWarn),
 	}
 }
 

@@ -109,7 +109,13 @@ func isAdminPath(p string) bool { return p == "/healthz" || p == "/readyz" || p 
 // of the two forms (Host under the domain, or a /t/ path); ok: it names a
 // valid tenant and project.
 func (g *Gateway) route(r *http.Request, info *reqInfo) (routed, ok bool) {
-	host := strings.ToLower(r.Host)
+	return g.routeOf(r.Host, r.URL.Path, r.URL.RawPath, info)
+}
+
+// routeOf is route of a request's Host, path and escaped path (rawPath,
+// "" when the path needs no escaping).
+func (g *Gateway) routeOf(reqHost, path, rawPath string, info *reqInfo) (routed, ok bool) {
+	host := strings.ToLower(reqHost)
 	if h, _, err := net.SplitHostPort(host); err == nil {
 		host = h
 	}
@@ -120,27 +126,33 @@ func (g *Gateway) route(r *http.Request, info *reqInfo) (routed, ok bool) {
 			return true, false
 		}
 		info.route = Route{Tenant: t, Project: p}
-		info.path, info.raw = r.URL.Path, r.URL.RawPath
+		info.path, info.raw = path, rawPath
 		return true, true
 	}
-	rest, found := strings.CutPrefix(r.URL.Path, "/t/")
+	rest, found := strings.CutPrefix(path, "/t/")
 	if !found {
 		return false, false
 	}
 	// t/T/p/P, then nothing or /rest.
-	parts := strings.SplitN(rest, "/", 4)
-	if len(parts) < 3 || parts[1] != "p" || !validName(parts[0]) || !validName(parts[2]) {
+	t, rest, ok1 := strings.Cut(rest, "/")
+	pp, rest, ok2 := strings.Cut(rest, "/")
+	p, tail, more := strings.Cut(rest, "/")
+	if !ok1 || !ok2 || pp != "p" || !validName(t) || !validName(p) {
 		return true, false
 	}
-	info.route = Route{Tenant: parts[0], Project: parts[2]}
-	info.prefix = "/t/" + parts[0] + "/p/" + parts[2]
+	info.route = Route{Tenant: t, Project: p}
+	// The prefix as sent: /t/T/p/P is path[:len] of its own length.
+	info.prefix = path[:len("/t/")+len(t)+len("/p/")+len(p)]
 	info.path = "/"
-	if len(parts) == 4 {
-		info.path = "/" + parts[3]
+	if more {
+		info.path = path[len(info.prefix):]
+		if tail == "" {
+			info.path = "/"
+		}
 	}
 	// Names are DNS labels, so the prefix is the same escaped or not.
-	if r.URL.RawPath != "" {
-		info.raw = strings.TrimPrefix(r.URL.RawPath, info.prefix)
+	if rawPath != "" {
+		info.raw = strings.TrimPrefix(rawPath, info.prefix)
 		if info.raw == "" {
 			info.raw = "/"
 		}
@@ -245,61 +257,80 @@ type bufferPool struct{ p sync.Pool }
 func (b *bufferPool) Get() []byte  { return b.p.Get().([]byte) }
 func (b *bufferPool) Put(x []byte) { b.p.Put(x) }
 
-// proxyError answers a failed backend request: the project's Service name
-// does not resolve → 404; nothing accepts connections (a Service without
-// ready endpoints refuses them) → 503 with Retry-After; else 502.
+// proxyError answers a failed backend request (backendFailure says how).
 func proxyError(w http.ResponseWriter, r *http.Request, err error) {
 	info, _ := r.Context().Value(infoKey{}).(*reqInfo)
-	if info != nil {
-		info.reason = err.Error()
-	}
-	var dnsErr *net.DNSError
-	var opErr *net.OpError
-	var netErr net.Error
-	switch {
-	case errors.Is(err, context.Canceled):
+	if errors.Is(err, context.Canceled) {
 		// The client went away; nobody reads an answer.
 		if info != nil {
 			info.reason = "client went away"
 		}
 		w.WriteHeader(499)
+		return
+	}
+	f := backendFailure(err)
+	if info != nil {
+		info.reason = f.reason
+	}
+	if f.retry {
+		w.Header().Set("Retry-After", strconv.Itoa(RetryAfter))
+	}
+	deny(w, f.code, f.body)
+}
+
+// failure is the answer to a request whose backend failed.
+type failure struct {
+	code   int
+	body   string
+	reason string // for the access log
+	retry  bool   // with Retry-After
+}
+
+// backendFailure says how to answer a failed backend request: the
+// project's Service name does not resolve → 404; no response headers
+// within the backend timeout → 504; nothing accepts connections (a Service
+// without ready endpoints refuses them) → 503 with Retry-After; else 502.
+func backendFailure(err error) failure {
+	var dnsErr *net.DNSError
+	var opErr *net.OpError
+	var netErr net.Error
+	switch {
 	case errors.As(err, &dnsErr) && dnsErr.IsNotFound:
-		if info != nil {
-			info.reason = "unknown project (no such Service)"
-		}
-		deny(w, http.StatusNotFound, bodyNotFound)
+		return failure{http.StatusNotFound, bodyNotFound, "unknown project (no such Service)", false}
 	case errors.As(err, &netErr) && netErr.Timeout() && !errors.As(err, &opErr) && !errors.As(err, &dnsErr):
-		// No response headers within the backend timeout: the backend
-		// accepted the request and hangs.
-		if info != nil {
-			info.reason = "backend timed out: " + err.Error()
-		}
-		deny(w, http.StatusGatewayTimeout, bodyTimeout)
+		// The backend accepted the request and hangs.
+		return failure{http.StatusGatewayTimeout, bodyTimeout, "backend timed out: " + err.Error(), false}
 	case errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.EHOSTUNREACH), errors.Is(err, syscall.ENETUNREACH),
 		errors.As(err, &opErr) && opErr.Op == "dial":
-		w.Header().Set("Retry-After", strconv.Itoa(RetryAfter))
-		deny(w, http.StatusServiceUnavailable, bodyUnavailable)
+		return failure{http.StatusServiceUnavailable, bodyUnavailable, err.Error(), true}
 	default:
-		deny(w, http.StatusBadGateway, bodyBadGateway)
+		return failure{http.StatusBadGateway, bodyBadGateway, err.Error(), false}
 	}
 }
 
 // finish writes the access log line and the metrics of one request.
 func (g *Gateway) finish(rec *recorder, r *http.Request, info *reqInfo, start time.Time) {
+	g.logRequest(start, r.Method, r.Host, r.URL.Path, rec.status(), rec.bytes, r.RemoteAddr, info)
+}
+
+// logRequest writes the access log line and the metrics of one request
+// that started at start and answered code with bytes of body; it returns
+// the time it ended.
+func (g *Gateway) logRequest(start time.Time, method, host, path string, code int, bytes int64, remote string, info *reqInfo) time.Time {
 	now := time.Now()
 	d := now.Sub(start)
-	code := rec.status()
 	g.metrics.request(info.tenant, code, d)
 	// The line is encoded into a pooled buffer and handed to the log's
 	// writer, which copies it: no system call and no allocation here.
 	bp := lineBuffers.Get().(*[]byte)
 	// path without the query: it is the caller's, and may hold anything.
-	b := appendAccessLine((*bp)[:0], now, r.Method, r.Host, r.URL.Path, code, rec.bytes, d, r.RemoteAddr, info.route, info.tenant, info.reason)
+	b := appendAccessLine((*bp)[:0], now, method, host, path, code, bytes, d, remote, info.route, info.tenant, info.reason)
 	_, _ = g.logs.Write(b)
 	if cap(b) <= 64<<10 {
 		*bp = b
 		lineBuffers.Put(bp)
 	}
+	return now
 }
 
 var lineBuffers = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }}

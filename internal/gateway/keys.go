@@ -66,6 +66,19 @@ func newKeySet(keys map[string]*rsa.PublicKey, table *creds.TenantTable, cluster
 // The cache is keyed by a hash of the whole token, not its signature
 // segment alone: the signature covers header and payload, but a lookup by
 // signature would accept any payload pasted in front of a cached one.
+// verifyBytes is verify of a token still in a read buffer: a token in the
+// cache costs no copy; one that is not is copied once, for the verifier.
+func (s *keySet) verifyBytes(token []byte) (string, error) {
+	sum := sha256.Sum256(token)
+	s.mu.RLock()
+	tenant, ok := s.cache[sum]
+	s.mu.RUnlock()
+	if ok {
+		return tenant, nil
+	}
+	return s.verify(string(token))
+}
+
 func (s *keySet) verify(token string) (string, error) {
 	// Hashed in place: Sum256 neither keeps nor changes its argument, and
 	// a copy of the token per request was the cache's one allocation.

@@ -51,25 +51,34 @@ type tenantLimit struct {
 
 // acquire takes a slot for tenant; ok false when it has max in flight.
 func (t *tenantLimit) acquire(tenant string) (release func(), ok bool) {
+	if !t.take(tenant) {
+		return nil, false
+	}
+	var once sync.Once
+	return func() { once.Do(func() { t.give(tenant) }) }, true
+}
+
+// take takes a slot for tenant, false when it has max in flight; give
+// returns it.
+func (t *tenantLimit) take(tenant string) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.inflight == nil {
 		t.inflight = map[string]int{}
 	}
 	if t.inflight[tenant] >= t.max {
-		return nil, false
+		return false
 	}
 	t.inflight[tenant]++
-	var once sync.Once
-	return func() {
-		once.Do(func() {
-			t.mu.Lock()
-			defer t.mu.Unlock()
-			if t.inflight[tenant]--; t.inflight[tenant] == 0 {
-				delete(t.inflight, tenant)
-			}
-		})
-	}, true
+	return true
+}
+
+func (t *tenantLimit) give(tenant string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.inflight[tenant]--; t.inflight[tenant] == 0 {
+		delete(t.inflight, tenant)
+	}
 }
 
 // loopbackOnly answers 403 to clients that are not on this machine.

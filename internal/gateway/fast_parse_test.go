@@ -1,0 +1,75 @@
+package gateway
+
+import (
+	"bufio"
+	"bytes"
+	"net/http"
+	"strings"
+	"testing"
+)
+
+// FuzzFastParse holds the fast path's request parser to net/http's: a
+// head the fast path takes, http.ReadRequest (the parser of the server it
+// stands in for) must take too, with the same method, target, Host,
+// Content-Length and forwarded header values. The fast path may refuse
+// more (it hands those to net/http), never less.
+func FuzzFastParse(f *testing.F) {
+	for _, s := range []string{
+		"GET / HTTP/1.1\r\nHost: a\r\n\r\n",
+		"GET /t/default/p/web/x?y=1 HTTP/1.1\r\nHost: gw:80\r\nAuthorization: Bearer abc\r\nX-A: 1\r\n\r\n",
+		"POST /p HTTP/1.1\r\nHost: h\r\nContent-Length: 5\r\n\r\nhello",
+		"POST /p HTTP/1.1\r\nHost: h\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n",
+		"GET / HTTP/1.1\r\nHost: h\r\nX-Fold: a\r\n b\r\n\r\n",
+		"GET / HTTP/1.1\r\nHost: h\r\nX: \x7f\r\n\r\n",
+		"GET / HTTP/1.1\r\nHost: h\r\nX:\tv\t\r\n\r\n",
+		"GET / HTTP/1.1\r\nHost: h\r\nBad Name: v\r\n\r\n",
+		"GET / HTTP/1.1\r\nHost: h\r\nContent-Length: 01\r\n\r\n",
+		"GET //x HTTP/1.1\r\nHost: h\r\n\r\n",
+		"GET /%41 HTTP/1.1\r\nHost: h\r\n\r\n",
+		"GET /?a=%4 HTTP/1.1\r\nHost: h\r\n\r\n",
+		"GET / HTTP/1.1\r\nHost: h\r\nHost: i\r\n\r\n",
+		"GET / HTTP/1.1\r\nhost: [::1]:80\r\n\r\n",
+		"GET / HTTP/1.1\r\nHost: h\r\nX-Forwarded-For: 1.2.3.4\r\nKeep-Alive: 5\r\n\r\n",
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, head []byte) {
+		end := bytes.Index(head, []byte("\r\n\r\n"))
+		if end < 0 {
+			return
+		}
+		head = head[:end+4]
+		var r fastReq
+		if !r.parse(head) {
+			return
+		}
+		req, err := http.ReadRequest(bufio.NewReader(bytes.NewReader(head)))
+		if err != nil {
+			t.Fatalf("the fast path took a head net/http refuses (%v):\n%q", err, head)
+		}
+		if req.Method != r.method || req.RequestURI != string(r.target) || req.Host != string(r.host) {
+			t.Fatalf("method/target/host: fast %q %q %q, net/http %q %q %q", r.method, r.target, r.host, req.Method, req.RequestURI, req.Host)
+		}
+		if req.URL.Path != string(r.path) || req.URL.RawPath != "" {
+			t.Fatalf("path: fast %q, net/http %q (raw %q)", r.path, req.URL.Path, req.URL.RawPath)
+		}
+		if req.ContentLength != r.bodyLen && !(req.ContentLength <= 0 && r.bodyLen == 0) {
+			t.Fatalf("Content-Length: fast %d, net/http %d", r.bodyLen, req.ContentLength)
+		}
+		if len(req.TransferEncoding) > 0 {
+			t.Fatalf("the fast path took a head with Transfer-Encoding %v", req.TransferEncoding)
+		}
+		for _, line := range r.keep {
+			name, value, _ := strings.Cut(strings.TrimSuffix(string(line), "\r\n"), ":")
+			found := false
+			for _, v := range req.Header.Values(name) {
+				if v == strings.Trim(value, " \t") {
+					found = true
+				}
+			}
+			if !found {
+				t.Fatalf("forwarded %q, net/http has %q for %s", line, req.Header.Values(name), name)
+			}
+		}
+	})
+}

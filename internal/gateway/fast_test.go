@@ -1,0 +1,461 @@
+package gateway_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"reflect"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/kilnctl/kiln/internal/gateway"
+)
+
+// The fast path (fast.go) is checked against net/http, the reference:
+// every request below goes, as raw bytes, through a gateway with the fast
+// path and through one with --net-http-only, both in front of the same
+// backend; what the backend received (parsed by net/http's
+// http.ReadRequest) and what the client got back (parsed by
+// http.ReadResponse, the parser Go's own client uses) must be the same.
+// The requests include the shapes the fast path hands to net/http, bad
+// and smuggling-shaped heads, and pipelines that mix both.
+
+// rawBackend answers by the request's path with canned bytes (some of
+// which net/http's server cannot be made to send), recording every request
+// it parsed.
+type rawBackend struct {
+	ln   net.Listener
+	mu   sync.Mutex
+	seen []backendSeen
+}
+
+type backendSeen struct {
+	Method, URI, Host, Proto string
+	Header                   http.Header
+	Body                     string
+	ContentLength            int64
+}
+
+const hangPath = "/hang"
+
+func newRawBackend(t *testing.T) *rawBackend {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := &rawBackend{ln: ln}
+	t.Cleanup(func() { _ = ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go b.serve(t.Context(), c)
+		}
+	}()
+	return b
+}
+
+func (b *rawBackend) take() []backendSeen {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	s := b.seen
+	b.seen = nil
+	return s
+}
+
+func (b *rawBackend) serve(ctx context.Context, c net.Conn) {
+	defer c.Close()
+	br := bufio.NewReader(c)
+	for {
+		req, err := http.ReadRequest(br)
+		if err != nil {
+			return
+		}
+		body, _ := io.ReadAll(req.Body)
+		h := req.Header.Clone()
+		h.Del("Content-Length") // framing: ContentLength says it
+		b.mu.Lock()
+		b.seen = append(b.seen, backendSeen{req.Method, req.RequestURI, req.Host, req.Proto, h, string(body), req.ContentLength})
+		b.mu.Unlock()
+		path := req.URL.Path
+		var out string
+		closeAfter := false
+		switch {
+		case strings.HasSuffix(path, "/chunked"):
+			out = "HTTP/1.1 200 OK\r\nTrailer: X-Sum\r\nTransfer-Encoding: chunked\r\nContent-Type: text/plain\r\nX-A: 1\r\n\r\n5;ext=1\r\nhello\r\n6\r\n world\r\n0\r\nX-Sum: 11\r\n\r\n"
+		case strings.HasSuffix(path, "/close"):
+			out, closeAfter = "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nX-B: 2\r\n\r\nthe body ends with the connection", true
+		case strings.HasSuffix(path, "/http10"):
+			out, closeAfter = "HTTP/1.0 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 4\r\n\r\nold!", true
+		case strings.HasSuffix(path, "/hop"):
+			out = "HTTP/1.1 200 OK\r\nConnection: X-Secret, keep-alive\r\nX-Secret: s\r\nKeep-Alive: timeout=5\r\nProxy-Authenticate: Basic\r\nUpgrade: h2c\r\nX-Keep: k\r\nContent-Type: text/plain\r\nContent-Length: 2\r\n\r\nok"
+		case strings.HasSuffix(path, "/204"):
+			out = "HTTP/1.1 204 No Content\r\nX-C: 3\r\n\r\n"
+		case strings.HasSuffix(path, "/304"):
+			out = "HTTP/1.1 304 Not Modified\r\nETag: \"x\"\r\n\r\n"
+		case strings.HasSuffix(path, "/103"):
+			out = "HTTP/1.1 103 Early Hints\r\nLink: </a.css>; rel=preload\r\n\r\nHTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 5\r\n\r\nfinal"
+		case strings.HasSuffix(path, "/bad"):
+			out, closeAfter = "HTTP/1.1 200 OK\r\nBad Header: x\r\n\r\n", true
+		case strings.HasSuffix(path, "/2cl"):
+			out, closeAfter = "HTTP/1.1 200 OK\r\nContent-Length: 3\r\nContent-Length: 4\r\n\r\nabcd", true
+		case strings.HasSuffix(path, "/big"):
+			body := strings.Repeat("0123456789", 10000)
+			out = fmt.Sprintf("HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+		case path == hangPath:
+			<-ctx.Done()
+			return
+		default:
+			msg := "echo " + req.Method + " " + req.RequestURI + " " + string(body)
+			out = fmt.Sprintf("HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nDate: Mon, 01 Jan 2024 00:00:00 GMT\r\nContent-Length: %d\r\n\r\n", len(msg))
+			if req.Method != http.MethodHead {
+				out += msg
+			}
+		}
+		if _, err := io.WriteString(c, out); err != nil || closeAfter {
+			return
+		}
+	}
+}
+
+// answer is what a client parsed from the gateway.
+type answer struct {
+	Interim []int // 1xx codes before the final answer
+	Code    int
+	Header  http.Header
+	Body    string
+	Trailer http.Header
+	Err     string // the response could not be read (connection closed)
+}
+
+// exchangeRaw writes raw to addr in one write and reads one answer per
+// method in methods (HEAD answers carry no body).
+func exchangeRaw(t *testing.T, addr, raw string, methods ...string) []answer {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(20 * time.Second))
+	if _, err := io.WriteString(c, raw); err != nil {
+		t.Fatal(err)
+	}
+	br := bufio.NewReader(c)
+	var out []answer
+	for _, m := range methods {
+		var a answer
+		for {
+			resp, err := http.ReadResponse(br, &http.Request{Method: m})
+			if err != nil {
+				a.Err = "no answer"
+				break
+			}
+			if resp.StatusCode >= 100 && resp.StatusCode < 200 {
+				a.Interim = append(a.Interim, resp.StatusCode)
+				continue
+			}
+			body, err := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if err != nil {
+				a.Err = "body cut: " + err.Error()
+			}
+			h := resp.Header.Clone()
+			// Framing and the clock: not what the comparison is about.
+			for _, k := range []string{"Date", "Content-Length", "Transfer-Encoding", "Connection"} {
+				h.Del(k)
+			}
+			a.Code, a.Header, a.Body, a.Trailer = resp.StatusCode, h, string(body), resp.Trailer
+			break
+		}
+		out = append(out, a)
+		if a.Err != "" {
+			break
+		}
+	}
+	return out
+}
+
+// startInProcess runs a gateway in this process and returns its address.
+func startInProcess(t *testing.T, cfg gateway.Config) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Listen = ln.Addr().String()
+	_ = ln.Close()
+	var logs bytes.Buffer
+	cfg.LogOutput = &lockedWriter{w: &logs}
+	g, err := gateway.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- g.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("gateway Run: %v", err)
+		}
+	})
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		c, err := net.Dial("tcp", cfg.Listen)
+		if err == nil {
+			c.Close()
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("gateway not listening on %s", cfg.Listen)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	deadline = time.Now().Add(10 * time.Second)
+	for !g.Ready() {
+		if time.Now().After(deadline) {
+			t.Fatal("gateway never ready (keys not loaded)")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return cfg.Listen
+}
+
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
+func TestFastPathMatchesNetHTTP(t *testing.T) {
+	key := newKey(t)
+	auth := newAuthDir(t, key)
+	be := newRawBackend(t)
+	tok := key.token(t, "bench", "default")
+	other := key.token(t, "bench", "other")
+	base := gateway.Config{
+		AuthDir: auth.path, Cluster: "bench", Domain: "bench.kiln.test",
+		Backends: map[gateway.Route]string{
+			{Tenant: "default", Project: "web"}:   be.ln.Addr().String(),
+			{Tenant: "other", Project: "web"}:     be.ln.Addr().String(),
+			{Tenant: "default", Project: "stuck"}: "127.0.0.1:1", // refuses
+		},
+		BackendTimeout: 500 * time.Millisecond,
+		MaxHeaderBytes: 4096,
+	}
+	fastCfg, stdCfg := base, base
+	stdCfg.NetHTTPOnly = true
+	fast, std := startInProcess(t, fastCfg), startInProcess(t, stdCfg)
+
+	bearer := "Authorization: Bearer " + tok + "\r\n"
+	get := func(target string, extra ...string) string {
+		return "GET " + target + " HTTP/1.1\r\nHost: gw.example\r\n" + bearer + strings.Join(extra, "") + "\r\n"
+	}
+	// fast502: the one intended difference. A backend's answer with a
+	// malformed header line is a 502 on the fast path; net/http drops
+	// the line and passes the rest on.
+	fast502 := map[string]bool{"malformed answer": true}
+	cases := []struct {
+		name    string
+		raw     string
+		methods []string
+	}{
+		{"path form with query and forwarding headers a client forged", get("/t/default/p/web/a/b?q=1&r=%20x",
+			"User-Agent: tester\r\nX-Custom: one\r\nx-custom: two\r\nX-Forwarded-For: 6.6.6.6\r\nX-Forwarded-Host: evil\r\nX-Forwarded-Proto: https\r\nForwarded: for=6.6.6.6\r\nX-Real-Ip: 6.6.6.6\r\nX-Kiln-Tenant: other\r\nX-Forwarded-Prefix: /x\r\nKeep-Alive: 300\r\nProxy-Authorization: Basic eA==\r\nProxy-Connection: keep-alive\r\n"), nil},
+		{"path form, bare prefix", get("/t/default/p/web"), nil},
+		{"path form, empty query", get("/t/default/p/web/x?"), nil},
+		{"host form", "GET /p?x=1 HTTP/1.1\r\nHost: web.default.bench.kiln.test:8080\r\n" + bearer + "\r\n", nil},
+		{"host form, upper case", "GET / HTTP/1.1\r\nHost: WEB.Default.bench.kiln.test.\r\n" + bearer + "\r\n", nil},
+		{"POST with a body", "POST /t/default/p/web/form HTTP/1.1\r\nHost: gw\r\n" + bearer + "Content-Type: text/plain\r\nContent-Length: 11\r\n\r\nhello world", nil},
+		{"PUT with an empty body", "PUT /t/default/p/web/x HTTP/1.1\r\nHost: gw\r\n" + bearer + "Content-Length: 0\r\n\r\n", nil},
+		{"HEAD", "HEAD /t/default/p/web/ HTTP/1.1\r\nHost: gw\r\n" + bearer + "\r\n", []string{"HEAD"}},
+		{"chunked answer with extension and trailer", get("/t/default/p/web/chunked"), nil},
+		{"answer ended by close", get("/t/default/p/web/close"), nil},
+		{"HTTP/1.0 answer", get("/t/default/p/web/http10"), nil},
+		{"hop-by-hop headers in the answer", get("/t/default/p/web/hop"), nil},
+		{"204", get("/t/default/p/web/204"), nil},
+		{"304", get("/t/default/p/web/304"), nil},
+		{"103 then 200", get("/t/default/p/web/103"), nil},
+		{"malformed answer", get("/t/default/p/web/bad"), nil},
+		{"two Content-Lengths in the answer", get("/t/default/p/web/2cl"), nil},
+		{"large answer", get("/t/default/p/web/big"), nil},
+		{"backend hangs", get(hangPath[0:0] + "/t/default/p/web" + hangPath), nil},
+		{"backend refuses", get("/t/default/p/stuck/"), nil},
+		{"no token", "GET /t/default/p/web/ HTTP/1.1\r\nHost: gw\r\n\r\n", nil},
+		{"not a bearer token", "GET /t/default/p/web/ HTTP/1.1\r\nHost: gw\r\nAuthorization: Basic dTpw\r\n\r\n", nil},
+		{"bad token", "GET /t/default/p/web/ HTTP/1.1\r\nHost: gw\r\nAuthorization: Bearer abc.def.ghi\r\n\r\n", nil},
+		{"bad token on HEAD", "HEAD /t/default/p/web/ HTTP/1.1\r\nHost: gw\r\nAuthorization: Bearer abc.def.ghi\r\n\r\n", []string{"HEAD"}},
+		{"another tenant's token", "GET /t/default/p/web/ HTTP/1.1\r\nHost: gw\r\nAuthorization: Bearer " + other + "\r\n\r\n", nil},
+		{"unknown project", get("/t/default/p/nope/"), nil},
+		{"denied POST with a body, then a request", "POST /t/default/p/web/ HTTP/1.1\r\nHost: gw\r\nContent-Length: 3\r\n\r\nabc" + get("/t/default/p/web/after"), []string{"POST", "GET"}},
+		{"not routed", get("/elsewhere"), nil},
+		{"bad names", get("/t/Default/p/web/"), nil},
+		{"probe path", get("/healthz"), nil},
+		// Shapes the fast path hands to net/http.
+		{"HTTP/1.0 request", "GET /t/default/p/web/ HTTP/1.0\r\nHost: gw\r\n" + bearer + "\r\n", nil},
+		{"escaped path", get("/t/default/p/web/a%2Fb%20c"), nil},
+		{"path net/url would escape", get("/t/default/p/web/a!b'c*d(e)"), nil},
+		{"query with a semicolon", get("/t/default/p/web/?a=1;b=2"), nil},
+		{"query with a bad escape", get("/t/default/p/web/?a=%zz"), nil},
+		{"chunked upload", "POST /t/default/p/web/up HTTP/1.1\r\nHost: gw\r\n" + bearer + "Transfer-Encoding: chunked\r\n\r\n4\r\nwiki\r\n0\r\n\r\n", nil},
+		{"Expect 100-continue", "POST /t/default/p/web/up HTTP/1.1\r\nHost: gw\r\n" + bearer + "Expect: 100-continue\r\nContent-Length: 2\r\n\r\nhi", nil},
+		{"Connection: close", get("/t/default/p/web/", "Connection: close\r\n"), nil},
+		{"TE: trailers", get("/t/default/p/web/", "TE: trailers\r\n"), nil},
+		{"OPTIONS *", "OPTIONS * HTTP/1.1\r\nHost: gw\r\n" + bearer + "\r\n", nil},
+		{"absolute form", "GET http://gw/t/default/p/web/ HTTP/1.1\r\nHost: gw\r\n" + bearer + "\r\n", nil},
+		{"unknown method", "PURGE /t/default/p/web/ HTTP/1.1\r\nHost: gw\r\n" + bearer + "\r\n", nil},
+		{"no Host", "GET /t/default/p/web/ HTTP/1.1\r\n" + bearer + "\r\n", nil},
+		{"two Hosts", get("/t/default/p/web/", "Host: other\r\n"), nil},
+		{"two Authorizations", get("/t/default/p/web/", "Authorization: Bearer x\r\n"), nil},
+		{"headers over the limit", get("/t/default/p/web/", "X-Big: "+strings.Repeat("a", 5000)+"\r\n"), nil},
+		{"a line longer than the read buffer", get("/t/default/p/web/", "X-Long: "+strings.Repeat("b", 3500)+"\r\n"), nil},
+		{"leading empty line", "\r\n" + get("/t/default/p/web/"), nil},
+		// Smuggling shapes: each must reach the backend as net/http
+		// parses it, or not at all.
+		{"Content-Length and Transfer-Encoding", "POST /t/default/p/web/ HTTP/1.1\r\nHost: gw\r\n" + bearer + "Content-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n" + get("/t/default/p/web/smuggled"), []string{"POST", "GET"}},
+		{"two different Content-Lengths", "POST /t/default/p/web/ HTTP/1.1\r\nHost: gw\r\n" + bearer + "Content-Length: 3\r\nContent-Length: 30\r\n\r\nabc" + get("/t/default/p/web/smuggled"), []string{"POST", "GET"}},
+		{"two equal Content-Lengths", "POST /t/default/p/web/ HTTP/1.1\r\nHost: gw\r\n" + bearer + "Content-Length: 3\r\nContent-Length: 3\r\n\r\nabc" + get("/t/default/p/web/after"), []string{"POST", "GET"}},
+		{"signed Content-Length", "POST /t/default/p/web/ HTTP/1.1\r\nHost: gw\r\n" + bearer + "Content-Length: +3\r\n\r\nabc", nil},
+		{"space before the colon", "POST /t/default/p/web/ HTTP/1.1\r\nHost: gw\r\n" + bearer + "Content-Length : 3\r\n\r\nabc", nil},
+		{"folded header", get("/t/default/p/web/", "X-Fold: a\r\n b\r\n"), nil},
+		{"bare LF lines", "GET /t/default/p/web/ HTTP/1.1\nHost: gw\n" + strings.TrimSuffix(bearer, "\r\n") + "\n\n", nil},
+		{"control character in a value", get("/t/default/p/web/", "X-Ctl: a\x01b\r\n"), nil},
+		{"Transfer-Encoding identity", "POST /t/default/p/web/ HTTP/1.1\r\nHost: gw\r\n" + bearer + "Transfer-Encoding: identity\r\nContent-Length: 3\r\n\r\nabc", nil},
+		// Pipelines: the fast path, then a request it hands off (the
+		// connection goes to net/http with the bytes read so far).
+		{"pipeline of fast requests", get("/t/default/p/web/1") + get("/t/default/p/web/2") + "HEAD /t/default/p/web/3 HTTP/1.1\r\nHost: gw\r\n" + bearer + "\r\n" + get("/t/default/p/web/4"), []string{"GET", "GET", "HEAD", "GET"}},
+		{"pipeline handed off midway", get("/t/default/p/web/1") + get("/t/default/p/web/a%2Fb") + get("/t/default/p/web/3"), []string{"GET", "GET", "GET"}},
+		{"pipeline with a body", "POST /t/default/p/web/p HTTP/1.1\r\nHost: gw\r\n" + bearer + "Content-Length: 5\r\n\r\nabcde" + get("/t/default/p/web/q"), []string{"POST", "GET"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			methods := c.methods
+			if methods == nil {
+				methods = []string{"GET"}
+			}
+			be.take()
+			gotStd := exchangeRaw(t, std, c.raw, methods...)
+			seenStd := be.take()
+			gotFast := exchangeRaw(t, fast, c.raw, methods...)
+			seenFast := be.take()
+			if fast502[c.name] {
+				if len(gotFast) != 1 || gotFast[0].Code != http.StatusBadGateway {
+					t.Errorf("fast path: %s, want a 502", show(gotFast))
+				}
+				gotFast = gotStd
+			}
+			if !reflect.DeepEqual(gotFast, gotStd) {
+				t.Errorf("answers differ\nfast path: %s\nnet/http:  %s", show(gotFast), show(gotStd))
+			}
+			if !reflect.DeepEqual(seenFast, seenStd) {
+				t.Errorf("the backend received different requests\nfast path: %s\nnet/http:  %s", show(seenFast), show(seenStd))
+			}
+			if len(gotStd) == 0 {
+				t.Fatal("net/http gave no answer at all")
+			}
+		})
+	}
+}
+
+func show(v any) string {
+	var b strings.Builder
+	switch x := v.(type) {
+	case []answer:
+		for _, a := range x {
+			fmt.Fprintf(&b, "\n  %v %d %q body=%q trailer=%v err=%q", a.Interim, a.Code, flat(a.Header), cut(a.Body), a.Trailer, a.Err)
+		}
+	case []backendSeen:
+		for _, s := range x {
+			fmt.Fprintf(&b, "\n  %s %s %s host=%s cl=%d %q body=%q", s.Method, s.URI, s.Proto, s.Host, s.ContentLength, flat(s.Header), cut(s.Body))
+		}
+	}
+	return b.String()
+}
+
+func cut(s string) string {
+	if len(s) > 80 {
+		return fmt.Sprintf("%s… (%d bytes)", s[:80], len(s))
+	}
+	return s
+}
+
+func flat(h http.Header) string {
+	var keys []string
+	for k, v := range h {
+		keys = append(keys, k+"="+strings.Join(v, "|"))
+	}
+	sort.Strings(keys)
+	return strings.Join(keys, " ")
+}
+
+// A backend that closes every connection after one answer without saying
+// so (no Connection: close) leaves the gateway a dead pooled connection
+// for each next request: requests without a body are sent again on a new
+// connection, requests with one go only over a connection checked first.
+// The client sees 200s only.
+func TestFastPathSurvivesBackendClosingIdleConnections(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				req, err := http.ReadRequest(bufio.NewReader(c))
+				if err != nil {
+					return
+				}
+				_, _ = io.Copy(io.Discard, req.Body)
+				_, _ = io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 2\r\n\r\nok")
+			}()
+		}
+	}()
+	key := newKey(t)
+	auth := newAuthDir(t, key)
+	addr := startInProcess(t, gateway.Config{
+		AuthDir: auth.path, Cluster: "bench", Domain: "bench.kiln.test",
+		Backends: map[gateway.Route]string{{Tenant: "default", Project: "web"}: ln.Addr().String()},
+	})
+	tok := key.token(t, "bench", "default")
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 1}}
+	t.Cleanup(client.CloseIdleConnections)
+	for i := range 30 {
+		method, body := http.MethodGet, io.Reader(nil)
+		if i%3 == 2 {
+			method, body = http.MethodPost, strings.NewReader("payload")
+		}
+		req, _ := http.NewRequest(method, "http://"+addr+"/t/default/p/web/", body)
+		req.Header.Set("Authorization", "Bearer "+tok)
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatalf("request %d (%s): %v", i, method, err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || string(b) != "ok" {
+			t.Fatalf("request %d (%s): %d %q, want 200 ok", i, method, resp.StatusCode, b)
+		}
+		time.Sleep(5 * time.Millisecond) // the backend's close lands
+	}
+}
