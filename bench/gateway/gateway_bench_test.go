@@ -392,45 +392,52 @@ http {
 		oauth2Proxy(b, backendAddr, conc, dur)
 	})
 
-	b.Run("kiln-gateway", func(b *testing.B) {
-		dir := b.TempDir()
-		// KILN_BENCH_GATEWAY_BIN: a kiln built once for all rounds (or
-		// another version of it, to compare).
-		bin := os.Getenv("KILN_BENCH_GATEWAY_BIN")
-		if bin == "" {
-			bin = filepath.Join(dir, "kiln")
-			build := exec.Command("go", "build", "-trimpath", "-o", bin, "../../cmd/kiln")
-			build.Env = append(os.Environ(), "CGO_ENABLED=0")
-			if out, err := build.CombinedOutput(); err != nil {
-				b.Fatalf("go build: %v\n%s", err, out)
-			}
+	// The gateway with its fast path (fast.go), then with net/http only:
+	// the same binary, so the second row is the gain's reference.
+	b.Run("kiln-gateway", func(b *testing.B) { kilnGateway(b, backendAddr, conc, dur) })
+	b.Run("kiln-gateway-net-http", func(b *testing.B) { kilnGateway(b, backendAddr, conc, dur, "--net-http-only") })
+}
+
+// kilnGateway loads `kiln gateway` with extra args in front of backendAddr.
+func kilnGateway(b *testing.B, backendAddr string, conc int, dur time.Duration, extra ...string) {
+	dir := b.TempDir()
+	// KILN_BENCH_GATEWAY_BIN: a kiln built once for all rounds (or
+	// another version of it, to compare).
+	bin := os.Getenv("KILN_BENCH_GATEWAY_BIN")
+	if bin == "" {
+		bin = filepath.Join(dir, "kiln")
+		build := exec.Command("go", "build", "-trimpath", "-o", bin, "../../cmd/kiln")
+		build.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := build.CombinedOutput(); err != nil {
+			b.Fatalf("go build: %v\n%s", err, out)
 		}
-		key, err := rsa.GenerateKey(rand.Reader, creds.KeyBits) // as kiln generates
-		if err != nil {
-			b.Fatal(err)
-		}
-		id, _ := creds.KeyID(&key.PublicKey)
-		pemText, _ := creds.PublicKeyPEM(&key.PublicKey)
-		keys, _ := json.Marshal(map[string]string{id: string(pemText)})
-		auth := filepath.Join(dir, "auth")
-		if err := os.Mkdir(auth, 0o700); err != nil {
-			b.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(auth, "keys.json"), keys, 0o600); err != nil {
-			b.Fatal(err)
-		}
-		token, err := creds.SignToken(key, id, "bench", "default", time.Now())
-		if err != nil {
-			b.Fatal(err)
-		}
-		port, mport := freePort(b), freePort(b)
-		addr := fmt.Sprintf("127.0.0.1:%d", port)
-		done := start(b, bin, "gateway", "--listen", addr, "--metrics-listen", fmt.Sprintf("127.0.0.1:%d", mport),
-			"--auth-dir", auth, "--cluster", "bench", "--domain", "bench.kiln.test",
-			"--backend", "default/web="+backendAddr)
-		waitListening(b, addr, done)
-		load(b, "http://"+addr+"/t/default/p/web/", token, conc, dur)
-	})
+	}
+	key, err := rsa.GenerateKey(rand.Reader, creds.KeyBits) // as kiln generates
+	if err != nil {
+		b.Fatal(err)
+	}
+	id, _ := creds.KeyID(&key.PublicKey)
+	pemText, _ := creds.PublicKeyPEM(&key.PublicKey)
+	keys, _ := json.Marshal(map[string]string{id: string(pemText)})
+	auth := filepath.Join(dir, "auth")
+	if err := os.Mkdir(auth, 0o700); err != nil {
+		b.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(auth, "keys.json"), keys, 0o600); err != nil {
+		b.Fatal(err)
+	}
+	token, err := creds.SignToken(key, id, "bench", "default", time.Now())
+	if err != nil {
+		b.Fatal(err)
+	}
+	port, mport := freePort(b), freePort(b)
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	args := append([]string{"gateway", "--listen", addr, "--metrics-listen", fmt.Sprintf("127.0.0.1:%d", mport),
+		"--auth-dir", auth, "--cluster", "bench", "--domain", "bench.kiln.test",
+		"--backend", "default/web=" + backendAddr}, extra...)
+	done := start(b, bin, args...)
+	waitListening(b, addr, done)
+	load(b, "http://"+addr+"/t/default/p/web/", token, conc, dur)
 }
 
 // proxyCPUs is the number of CPUs the proxies run on: nginx gets one worker
