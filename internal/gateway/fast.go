@@ -310,12 +310,14 @@ func (s *fastServer) serveConn(fc *fastConn) {
 			return
 		}
 		if !complete || !fc.req.parse(fc.head) {
-			handed = s.handoff(fc)
+			handed = true
+			s.handoff(fc)
 			return
 		}
 		keep, handOff := s.serveRequest(fc, start)
 		if handOff {
-			handed = s.handoff(fc)
+			handed = true
+			s.handoff(fc)
 			return
 		}
 		if !keep || !s.state(fc, false) {
@@ -325,9 +327,9 @@ func (s *fastServer) serveConn(fc *fastConn) {
 }
 
 // handoff gives fc's connection, with the bytes read from it put back in
-// front, to net/http. False if net/http is shut down (the connection is
-// then closed).
-func (s *fastServer) handoff(fc *fastConn) bool {
+// front, to net/http (or closes it if net/http is shut down); fc is done
+// with either way.
+func (s *fastServer) handoff(fc *fastConn) {
 	_ = fc.c.SetReadDeadline(time.Time{})
 	pre := make([]byte, 0, len(fc.head)+fc.r.Buffered())
 	pre = append(pre, fc.head...)
@@ -337,7 +339,7 @@ func (s *fastServer) handoff(fc *fastConn) bool {
 	}
 	c := &prefixConn{Conn: fc.c, pre: pre}
 	fc.release()
-	return s.hand.give(c)
+	s.hand.give(c)
 }
 
 // readHead reads the request head (through its empty line) into fc.head:

@@ -77,6 +77,9 @@ func (ex *exchange) run() bool {
 			return false
 		}
 		keepClient, keepBackend := ex.respond(bc)
+		if cap(bc.head) > 64<<10 {
+			bc.head = nil // a rare large head is not kept with the pool
+		}
 		if keepBackend {
 			ex.s.pool.put(bc, ex.start)
 		} else {

@@ -3,6 +3,8 @@ package gateway
 import (
 	"bufio"
 	"bytes"
+	"io"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -72,4 +74,34 @@ func FuzzFastParse(f *testing.F) {
 			}
 		}
 	})
+}
+
+// A request the fast path hands to net/http while net/http is shut down:
+// the connection is closed, once, and nothing is given back to the buffer
+// pools twice.
+func TestHandoffAfterNetHTTPShutDown(t *testing.T) {
+	client, server := net.Pipe()
+	defer client.Close()
+	s := &fastServer{
+		g:     &Gateway{cfg: Config{MaxHeaderBytes: 4096}},
+		conns: map[*fastConn]bool{},
+		hand:  &handoffListener{conns: make(chan net.Conn), done: make(chan struct{})},
+	}
+	_ = s.hand.Close()
+	fc := newFastConn(server)
+	s.state(fc, false)
+	s.wg.Add(1)
+	done := make(chan struct{})
+	go func() { defer close(done); s.serveConn(fc) }()
+	// HTTP/1.0: not the fast path's.
+	if _, err := io.WriteString(client, "GET / HTTP/1.0\r\nHost: x\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	<-done
+	if n, err := client.Read(make([]byte, 1)); err == nil {
+		t.Fatalf("read %d bytes from a connection that should be closed", n)
+	}
+	if len(s.conns) != 0 {
+		t.Fatalf("%d connections still tracked", len(s.conns))
+	}
 }
