@@ -446,6 +446,12 @@ func BenchmarkProjectScale(b *testing.B) {
 	// An older kiln, when named, answers too (list-before, status-before):
 	// before and after a change in the same run.
 	before := os.Getenv("KILN_BENCH_KILN_BEFORE")
+	// KILN_BENCH_SCALE_HOLD=FILE: after the sizes, write to FILE the
+	// command line of a kiln run against this cluster, and keep the
+	// cluster up until FILE is removed (for profiling by hand).
+	if hold := os.Getenv("KILN_BENCH_SCALE_HOLD"); hold != "" {
+		defer holdCluster(b, hold, e)
+	}
 	for _, n := range sizes {
 		have, err := projectRefs(c)
 		if err != nil {
@@ -950,3 +956,26 @@ func reportScale(b *testing.B, walls durations, total apiCounts, rss int64, proj
 	b.ReportMetric(float64(rss)/1024, "rss-MB")
 	b.ReportMetric(float64(projects), "projects")
 }
+
+// holdCluster writes to file an env and kiln command line that reach the
+// bench's cluster, and waits until file is removed.
+func holdCluster(b *testing.B, file string, e *kilnEnv) {
+	var sb strings.Builder
+	for _, v := range e.vars {
+		fmt.Fprintf(&sb, "export %s\n", shellQuote(v))
+	}
+	fmt.Fprintf(&sb, "kiln_args=%s\n", shellQuote(strings.Join([]string{"--kubeconfig", e.p.Kubeconfig, "--context", e.p.ContextName, "--keyring-backend", "file", "--headless", "-o", "json"}, " ")))
+	fmt.Fprintf(&sb, "kiln_bin=%s\n", shellQuote(e.bin))
+	if err := os.WriteFile(file, []byte(sb.String()), 0o600); err != nil {
+		b.Fatal(err)
+	}
+	b.Logf("holding the cluster until %s is removed", file)
+	for {
+		if _, err := os.Stat(file); err != nil {
+			return
+		}
+		time.Sleep(time.Second)
+	}
+}
+
+func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }

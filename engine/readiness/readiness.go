@@ -163,10 +163,18 @@ var apiVersions = map[string]string{
 // generic runs kstatus on the object. Typed objects read from the API have
 // no TypeMeta, and kstatus picks its rules by kind, so set it here.
 func generic(kind string, obj runtime.Object) (Result, error) {
-	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(withoutManagedFields(obj))
-	if err != nil {
-		return Result{}, err
+	m, ok := kstatusFields(obj)
+	if !ok {
+		var err error
+		if m, err = runtime.DefaultUnstructuredConverter.ToUnstructured(withoutManagedFields(obj)); err != nil {
+			return Result{}, err
+		}
 	}
+	return judgeFields(kind, obj, m)
+}
+
+// judgeFields runs kstatus on m, the unstructured form of obj.
+func judgeFields(kind string, obj runtime.Object, m map[string]any) (Result, error) {
 	u := &unstructured.Unstructured{Object: m}
 	u.SetAPIVersion(apiVersions[kind])
 	u.SetKind(kind)

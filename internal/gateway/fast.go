@@ -10,7 +10,6 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
-	"io"
 	"net"
 	"net/http"
 	"strconv"
@@ -854,4 +853,3 @@ func parseLength(v []byte) (int64, bool) {
 	return n, true
 }
 
-var _ io.Reader = (*prefixConn)(nil)

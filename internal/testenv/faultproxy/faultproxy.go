@@ -148,7 +148,15 @@ func Start(opts Options) (*Proxy, error) {
 	if err != nil {
 		return nil, fmt.Errorf("faultproxy: upstream %q: %w", opts.Upstream.Host, err)
 	}
-	transport, err := rest.TransportFor(opts.Upstream)
+	// The client's Accept-Encoding goes to the API server as it is, and
+	// the answer comes back as the server sent it: a Transport that
+	// compressed on its own would have the server gzip answers for a
+	// client that asked for none (and unzip them here), so a client's
+	// choice (kiln turns compression off on loopback) would not be what
+	// the server sees.
+	up := rest.CopyConfig(opts.Upstream)
+	up.DisableCompression = true
+	transport, err := rest.TransportFor(up)
 	if err != nil {
 		return nil, fmt.Errorf("faultproxy: upstream transport: %w", err)
 	}
