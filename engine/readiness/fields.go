@@ -98,4 +98,3 @@ func condition(typ, status, reason, message string) map[string]any {
 	}
 	return c
 }
-

@@ -852,4 +852,3 @@ func parseLength(v []byte) (int64, bool) {
 	}
 	return n, true
 }
-

@@ -193,7 +193,8 @@ func (p *Provider) Client(contextName string) (*rest.Config, kubernetes.Interfac
 func (p *Provider) finalize(contextName string, rc *rest.Config) (*rest.Config, kubernetes.Interface, error) {
 	rc.QPS, rc.Burst = 50, 100
 	rc.UserAgent = "kiln"
-	kubeapi.Uncompressed(rc) // an API server on this machine: no gzip
+	// An API server on this machine: no gzip.
+	kubeapi.Uncompressed(rc)
 	kubeapi.Wrap(rc) // transient API faults are retried, for every call and every caller
 	if p.Wrap != nil {
 		p.Wrap(rc)
