@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
-	"runtime/debug"
 	"syscall"
 
 	"github.com/kilnctl/kiln/engine"
@@ -42,7 +41,6 @@ func run(hooks engine.Hooks) int {
 	if _, set := os.LookupEnv("KUBE_FEATURE_WatchListClient"); !set {
 		_ = os.Setenv("KUBE_FEATURE_WatchListClient", "false")
 	}
-	tuneGC()
 	// The first Ctrl-C cancels the context: the engine stops at a safe point
 	// and reports what was left. A second one kills the process outright.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -66,26 +64,4 @@ func run(hooks engine.Hooks) int {
 		fmt.Fprintf(os.Stderr, "kiln: %v\n", err)
 	}
 	return code
-}
-
-// Garbage collection for a short-lived command that reads a lot: status
-// and project list decode page after page of objects they drop at once,
-// and at Go's default (GOGC=100) collected about 20% of their CPU at
-// 10,000 projects. GC runs when the heap has grown 4× past what is live,
-// and never lets it pass gcLimit (a soft limit: the collector works
-// harder near it, it does not fail): at 10,000 projects 0.3 s less CPU
-// for about 20 MB more peak memory, under the 250 MB budget
-// (docs/benchmarks.md). GOGC and GOMEMLIMIT in the environment win.
-const (
-	gcPercent = 400
-	gcLimit   = 180 << 20
-)
-
-func tuneGC() {
-	if _, set := os.LookupEnv("GOGC"); !set {
-		debug.SetGCPercent(gcPercent)
-	}
-	if _, set := os.LookupEnv("GOMEMLIMIT"); !set {
-		debug.SetMemoryLimit(gcLimit)
-	}
 }

@@ -83,6 +83,7 @@ project (Lease kiln-project-P; exit 4 names the holder).`,
 		Example: "  kiln project list kube dev1\n  kiln project list kube dev1 --tenant staging -o json",
 		Args:    cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			readHeavy()
 			return g.runProject(cmd, engine.ProjectRequest{Op: engine.ProjectList, Tenant: listTenant}, args)
 		},
 	}

@@ -29,6 +29,7 @@ changes.`,
   kiln status kube dev1 --watch`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			readHeavy()
 			p, err := g.provider(args[0])
 			if err != nil {
 				return err
