@@ -390,33 +390,14 @@ func (r *fastReq) parse(head []byte) bool {
 	}
 	sawLength := false
 	for rest := head[eol+2:]; ; {
-		eol := indexCRLF(rest)
-		if eol < 0 {
-			return false
-		}
-		line := rest[:eol]
-		if len(line) == 0 {
+		full, name, value, next, st := headerLine(rest)
+		if st == lineEnd {
 			break
 		}
-		full := rest[:eol+2]
-		rest = rest[eol+2:]
-		colon := -1
-		for i, c := range line {
-			if c == ':' {
-				colon = i
-				break
-			}
-			if !isTokenChar(c) {
-				return false // obs-fold, space before the colon, bad name
-			}
-		}
-		if colon <= 0 {
+		if st == lineBad {
 			return false
 		}
-		name, value := line[:colon], trimOWS(line[colon+1:])
-		if !validFieldValue(value) {
-			return false
-		}
+		rest = next
 		switch {
 		case eqFold(name, "host"):
 			if r.host != nil || !validHost(value) {
@@ -451,6 +432,45 @@ func (r *fastReq) parse(head []byte) bool {
 		}
 	}
 	return len(r.host) > 0
+}
+
+// headerLine states.
+const (
+	lineOK  = iota
+	lineEnd // the empty line that ends the head
+	lineBad // malformed: obs-fold, a space before the colon, a bad name or value, no CRLF
+)
+
+// headerLine reads the first line of rest, a header field line: the line
+// with its CRLF, its name and its value without surrounding whitespace,
+// and what follows it.
+func headerLine(rest []byte) (full, name, value, next []byte, state int) {
+	eol := indexCRLF(rest)
+	if eol < 0 {
+		return nil, nil, nil, nil, lineBad
+	}
+	line := rest[:eol]
+	if len(line) == 0 {
+		return nil, nil, nil, rest[2:], lineEnd
+	}
+	colon := -1
+	for i, c := range line {
+		if c == ':' {
+			colon = i
+			break
+		}
+		if !isTokenChar(c) {
+			return nil, nil, nil, nil, lineBad
+		}
+	}
+	if colon <= 0 {
+		return nil, nil, nil, nil, lineBad
+	}
+	value = trimOWS(line[colon+1:])
+	if !validFieldValue(value) {
+		return nil, nil, nil, nil, lineBad
+	}
+	return rest[:eol+2], line[:colon], value, rest[eol+2:], lineOK
 }
 
 // requestLine reads METHOD SP TARGET SP HTTP/1.1.

@@ -232,33 +232,14 @@ func (r *backendResponse) parse(head []byte, headReq bool) bool {
 	r.close = v == "HTTP/1.0 "
 	sawTE := false
 	for rest := head[eol+2:]; ; {
-		eol := indexCRLF(rest)
-		if eol < 0 {
-			return false
-		}
-		line := rest[:eol]
-		if len(line) == 0 {
+		full, name, value, next, st := headerLine(rest)
+		if st == lineEnd {
 			break
 		}
-		full := rest[:eol+2]
-		rest = rest[eol+2:]
-		colon := -1
-		for i, c := range line {
-			if c == ':' {
-				colon = i
-				break
-			}
-			if !isTokenChar(c) {
-				return false
-			}
-		}
-		if colon <= 0 {
+		if st == lineBad {
 			return false
 		}
-		name, value := line[:colon], trimOWS(line[colon+1:])
-		if !validFieldValue(value) {
-			return false
-		}
+		rest = next
 		skip := false
 		switch {
 		case eqFold(name, "content-length"):
