@@ -120,7 +120,7 @@ func (s *fastServer) Serve(ln net.Listener) error {
 			return err
 		}
 		delay = 0
-		fc := newFastConn(c)
+		fc := newFastConn(s.g, c)
 		if !s.state(fc, false) {
 			fc.close()
 			continue
@@ -187,6 +187,7 @@ func (s *fastServer) Shutdown(ctx context.Context) error {
 
 // fastConn is one client connection of the fast path.
 type fastConn struct {
+	g      *Gateway
 	c      net.Conn
 	r      *bufio.Reader
 	w      *bufio.Writer
@@ -214,6 +215,19 @@ type fastConn struct {
 }
 
 var crlf2 = []byte("\r\n\r\n")
+
+// backendAddr is the gateway's backendAddr, the connection's last one
+// again when the route is the same (no string built per request).
+func (fc *fastConn) backendAddr(r Route) (string, bool) {
+	if r != fc.lastRoute || fc.lastAddr == "" {
+		a, found := fc.g.backendAddr(r)
+		if !found {
+			return "", false
+		}
+		fc.lastRoute, fc.lastAddr = r, a
+	}
+	return fc.lastAddr, true
+}
 
 // verify returns the tenant of token against set: the connection's last
 // token again costs a comparison, another the key set's cache lookup (or
@@ -250,7 +264,7 @@ var (
 	writers = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, 4<<10) }}
 )
 
-func newFastConn(c net.Conn) *fastConn {
+func newFastConn(g *Gateway, c net.Conn) *fastConn {
 	r := readers.Get().(*bufio.Reader)
 	r.Reset(c)
 	w := writers.Get().(*bufio.Writer)
@@ -260,7 +274,7 @@ func newFastConn(c net.Conn) *fastConn {
 	if err != nil {
 		ip = remote
 	}
-	return &fastConn{c: c, r: r, w: w, remote: remote, ip: ip}
+	return &fastConn{g: g, c: c, r: r, w: w, remote: remote, ip: ip}
 }
 
 // close closes the connection and gives back its buffers.
@@ -345,24 +359,42 @@ func (s *fastServer) handoff(fc *fastConn) {
 // complete false when it is longer than max or starts with an empty line
 // (net/http answers those).
 func (fc *fastConn) readHead(max int) (complete bool, err error) {
-	fc.head = fc.head[:0]
+	var st int
+	fc.head, st, err = readHead(fc.r, fc.head[:0], max)
+	return st == headComplete, err
+}
+
+// readHead states.
+const (
+	headComplete = iota
+	headTooLong  // over max bytes
+	headBlank    // starts with an empty line
+)
+
+// readHead appends to dst, from r, a message head through the empty line
+// that ends it, reading no more than max bytes (and no byte past the
+// head).
+func readHead(r *bufio.Reader, dst []byte, max int) (head []byte, state int, err error) {
 	lineStart := 0
 	for {
-		line, err := fc.r.ReadSlice('\n')
-		fc.head = append(fc.head, line...)
-		if len(fc.head) > max {
-			return false, nil
+		line, err := r.ReadSlice('\n')
+		dst = append(dst, line...)
+		if len(dst) > max {
+			return dst, headTooLong, nil
 		}
 		switch {
 		case err == bufio.ErrBufferFull:
 			continue
 		case err != nil:
-			return false, err
+			return dst, 0, err
 		}
-		if n := len(fc.head) - lineStart; n <= 2 && (n == 1 || fc.head[lineStart] == '\r') {
-			return lineStart > 0, nil
+		if n := len(dst) - lineStart; n <= 2 && (n == 1 || dst[lineStart] == '\r') {
+			if lineStart == 0 {
+				return dst, headBlank, nil
+			}
+			return dst, headComplete, nil
 		}
-		lineStart = len(fc.head)
+		lineStart = len(dst)
 	}
 }
 
@@ -559,8 +591,7 @@ func (s *fastServer) serveRequest(fc *fastConn, start time.Time) (keep, handOff 
 	}
 	code, bytes := 0, int64(0)
 	defer func() { fc.last = g.logRequest(start, req.method, host, path, code, bytes, fc.remote, info) }()
-	// deny answers with a body of its own; a request body not read yet
-	// is not worth reading: the connection closes after the answer.
+	// deny answers with a body of its own.
 	fc.bodyLeft = req.bodyLen
 	deny := func(c int, body, header, value string) (bool, bool) {
 		code = c
@@ -581,40 +612,8 @@ func (s *fastServer) serveRequest(fc *fastConn, start time.Time) (keep, handOff 
 		return true, false
 	}
 
-	scheme, token, _ := cutByte(req.auth, ' ')
-	token = trimOWS(token)
-	if !eqFold(scheme, "bearer") || len(token) == 0 {
-		info.reason = "no bearer token"
-		return deny(http.StatusUnauthorized, bodyUnauthorized, "WWW-Authenticate", challenge)
-	}
-	set := g.keys.current()
-	if set == nil || len(set.keys) == 0 {
-		info.reason = "no trusted keys loaded"
-		return deny(http.StatusServiceUnavailable, bodyUnavailable, "Retry-After", strconv.Itoa(RetryAfter))
-	}
-	tenant, err := fc.verify(set, token)
-	if err != nil {
-		info.reason = err.Error()
-		return deny(http.StatusUnauthorized, bodyUnauthorized, "WWW-Authenticate", challengeInvalid)
-	}
-	info.tenant = tenant
-	if tenant != info.route.Tenant {
-		info.reason = "token of another tenant"
-		return deny(http.StatusForbidden, bodyForbidden, "", "")
-	}
-	if g.cfg.Backends != nil {
-		addr, found := g.cfg.Backends[info.route]
-		if !found {
-			info.reason = "unknown project"
-			return deny(http.StatusNotFound, bodyNotFound, "", "")
-		}
-		info.addr = addr
-	} else {
-		if info.route != fc.lastRoute {
-			fc.lastRoute = info.route
-			fc.lastAddr = net.JoinHostPort(BackendHost(info.route, g.cfg.ClusterDomain), strconv.Itoa(ProjectPort))
-		}
-		info.addr = fc.lastAddr
+	if no := g.admit(req.auth, fc.verify, fc.backendAddr, info); no != nil {
+		return deny(no.code, no.body, no.header, no.value)
 	}
 	if !g.tenants.take(info.route.Tenant) {
 		info.reason = "tenant over its concurrency limit"

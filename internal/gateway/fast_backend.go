@@ -516,25 +516,18 @@ func (bc *backendConn) disarm() {
 
 // readHead reads a response head into bc.head.
 func (bc *backendConn) readHead() error {
-	bc.head = bc.head[:0]
-	lineStart := 0
-	for {
-		line, err := bc.r.ReadSlice('\n')
-		bc.head = append(bc.head, line...)
-		if len(bc.head) > maxResponseHeaderBytes {
-			return errors.New("response headers too large")
-		}
-		switch {
-		case err == bufio.ErrBufferFull:
-			continue
-		case err != nil:
-			return err
-		}
-		if n := len(bc.head) - lineStart; lineStart > 0 && n <= 2 && (n == 1 || bc.head[lineStart] == '\r') {
-			return nil
-		}
-		lineStart = len(bc.head)
+	var st int
+	var err error
+	bc.head, st, err = readHead(bc.r, bc.head[:0], maxResponseHeaderBytes)
+	switch {
+	case err != nil:
+		return err
+	case st == headTooLong:
+		return errors.New("response headers too large")
+	case st == headBlank:
+		return errors.New("malformed response from the backend")
 	}
+	return nil
 }
 
 func (bc *backendConn) close() { _ = bc.c.Close() }

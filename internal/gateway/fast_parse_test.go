@@ -88,7 +88,7 @@ func TestHandoffAfterNetHTTPShutDown(t *testing.T) {
 		hand:  &handoffListener{conns: make(chan net.Conn), done: make(chan struct{})},
 	}
 	_ = s.hand.Close()
-	fc := newFastConn(server)
+	fc := newFastConn(s.g, server)
 	s.state(fc, false)
 	s.wg.Add(1)
 	done := make(chan struct{})

@@ -65,19 +65,9 @@ func (g *Gateway) Handler() http.Handler {
 			deny(rec, http.StatusNotFound, bodyNotFound)
 			return
 		}
-		if !g.authorize(rec, r, info) {
+		if no := g.admit([]byte(r.Header.Get("Authorization")), (*keySet).verifyBytes, g.backendAddr, info); no != nil {
+			no.write(rec)
 			return
-		}
-		if g.cfg.Backends != nil {
-			addr, found := g.cfg.Backends[info.route]
-			if !found {
-				info.reason = "unknown project"
-				deny(rec, http.StatusNotFound, bodyNotFound)
-				return
-			}
-			info.addr = addr
-		} else {
-			info.addr = net.JoinHostPort(BackendHost(info.route, g.cfg.ClusterDomain), strconv.Itoa(ProjectPort))
 		}
 		release, ok := g.tenants.acquire(info.route.Tenant)
 		if !ok {
@@ -160,38 +150,67 @@ func (g *Gateway) routeOf(reqHost, path, rawPath string, info *reqInfo) (routed,
 	return true, true
 }
 
-// authorize checks the bearer token: 401 without a valid one, 403 when it
-// is another tenant's.
-func (g *Gateway) authorize(w http.ResponseWriter, r *http.Request, info *reqInfo) bool {
-	scheme, token, _ := strings.Cut(r.Header.Get("Authorization"), " ")
-	token = strings.TrimSpace(token)
-	if !strings.EqualFold(scheme, "Bearer") || token == "" {
+// refusal is an answer the gateway gives itself (deny's), with at most
+// one header of its own (WWW-Authenticate, Retry-After).
+type refusal struct {
+	code          int
+	body          string
+	header, value string
+}
+
+func (no *refusal) write(w http.ResponseWriter) {
+	if no.header != "" {
+		w.Header().Set(no.header, no.value)
+	}
+	deny(w, no.code, no.body)
+}
+
+// admit runs the checks of a routed request, in order, for both proxies:
+// a bearer token (401 without a valid one, 503 while no keys are
+// loaded), of the route's tenant (403), for a project with a backend
+// (404). On success info has the tenant and the backend's address; a
+// refusal leaves the reason in info. verify checks a token against a key
+// set (the fast path remembers its connection's last one); addr gives a
+// route's backend address, false for an unknown project.
+func (g *Gateway) admit(auth []byte, verify func(*keySet, []byte) (string, error), addr func(Route) (string, bool), info *reqInfo) *refusal {
+	scheme, token, _ := cutByte(auth, ' ')
+	token = trimOWS(token)
+	if !eqFold(scheme, "bearer") || len(token) == 0 {
 		info.reason = "no bearer token"
-		w.Header().Set("WWW-Authenticate", challenge)
-		deny(w, http.StatusUnauthorized, bodyUnauthorized)
-		return false
+		return &refusal{http.StatusUnauthorized, bodyUnauthorized, "WWW-Authenticate", challenge}
 	}
 	set := g.keys.current()
 	if set == nil || len(set.keys) == 0 {
 		info.reason = "no trusted keys loaded"
-		w.Header().Set("Retry-After", strconv.Itoa(RetryAfter))
-		deny(w, http.StatusServiceUnavailable, bodyUnavailable)
-		return false
+		return &refusal{http.StatusServiceUnavailable, bodyUnavailable, "Retry-After", strconv.Itoa(RetryAfter)}
 	}
-	tenant, err := set.verify(token)
+	tenant, err := verify(set, token)
 	if err != nil {
 		info.reason = err.Error() // names kid and claim, never token text
-		w.Header().Set("WWW-Authenticate", challengeInvalid)
-		deny(w, http.StatusUnauthorized, bodyUnauthorized)
-		return false
+		return &refusal{http.StatusUnauthorized, bodyUnauthorized, "WWW-Authenticate", challengeInvalid}
 	}
 	info.tenant = tenant
 	if tenant != info.route.Tenant {
 		info.reason = "token of another tenant"
-		deny(w, http.StatusForbidden, bodyForbidden)
-		return false
+		return &refusal{code: http.StatusForbidden, body: bodyForbidden}
 	}
-	return true
+	a, found := addr(info.route)
+	if !found {
+		info.reason = "unknown project"
+		return &refusal{code: http.StatusNotFound, body: bodyNotFound}
+	}
+	info.addr = a
+	return nil
+}
+
+// backendAddr is route's backend: from --backend when given (false for a
+// project not listed), else the project's Service by cluster DNS.
+func (g *Gateway) backendAddr(r Route) (string, bool) {
+	if g.cfg.Backends != nil {
+		a, found := g.cfg.Backends[r]
+		return a, found
+	}
+	return net.JoinHostPort(BackendHost(r, g.cfg.ClusterDomain), strconv.Itoa(ProjectPort)), true
 }
 
 func deny(w http.ResponseWriter, code int, body string) {
