@@ -15,8 +15,7 @@ import (
 )
 
 // The fields kstatusFields keeps must give kstatus, the consumer, the same
-// verdict and message as the whole object converted by reflection (what
-// generic did before): checked on generated Deployments and Services that
+// verdict and message as the whole object converted by reflection: checked on generated Deployments and Services that
 // vary every field kstatus reads, and some it does not.
 func TestKstatusFieldsJudgeAsTheWholeObject(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 30))
@@ -76,7 +75,7 @@ func TestKstatusFieldsJudgeAsTheWholeObject(t *testing.T) {
 			}
 			obj, kind = s, KindService
 		}
-		whole, err := runtime.DefaultUnstructuredConverter.ToUnstructured(withoutManagedFields(obj))
+		whole, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
 		if err != nil {
 			t.Fatal(err)
 		}

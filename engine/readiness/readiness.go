@@ -200,22 +200,14 @@ func judgeFields(kind string, obj runtime.Object, m map[string]any) (Result, err
 }
 
 // withoutManagedFields returns a shallow copy of obj without
-// metadata.managedFields (and a Deployment without its pod template), which
-// kstatus never reads and which are most of an object's size: converting it to unstructured was most of the CPU time of
-// `kiln project list` with 1,000 projects. The caller's object (perhaps an
-// informer's cached one) is not modified. Kinds kiln does not judge are
-// returned as they are.
+// metadata.managedFields, which kstatus never reads and which are most of
+// an object's size: converting it to unstructured was most of the CPU
+// time of `kiln project list` with 1,000 projects. The caller's object
+// (perhaps an informer's cached one) is not modified. Deployments and
+// Services never get here (kstatusFields), and kinds kiln does not judge
+// are returned as they are.
 func withoutManagedFields(obj runtime.Object) runtime.Object {
 	switch o := obj.(type) {
-	case *appsv1.Deployment:
-		// kstatus reads a Deployment's generation, spec.replicas,
-		// spec.progressDeadlineSeconds and status, never its pod
-		// template: the template goes too.
-		c := copyWithoutManagedFields(o)
-		c.Spec.Template = corev1.PodTemplateSpec{}
-		return c
-	case *corev1.Service:
-		return copyWithoutManagedFields(o)
 	case *networkingv1.Ingress:
 		return copyWithoutManagedFields(o)
 	case *corev1.Pod:
