@@ -62,7 +62,10 @@ Plain HTTP requests of the common shape (HTTP/1.1, no body or a
 Content-Length one, a path that needs no escaping, no Upgrade, Expect or
 chunked upload) are proxied by a fast path of the gateway's own; every
 other request, and HTTPS, by Go's net/http proxy, with the same checks
-and the same answers. --net-http-only turns the fast path off.`,
+and the same answers. On Linux the fast path runs on event loops of its
+own (epoll, one per CPU) for requests without a body and answers with a
+Content-Length; --no-event-loop serves it with a goroutine per
+connection instead. --net-http-only turns the fast path off.`,
 		Example: `  kiln gateway --listen 127.0.0.1:8080 --auth-dir ./auth --cluster dev1 \
     --domain dev1.kiln.test --backend default/web=127.0.0.1:9000
   curl -H "Authorization: Bearer $(cat ~/.local/state/kiln/kube/dev1/tokens/tokens/default)" \
@@ -121,6 +124,7 @@ and the same answers. --net-http-only turns the fast path off.`,
 	f.StringVar(&cfg.ClusterDomain, "cluster-domain", gateway.DefaultClusterDomain, "the cluster's DNS domain, for project Service names")
 	f.IntVar(&cfg.LogBufferBytes, "log-buffer-bytes", gateway.DefaultLogBufferBytes, "most log bytes waiting to be written (more: lines are dropped and counted in /metrics)")
 	f.BoolVar(&cfg.NetHTTPOnly, "net-http-only", false, "proxy every request through Go's net/http, the fast path off (slower; for comparison, or if the fast path misbehaves)")
+	f.BoolVar(&cfg.NoEventLoop, "no-event-loop", false, "serve the fast path with a goroutine per connection, not its epoll event loops (Linux; for comparison, or if the event loop misbehaves)")
 	f.BoolVar(&cfg.MetricsPublic, "metrics-public", false, "without --metrics-listen, serve /metrics to every client, not only loopback")
 	return cmd
 }

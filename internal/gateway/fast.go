@@ -73,6 +73,8 @@ type fastServer struct {
 
 	mu     sync.Mutex
 	ln     net.Listener
+	loops  []*evLoop          // the event loops (fast_loop_linux.go), if any
+	next   int                // the loop of the next connection
 	conns  map[*fastConn]bool // true while a request is in progress
 	closed bool
 	wg     sync.WaitGroup
@@ -93,11 +95,19 @@ func (g *Gateway) newFastServer(std *http.Server, addr net.Addr) *fastServer {
 
 // Serve accepts on ln until Shutdown; std must be serving s.hand.
 func (s *fastServer) Serve(ln net.Listener) error {
+	loops, err := s.startLoops()
+	if err != nil {
+		s.g.log.Warn("no event loop; serving the fast path with a goroutine per connection", "error", err.Error())
+	}
 	s.mu.Lock()
 	s.ln = ln
 	closed := s.closed
+	if !closed {
+		s.loops = loops
+	}
 	s.mu.Unlock()
 	if closed {
+		stopLoops(loops)
 		_ = ln.Close()
 		return http.ErrServerClosed
 	}
@@ -120,6 +130,9 @@ func (s *fastServer) Serve(ln net.Listener) error {
 			return err
 		}
 		delay = 0
+		if s.adopt(c) {
+			continue
+		}
 		fc := newFastConn(s.g, c)
 		if !s.state(fc, false) {
 			fc.close()
@@ -167,7 +180,11 @@ func (s *fastServer) Shutdown(ctx context.Context) error {
 			_ = fc.c.Close()
 		}
 	}
+	loops := s.loops
 	s.mu.Unlock()
+	for _, l := range loops {
+		l.shutdown()
+	}
 	done := make(chan struct{})
 	go func() { s.wg.Wait(); close(done) }()
 	var err error
@@ -179,8 +196,12 @@ func (s *fastServer) Shutdown(ctx context.Context) error {
 			_ = fc.c.Close()
 		}
 		s.mu.Unlock()
+		for _, l := range loops {
+			l.closeAll()
+		}
 		err = ctx.Err()
 	}
+	stopLoops(loops)
 	s.pool.closeAll()
 	return err
 }
@@ -291,7 +312,13 @@ func (fc *fastConn) release() {
 	fc.r, fc.w = nil, nil
 }
 
-func (s *fastServer) serveConn(fc *fastConn) {
+func (s *fastServer) serveConn(fc *fastConn) { s.serveFrom(fc, nil) }
+
+// serveFrom serves fc's requests until it closes or is handed to
+// net/http; first, when set, answers a request already in progress
+// (one the event loop began) and says whether the connection can serve
+// another.
+func (s *fastServer) serveFrom(fc *fastConn, first func() bool) {
 	defer s.wg.Done()
 	handed := false
 	defer func() {
@@ -300,7 +327,11 @@ func (s *fastServer) serveConn(fc *fastConn) {
 			fc.close()
 		}
 	}()
-	fc.last = time.Now()
+	if first == nil {
+		fc.last = time.Now()
+	} else if !first() || !s.state(fc, false) {
+		return
+	}
 	for {
 		if fc.r.Buffered() == 0 {
 			// Idle since the last answer (the clock read that ended it).
@@ -337,6 +368,35 @@ func (s *fastServer) serveConn(fc *fastConn) {
 			return
 		}
 	}
+}
+
+// resume answers a request the event loop sent to bc and handed over
+// with the response head not read yet (or whose backend connection
+// failed with err), as serveRequest would have; it says whether the
+// connection can serve another request.
+func (s *fastServer) resume(fc *fastConn, bc *backendConn, start time.Time, err error) bool {
+	s.state(fc, true)
+	g := s.g
+	a := answer{fc: fc, start: start}
+	host, path := fc.strings(fc.req.host, fc.req.path)
+	defer a.log(g, host, path)
+	defer g.tenants.give(fc.info.route.Tenant)
+	ex := exchange{s: s, fc: fc, info: &fc.info, start: start}
+	keep := false
+	if err == nil {
+		_ = bc.c.SetReadDeadline(start.Add(g.cfg.BackendTimeout))
+		bc.armed = true
+		err = bc.readHead()
+	}
+	if err != nil {
+		if bc != nil {
+			bc.close()
+		}
+		ex.headFailed(sendResult{}, err)
+	} else {
+		keep = ex.answer(bc)
+	}
+	return a.conclude(&ex, keep)
 }
 
 // handoff gives fc's connection, with the bytes read from it put back in
@@ -589,60 +649,89 @@ func (s *fastServer) serveRequest(fc *fastConn, start time.Time) (keep, handOff 
 		// Probes, /metrics, not a project: net/http's handler.
 		return false, true
 	}
-	code, bytes := 0, int64(0)
-	defer func() { fc.last = g.logRequest(start, req.method, host, path, code, bytes, fc.remote, info) }()
-	// deny answers with a body of its own.
+	a := answer{fc: fc, start: start}
+	defer a.log(g, host, path)
 	fc.bodyLeft = req.bodyLen
-	deny := func(c int, body, header, value string) (bool, bool) {
-		code = c
-		// A body not read yet is read and dropped after the answer, as
-		// net/http does, up to maxDiscard; past it the connection
-		// closes after the answer.
-		closing := fc.bodyLeft > maxDiscard || fc.bodyLeft < 0
-		fc.writeDeny(c, body, header, value, req.method == http.MethodHead, closing)
-		if fc.w.Flush() != nil || closing {
-			return false, false
-		}
-		if fc.bodyLeft > 0 {
-			_ = fc.c.SetReadDeadline(start.Add(readTimeout))
-			if _, err := fc.r.Discard(int(fc.bodyLeft)); err != nil {
-				return false, false
-			}
-		}
-		return true, false
-	}
-
 	if no := g.admit(req.auth, fc.verify, fc.backendAddr, info); no != nil {
-		return deny(no.code, no.body, no.header, no.value)
+		return a.deny(no.code, no.body, no.header, no.value), false
 	}
 	if !g.tenants.take(info.route.Tenant) {
 		info.reason = "tenant over its concurrency limit"
 		g.metrics.limited(info.route.Tenant)
-		return deny(http.StatusServiceUnavailable, bodyBusy, "Retry-After", strconv.Itoa(RetryAfter))
+		return a.deny(http.StatusServiceUnavailable, bodyBusy, "Retry-After", strconv.Itoa(RetryAfter)), false
 	}
 	defer g.tenants.give(info.route.Tenant)
-
 	ex := exchange{s: s, fc: fc, info: info, start: start}
-	keep = ex.run()
+	return a.conclude(&ex, ex.run()), false
+}
+
+// answer is what the client was answered to one request, for its log
+// line.
+type answer struct {
+	fc    *fastConn
+	start time.Time
+	code  int
+	bytes int64
+}
+
+// log writes the access log line of the answer.
+func (a *answer) log(g *Gateway, host, path string) {
+	fc := a.fc
+	fc.last = g.logRequest(a.start, fc.req.method, host, path, a.code, a.bytes, fc.remote, &fc.info)
+}
+
+// deny answers with a body of the gateway's own: keep says the
+// connection can serve another request.
+func (a *answer) deny(code int, body, header, value string) bool {
+	fc := a.fc
+	a.code = code
+	// A body not read yet is read and dropped after the answer, as
+	// net/http does, up to maxDiscard; past it the connection closes
+	// after the answer.
+	closing := fc.bodyLeft > maxDiscard || fc.bodyLeft < 0
+	writeDeny(fc.w, code, body, header, value, fc.req.method == http.MethodHead, closing)
+	if fc.w.Flush() != nil || closing {
+		return false
+	}
+	if fc.bodyLeft > 0 {
+		_ = fc.c.SetReadDeadline(a.start.Add(readTimeout))
+		if _, err := fc.r.Discard(int(fc.bodyLeft)); err != nil {
+			return false
+		}
+	}
+	return true
+}
+
+// conclude answers what ex left unanswered (its failure) and says
+// whether the connection can serve another request, keep being what
+// the exchange said.
+func (a *answer) conclude(ex *exchange, keep bool) bool {
 	if ex.failed != nil {
 		f := *ex.failed
-		info.reason = f.reason
+		a.fc.info.reason = f.reason
 		if f.retry {
-			return deny(f.code, f.body, "Retry-After", strconv.Itoa(RetryAfter))
+			return a.deny(f.code, f.body, "Retry-After", strconv.Itoa(RetryAfter))
 		}
-		return deny(f.code, f.body, "", "")
+		return a.deny(f.code, f.body, "", "")
 	}
-	code, bytes = ex.code, ex.bytes
+	a.code, a.bytes = ex.code, ex.bytes
 	if ex.reason != "" {
-		info.reason = ex.reason
+		a.fc.info.reason = ex.reason
 	}
-	return keep && fc.w.Flush() == nil, false
+	return keep && a.fc.w.Flush() == nil
+}
+
+// sink is where the fast path writes a head: a connection's
+// bufio.Writer, or the event loop's byte buffer (fast_loop_linux.go).
+type sink interface {
+	Write(p []byte) (int, error)
+	WriteString(s string) (int, error)
+	WriteByte(c byte) error
 }
 
 // writeDeny writes an answer of the gateway's own, as deny does through
 // net/http.
-func (fc *fastConn) writeDeny(code int, body, header, value string, head, closing bool) {
-	w := fc.w
+func writeDeny(w sink, code int, body, header, value string, head, closing bool) {
 	_, _ = w.WriteString("HTTP/1.1 ")
 	_, _ = w.WriteString(strconv.Itoa(code))
 	_ = w.WriteByte(' ')

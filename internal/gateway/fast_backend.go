@@ -60,33 +60,52 @@ func (ex *exchange) run() bool {
 			// A pooled connection the backend closed while idle fails
 			// before any answer: a request without a body is sent again
 			// on a new one (as net/http's Transport does).
-			if reused && attempt == 0 && req.bodyLen == 0 && len(bc.head) == 0 && (errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)) {
+			if reused && attempt == 0 && req.bodyLen == 0 && len(bc.head) == 0 && closedByPeer(err) {
 				continue
 			}
-			var f failure
-			switch {
-			case sent.client:
-				// The client's body did not arrive in full.
-				f = failure{http.StatusBadRequest, "bad request\n", "reading the request body: " + err.Error(), false}
-			case isTimeout(err):
-				f = failure{http.StatusGatewayTimeout, bodyTimeout, fmt.Sprintf("backend timed out: no response headers within %s", ex.s.g.cfg.BackendTimeout), false}
-			default:
-				f = backendFailure(err)
-			}
-			ex.failed = &f
+			ex.headFailed(sent, err)
 			return false
 		}
-		keepClient, keepBackend := ex.respond(bc)
-		if cap(bc.head) > 64<<10 {
-			bc.head = nil // a rare large head is not kept with the pool
-		}
-		if keepBackend {
-			ex.s.pool.put(bc, ex.start)
-		} else {
-			bc.close()
-		}
-		return keepClient
+		return ex.answer(bc)
 	}
+}
+
+// closedByPeer says err is how a read or write sees a connection its
+// peer closed.
+func closedByPeer(err error) bool {
+	return errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
+}
+
+// headFailed records why no response head came: the client's body did
+// not arrive (sent.client), the backend timed out, or it failed.
+func (ex *exchange) headFailed(sent sendResult, err error) {
+	var f failure
+	switch {
+	case sent.client:
+		// The client's body did not arrive in full.
+		f = failure{http.StatusBadRequest, "bad request\n", "reading the request body: " + err.Error(), false}
+	case isTimeout(err):
+		f = failure{http.StatusGatewayTimeout, bodyTimeout, fmt.Sprintf("backend timed out: no response headers within %s", ex.s.g.cfg.BackendTimeout), false}
+	default:
+		f = backendFailure(err)
+	}
+	ex.failed = &f
+}
+
+// answer copies the response whose head is in bc.head to the client and
+// gives bc back to the pool if it can serve another exchange; it returns
+// whether the client's connection can.
+func (ex *exchange) answer(bc *backendConn) bool {
+	keepClient, keepBackend := ex.respond(bc)
+	if cap(bc.head) > 64<<10 {
+		bc.head = nil // a rare large head is not kept with the pool
+	}
+	if keepBackend {
+		ex.s.pool.put(bc, ex.start)
+	} else {
+		bc.close()
+	}
+	return keepClient
 }
 
 // sendResult says which side failed a send.
@@ -97,33 +116,9 @@ type sendResult struct {
 // send writes the request head, rewritten as the net/http proxy rewrites
 // it, and its body.
 func (ex *exchange) send(bc *backendConn) (sendResult, error) {
-	fc, req, info, w := ex.fc, &ex.fc.req, ex.info, bc.w
-	_, _ = w.WriteString(req.method)
-	_ = w.WriteByte(' ')
-	_, _ = w.WriteString(info.path)
-	if q := len(req.path); q < len(req.target) {
-		_, _ = w.Write(req.target[q:]) // ?query, as sent
-	}
-	_, _ = w.WriteString(" HTTP/1.1\r\nHost: ")
-	_, _ = w.WriteString(info.addr)
-	_, _ = w.WriteString("\r\n")
-	for _, line := range req.keep {
-		_, _ = w.Write(line)
-	}
-	_, _ = w.WriteString("X-Forwarded-For: ")
-	_, _ = w.WriteString(fc.ip)
-	_, _ = w.WriteString("\r\nX-Forwarded-Host: ")
-	_, _ = w.Write(req.host)
-	_, _ = w.WriteString("\r\nX-Forwarded-Proto: http\r\n")
-	if info.prefix != "" {
-		_, _ = w.WriteString("X-Forwarded-Prefix: ")
-		_, _ = w.WriteString(info.prefix)
-		_, _ = w.WriteString("\r\n")
-	}
-	// The tenant token went no further than the head's parse.
-	_, _ = w.WriteString("X-Kiln-Tenant: ")
-	_, _ = w.WriteString(info.tenant)
-	_, _ = w.WriteString("\r\n\r\n")
+	fc, req := ex.fc, &ex.fc.req
+	w := bc.w
+	writeRequestHead(w, req, ex.info, fc.ip)
 	if req.bodyLen > 0 {
 		_ = fc.c.SetReadDeadline(ex.start.Add(readTimeout))
 		n, err := copyN(w, fc.r, req.bodyLen)
@@ -137,6 +132,39 @@ func (ex *exchange) send(bc *backendConn) (sendResult, error) {
 		}
 	}
 	return sendResult{}, w.Flush()
+}
+
+// writeRequestHead writes req's head as the backend gets it, rewritten as
+// the net/http proxy rewrites it: the routed path, the backend's Host,
+// the client's forwarding headers replaced, the token dropped, the
+// verified tenant added. ip is the client's address.
+func writeRequestHead(w sink, req *fastReq, info *reqInfo, ip string) {
+	_, _ = w.WriteString(req.method)
+	_ = w.WriteByte(' ')
+	_, _ = w.WriteString(info.path)
+	if q := len(req.path); q < len(req.target) {
+		_, _ = w.Write(req.target[q:]) // ?query, as sent
+	}
+	_, _ = w.WriteString(" HTTP/1.1\r\nHost: ")
+	_, _ = w.WriteString(info.addr)
+	_, _ = w.WriteString("\r\n")
+	for _, line := range req.keep {
+		_, _ = w.Write(line)
+	}
+	_, _ = w.WriteString("X-Forwarded-For: ")
+	_, _ = w.WriteString(ip)
+	_, _ = w.WriteString("\r\nX-Forwarded-Host: ")
+	_, _ = w.Write(req.host)
+	_, _ = w.WriteString("\r\nX-Forwarded-Proto: http\r\n")
+	if info.prefix != "" {
+		_, _ = w.WriteString("X-Forwarded-Prefix: ")
+		_, _ = w.WriteString(info.prefix)
+		_, _ = w.WriteString("\r\n")
+	}
+	// The tenant token went no further than the head's parse.
+	_, _ = w.WriteString("X-Kiln-Tenant: ")
+	_, _ = w.WriteString(info.tenant)
+	_, _ = w.WriteString("\r\n\r\n")
 }
 
 // respond copies the backend's response in bc.head, and its body, to the
@@ -305,7 +333,7 @@ func (r *backendResponse) parse(head []byte, headReq bool) bool {
 // backend's status and headers without the hop-by-hop ones, a Date if the
 // backend sent none, and chunked framing for a body that ends with the
 // backend's connection.
-func (r *backendResponse) writeHead(w *bufio.Writer, head []byte) {
+func (r *backendResponse) writeHead(w sink, head []byte) {
 	eol := indexCRLF(head)
 	_, _ = w.WriteString("HTTP/1.1")
 	_, _ = w.Write(head[8 : eol+2])

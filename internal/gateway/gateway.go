@@ -110,6 +110,9 @@ type Config struct {
 	// fast path off (fast.go): the reference the fast path is tested and
 	// measured against.
 	NetHTTPOnly bool
+	// NoEventLoop serves the fast path with a goroutine per connection
+	// on Linux too, instead of its event loops (fast_loop_linux.go).
+	NoEventLoop bool
 	// Dial, when set, replaces the backend dialer (tests).
 	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
 }
