@@ -539,20 +539,20 @@ section_gw() {
 		END {
 			print "| proxy | req/s (median) | req/s (min–max) | p50 ms | p99 ms (median) | p99 ms (min–max) | req/s ÷ nginx | p50 ÷ nginx | p99 ÷ nginx |"
 			print "|---|---:|---:|---:|---:|---:|---:|---:|---:|"
-			split("direct nginx oauth2-proxy kiln-gateway kiln-gateway-net-http", order, " ")
-			for (k = 1; k <= 5; k++) {
+			split("direct nginx oauth2-proxy kiln-gateway kiln-gateway-goroutines kiln-gateway-net-http", order, " ")
+			for (k = 1; k <= 6; k++) {
 				p = order[k]; if (!(p in peers)) continue
-				label = (p == "direct") ? "none (load → backend)" : (p == "nginx") ? "nginx, plain proxy" : (p == "oauth2-proxy") ? "oauth2-proxy, JWT verified" : (p == "kiln-gateway") ? "`kiln gateway`, token verified" : "`kiln gateway --net-http-only`, token verified"
+				label = (p == "direct") ? "none (load → backend)" : (p == "nginx") ? "nginx, plain proxy" : (p == "oauth2-proxy") ? "oauth2-proxy, JWT verified" : (p == "kiln-gateway") ? "`kiln gateway`, token verified" : (p == "kiln-gateway-goroutines") ? "`kiln gateway --no-event-loop`, token verified" : "`kiln gateway --net-http-only`, token verified"
 				printf "| %s | %.0f | %s | %.2f | %.2f | %s | %s | %s | %s |\n", label, median(p, "req/s"), spread(p, "req/s", "%.0f"), median(p, "p50-ms"), median(p, "p99-ms"), spread(p, "p99-ms", "%.2f"),
 					r(median(p, "req/s"), median("nginx", "req/s")), r(median(p, "p50-ms"), median("nginx", "p50-ms")), r(median(p, "p99-ms"), median("nginx", "p99-ms"))
 			}
 			# Per round: the ratios of that round alone (the peers of a
 			# round ran back to back, so they saw about the same load).
 			print ""
-			print "| round | kiln req/s ÷ nginx | kiln p99 ÷ nginx | kiln req/s ÷ oauth2-proxy | kiln req/s ÷ kiln --net-http-only |"
-			print "|---:|---:|---:|---:|---:|"
+			print "| round | kiln req/s ÷ nginx | kiln p99 ÷ nginx | kiln req/s ÷ oauth2-proxy | kiln req/s ÷ kiln --no-event-loop | kiln req/s ÷ kiln --net-http-only |"
+			print "|---:|---:|---:|---:|---:|---:|"
 			for (i = 1; i <= cnt["kiln-gateway", "req/s"]; i++)
-				printf "| %d | %s | %s | %s | %s |\n", i, r(v["kiln-gateway", "req/s", i], v["nginx", "req/s", i]), r(v["kiln-gateway", "p99-ms", i], v["nginx", "p99-ms", i]), r(v["kiln-gateway", "req/s", i], v["oauth2-proxy", "req/s", i]), r(v["kiln-gateway", "req/s", i], v["kiln-gateway-net-http", "req/s", i])
+				printf "| %d | %s | %s | %s | %s | %s |\n", i, r(v["kiln-gateway", "req/s", i], v["nginx", "req/s", i]), r(v["kiln-gateway", "p99-ms", i], v["nginx", "p99-ms", i]), r(v["kiln-gateway", "req/s", i], v["oauth2-proxy", "req/s", i]), r(v["kiln-gateway", "req/s", i], v["kiln-gateway-goroutines", "req/s", i]), r(v["kiln-gateway", "req/s", i], v["kiln-gateway-net-http", "req/s", i])
 			if (verify != "") printf "\nOne RS256 verification of a new token (RSA-3072, `creds.VerifyTenantToken`, the uncached path): %.0f µs.\n", verify
 		}' "$tmp/gw.txt"
 		echo

@@ -392,9 +392,12 @@ http {
 		oauth2Proxy(b, backendAddr, conc, dur)
 	})
 
-	// The gateway with its fast path (fast.go), then with net/http only:
-	// the same binary, so the second row is the gain's reference.
+	// The gateway as it runs (on Linux its fast path on event loops,
+	// fast_loop_linux.go), then its fast path with a goroutine per
+	// connection, then net/http only: the same binary, so the last two
+	// rows are the references of each step's gain.
 	b.Run("kiln-gateway", func(b *testing.B) { kilnGateway(b, backendAddr, conc, dur) })
+	b.Run("kiln-gateway-goroutines", func(b *testing.B) { kilnGateway(b, backendAddr, conc, dur, "--no-event-loop") })
 	b.Run("kiln-gateway-net-http", func(b *testing.B) { kilnGateway(b, backendAddr, conc, dur, "--net-http-only") })
 }
 

@@ -38,8 +38,9 @@ import (
 // header rewriting (TestFastPathMatchesNetHTTP compares the two on the
 // wire). HTTPS is served by net/http alone.
 
-// Timeouts of the client side, net/http's and the fast path's.
-const (
+// Timeouts of the client side, net/http's and the fast path's (vars for
+// the tests, export_test.go).
+var (
 	readHeaderTimeout = 10 * time.Second
 	// Request bodies may be slow uploads; a client that sends nothing
 	// for this long is cut (net/http resets the deadline per read only

@@ -496,3 +496,248 @@ func TestFastPathSurvivesBackendClosingIdleConnections(t *testing.T) {
 		time.Sleep(5 * time.Millisecond) // the backend's close lands
 	}
 }
+
+// Many clients at once, each a kept-alive connection sending a random mix
+// of what the event loop serves whole (GETs, HEADs, refusals, large
+// answers), what it hands over midway (chunked, close-delimited and
+// interim answers) and what it leaves to goroutines from the start (bodies,
+// escaped paths), some of them pipelined: every answer must be the one its
+// request asked for, on the connection that asked, in order. Run with
+// -race, this is the event loop's check against the rest of the process.
+func TestFastPathConcurrentMixedLoad(t *testing.T) {
+	key := newKey(t)
+	auth := newAuthDir(t, key)
+	be := newRawBackend(t)
+	tok := key.token(t, "bench", "default")
+	addr := startInProcess(t, gateway.Config{
+		AuthDir: auth.path, Cluster: "bench", Domain: "bench.kiln.test",
+		Backends: map[gateway.Route]string{{Tenant: "default", Project: "web"}: be.ln.Addr().String()},
+	})
+	type want struct {
+		method, body string
+		code         int
+	}
+	shape := func(i, n int) (string, want) {
+		bearer := "Authorization: Bearer " + tok + "\r\n"
+		p := fmt.Sprintf("/c%d/r%d", i, n)
+		switch n % 9 {
+		case 1:
+			return "HEAD /t/default/p/web" + p + " HTTP/1.1\r\nHost: gw\r\n" + bearer + "\r\n", want{"HEAD", "", 200}
+		case 2:
+			return "POST /t/default/p/web" + p + " HTTP/1.1\r\nHost: gw\r\n" + bearer + "Content-Length: 4\r\n\r\nbody", want{"GET", "echo POST " + p + " body", 200}
+		case 3:
+			return "GET /t/default/p/web" + p + "/chunked HTTP/1.1\r\nHost: gw\r\n" + bearer + "\r\n", want{"GET", "hello world", 200}
+		case 4:
+			return "GET /t/default/p/web" + p + "/close HTTP/1.1\r\nHost: gw\r\n" + bearer + "\r\n", want{"GET", "the body ends with the connection", 200}
+		case 5:
+			return "GET /t/default/p/web" + p + " HTTP/1.1\r\nHost: gw\r\n\r\n", want{"GET", "unauthorized\n", 401}
+		case 6:
+			return "GET /t/default/p/web" + p + "/103 HTTP/1.1\r\nHost: gw\r\n" + bearer + "\r\n", want{"GET", "final", 200}
+		case 7:
+			return "GET /t/default/p/web" + p + "/big HTTP/1.1\r\nHost: gw\r\n" + bearer + "\r\n", want{"GET", strings.Repeat("0123456789", 10000), 200}
+		default:
+			return "GET /t/default/p/web" + p + "?q=" + fmt.Sprint(n) + " HTTP/1.1\r\nHost: gw\r\n" + bearer + "\r\n", want{"GET", "echo GET " + p + "?q=" + fmt.Sprint(n) + " ", 200}
+		}
+	}
+	const clients, requests = 16, 120
+	var wg sync.WaitGroup
+	errs := make(chan error, clients)
+	for i := range clients {
+		wg.Go(func() {
+			c, err := net.Dial("tcp", addr)
+			if err != nil {
+				errs <- err
+				return
+			}
+			defer c.Close()
+			_ = c.SetDeadline(time.Now().Add(60 * time.Second))
+			br := bufio.NewReader(c)
+			for n := 0; n < requests; {
+				// One, two or three requests written at once.
+				batch := 1 + (i+n)%3
+				var raw strings.Builder
+				var wants []want
+				for k := 0; k < batch && n < requests; k, n = k+1, n+1 {
+					r, w := shape(i, n)
+					raw.WriteString(r)
+					wants = append(wants, w)
+				}
+				if _, err := io.WriteString(c, raw.String()); err != nil {
+					errs <- fmt.Errorf("client %d: write: %v", i, err)
+					return
+				}
+				for _, w := range wants {
+					resp, err := http.ReadResponse(br, &http.Request{Method: w.method})
+					for err == nil && resp.StatusCode < 200 {
+						resp, err = http.ReadResponse(br, &http.Request{Method: w.method})
+					}
+					if err != nil {
+						errs <- fmt.Errorf("client %d before request %d: %v", i, n, err)
+						return
+					}
+					b, err := io.ReadAll(resp.Body)
+					resp.Body.Close()
+					if err != nil || resp.StatusCode != w.code || string(b) != w.body {
+						errs <- fmt.Errorf("client %d before request %d: %d %q (%v), want %d %q", i, n, resp.StatusCode, cut(string(b)), err, w.code, cut(w.body))
+						return
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+}
+
+// The client-side timeouts hold on the fast path as they hold on net/http
+// (both are served here, and on Linux the fast path's timeouts are the
+// event loop's own sweep, not socket deadlines): a head that stalls is cut
+// after the header timeout, a connection idle after an answer after the
+// idle timeout; a head that arrives in parts within the timeout, and a
+// client that keeps asking within the idle timeout, are served.
+func TestFastPathClientTimeouts(t *testing.T) {
+	gateway.SetClientTimeouts(t, 300*time.Millisecond, 700*time.Millisecond)
+	key := newKey(t)
+	auth := newAuthDir(t, key)
+	be := newRawBackend(t)
+	tok := key.token(t, "bench", "default")
+	base := gateway.Config{
+		AuthDir: auth.path, Cluster: "bench", Domain: "bench.kiln.test",
+		Backends: map[gateway.Route]string{{Tenant: "default", Project: "web"}: be.ln.Addr().String()},
+	}
+	goCfg, stdCfg := base, base
+	goCfg.NoEventLoop = true
+	stdCfg.NetHTTPOnly = true
+	head := "GET /t/default/p/web/x HTTP/1.1\r\nHost: gw\r\nAuthorization: Bearer " + tok + "\r\n"
+	for _, p := range []struct {
+		name string
+		cfg  gateway.Config
+	}{{"fast path", base}, {"goroutine fast path", goCfg}, {"net/http", stdCfg}} {
+		t.Run(p.name, func(t *testing.T) {
+			addr := startInProcess(t, p.cfg)
+			dial := func() (net.Conn, *bufio.Reader) {
+				c, err := net.Dial("tcp", addr)
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { c.Close() })
+				_ = c.SetDeadline(time.Now().Add(20 * time.Second))
+				return c, bufio.NewReader(c)
+			}
+			send := func(c net.Conn, s string) {
+				if _, err := io.WriteString(c, s); err != nil {
+					t.Fatal(err)
+				}
+			}
+			answered := func(br *bufio.Reader, what string) {
+				resp, err := http.ReadResponse(br, nil)
+				if err != nil {
+					t.Fatalf("%s: no answer: %v", what, err)
+				}
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != http.StatusOK {
+					t.Fatalf("%s: %d, want 200", what, resp.StatusCode)
+				}
+			}
+			closed := func(br *bufio.Reader, what string) {
+				if b, err := br.ReadByte(); err == nil {
+					t.Fatalf("%s: read %q, want the connection closed", what, b)
+				} else if ne, ok := err.(net.Error); ok && ne.Timeout() {
+					t.Fatalf("%s: still open after 20 s", what)
+				}
+			}
+
+			stalled, stalledR := dial()
+			send(stalled, head) // no empty line: the head never ends
+			parts, partsR := dial()
+			send(parts, head[:20])
+			time.Sleep(100 * time.Millisecond)
+			send(parts, head[20:]+"\r\n")
+			answered(partsR, "a head in two parts within the header timeout")
+			idle, idleR := dial()
+			send(idle, head+"\r\n")
+			answered(idleR, "the idle connection's one request")
+			busy, busyR := dial()
+			for i := range 12 { // 1.2 s in all, more than the idle timeout
+				send(busy, head+"\r\n")
+				answered(busyR, fmt.Sprintf("request %d of a connection asking every 100 ms", i))
+				time.Sleep(100 * time.Millisecond)
+			}
+			closed(stalledR, "a head that stalls")
+			closed(idleR, "an idle connection")
+		})
+	}
+}
+
+// --max-conns holds with the event loop too: its connections keep their
+// listener slot until the loop closes them (or hands them over), and a
+// slot freed lets the next connection in.
+func TestFastPathMaxConns(t *testing.T) {
+	key := newKey(t)
+	auth := newAuthDir(t, key)
+	be := newRawBackend(t)
+	tok := key.token(t, "bench", "default")
+	base := gateway.Config{
+		AuthDir: auth.path, Cluster: "bench", Domain: "bench.kiln.test", MaxConns: 2,
+		Backends: map[gateway.Route]string{{Tenant: "default", Project: "web"}: be.ln.Addr().String()},
+	}
+	goCfg := base
+	goCfg.NoEventLoop = true
+	get := "GET /t/default/p/web/x HTTP/1.1\r\nHost: gw\r\nAuthorization: Bearer " + tok + "\r\n\r\n"
+	chunked := "GET /t/default/p/web/chunked HTTP/1.1\r\nHost: gw\r\nAuthorization: Bearer " + tok + "\r\n\r\n"
+	for _, p := range []struct {
+		name string
+		cfg  gateway.Config
+	}{{"fast path", base}, {"goroutine fast path", goCfg}} {
+		t.Run(p.name, func(t *testing.T) {
+			addr := startInProcess(t, p.cfg)
+			open := func(req string) (net.Conn, *bufio.Reader, chan error) {
+				c, err := net.Dial("tcp", addr)
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { c.Close() })
+				_ = c.SetDeadline(time.Now().Add(20 * time.Second))
+				br := bufio.NewReader(c)
+				done := make(chan error, 1)
+				go func() {
+					if _, err := io.WriteString(c, req); err != nil {
+						done <- err
+						return
+					}
+					resp, err := http.ReadResponse(br, nil)
+					if err == nil {
+						_, err = io.Copy(io.Discard, resp.Body)
+						resp.Body.Close()
+					}
+					done <- err
+				}()
+				return c, br, done
+			}
+			// Two held: one served by the loop, one handed over (a
+			// chunked answer), both kept alive.
+			c1, _, d1 := open(get)
+			if err := <-d1; err != nil {
+				t.Fatal(err)
+			}
+			_, _, d2 := open(chunked)
+			if err := <-d2; err != nil {
+				t.Fatal(err)
+			}
+			_, _, d3 := open(get)
+			select {
+			case err := <-d3:
+				t.Fatalf("a third connection was served past --max-conns 2 (%v)", err)
+			case <-time.After(300 * time.Millisecond):
+			}
+			c1.Close()
+			if err := <-d3; err != nil {
+				t.Fatalf("the third connection, once a slot was free: %v", err)
+			}
+		})
+	}
+}
