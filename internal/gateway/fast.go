@@ -393,7 +393,7 @@ func (s *fastServer) resume(fc *fastConn, bc *backendConn, start time.Time, err 
 		if bc != nil {
 			bc.close()
 		}
-		ex.headFailed(sendResult{}, err)
+		ex.headFailed(false, err)
 	} else {
 		keep = ex.answer(bc)
 	}
@@ -568,13 +568,13 @@ func headerLine(rest []byte) (full, name, value, next []byte, state int) {
 
 // requestLine reads METHOD SP TARGET SP HTTP/1.1.
 func (r *fastReq) requestLine(line []byte) bool {
-	sp1 := indexByte(line, ' ')
+	sp1 := bytes.IndexByte(line, ' ')
 	if sp1 <= 0 {
 		return false
 	}
 	r.method = fastMethod(line[:sp1])
 	rest := line[sp1+1:]
-	sp2 := indexByte(rest, ' ')
+	sp2 := bytes.IndexByte(rest, ' ')
 	if r.method == "" || sp2 <= 0 || string(rest[sp2+1:]) != "HTTP/1.1" {
 		return false
 	}
@@ -839,10 +839,8 @@ func indexCRLF(b []byte) int {
 	return i - 1
 }
 
-func indexByte(b []byte, c byte) int { return bytes.IndexByte(b, c) }
-
 func cutByte(b []byte, c byte) (before, after []byte, found bool) {
-	if i := indexByte(b, c); i >= 0 {
+	if i := bytes.IndexByte(b, c); i >= 0 {
 		return b[:i], b[i+1:], true
 	}
 	return b, nil, false

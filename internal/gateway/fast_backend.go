@@ -44,7 +44,7 @@ func (ex *exchange) run() bool {
 			return true
 		}
 		bc.head = bc.head[:0]
-		sent, err := ex.send(bc)
+		clientFailed, err := ex.send(bc)
 		if err == nil {
 			// From the request's start when there was no body to send.
 			sentAt := ex.start
@@ -63,7 +63,7 @@ func (ex *exchange) run() bool {
 			if reused && attempt == 0 && req.bodyLen == 0 && len(bc.head) == 0 && closedByPeer(err) {
 				continue
 			}
-			ex.headFailed(sent, err)
+			ex.headFailed(clientFailed, err)
 			return false
 		}
 		return ex.answer(bc)
@@ -77,11 +77,11 @@ func closedByPeer(err error) bool {
 }
 
 // headFailed records why no response head came: the client's body did
-// not arrive (sent.client), the backend timed out, or it failed.
-func (ex *exchange) headFailed(sent sendResult, err error) {
+// not arrive (clientFailed), the backend timed out, or it failed.
+func (ex *exchange) headFailed(clientFailed bool, err error) {
 	var f failure
 	switch {
-	case sent.client:
+	case clientFailed:
 		// The client's body did not arrive in full.
 		f = failure{http.StatusBadRequest, "bad request\n", "reading the request body: " + err.Error(), false}
 	case isTimeout(err):
@@ -108,14 +108,9 @@ func (ex *exchange) answer(bc *backendConn) bool {
 	return keepClient
 }
 
-// sendResult says which side failed a send.
-type sendResult struct {
-	client bool // the failure was reading the client's body
-}
-
 // send writes the request head, rewritten as the net/http proxy rewrites
 // it, and its body.
-func (ex *exchange) send(bc *backendConn) (sendResult, error) {
+func (ex *exchange) send(bc *backendConn) (clientFailed bool, err error) {
 	fc, req := ex.fc, &ex.fc.req
 	w := bc.w
 	writeRequestHead(w, req, ex.info, fc.ip)
@@ -126,12 +121,12 @@ func (ex *exchange) send(bc *backendConn) (sendResult, error) {
 			fc.bodyLeft = -1 // part of it went to the backend
 			var we *writeError
 			if errors.As(err, &we) {
-				return sendResult{}, we.err
+				return false, we.err
 			}
-			return sendResult{client: true}, err
+			return true, err
 		}
 	}
-	return sendResult{}, w.Flush()
+	return false, w.Flush()
 }
 
 // writeRequestHead writes req's head as the backend gets it, rewritten as

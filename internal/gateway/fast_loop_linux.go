@@ -8,6 +8,7 @@ package gateway
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -384,7 +385,7 @@ func (b *outBuf) WriteByte(c byte) error            { *b = append(*b, c); return
 // readHead reads one: the line of at most "\r\n" that ends it.
 func headEnd(b []byte) (n, state int) {
 	for start := 0; ; {
-		i := indexByte(b[start:], '\n')
+		i := bytes.IndexByte(b[start:], '\n')
 		if i < 0 {
 			return 0, headPartial
 		}
@@ -703,7 +704,7 @@ func (c *evClient) backendFailed(err error) {
 	}
 	var ex exchange
 	ex.s = c.l.s
-	ex.headFailed(sendResult{}, err)
+	ex.headFailed(false, err)
 	f := ex.failed
 	c.info.reason = f.reason
 	if f.retry {

@@ -46,11 +46,19 @@ type backendSeen struct {
 const hangPath = "/hang"
 
 func newRawBackend(t *testing.T) *rawBackend {
+	b := &rawBackend{}
+	b.ln = b.listen(t, 0)
+	return b
+}
+
+// listen serves b on another address too, writing each answer trickle
+// bytes at a time (all at once when 0), so the gateway reads response
+// heads and bodies in parts.
+func (b *rawBackend) listen(t *testing.T, trickle int) net.Listener {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := &rawBackend{ln: ln}
 	t.Cleanup(func() { _ = ln.Close() })
 	go func() {
 		for {
@@ -58,10 +66,33 @@ func newRawBackend(t *testing.T) *rawBackend {
 			if err != nil {
 				return
 			}
+			if trickle > 0 {
+				c = &tricklingConn{Conn: c, n: trickle}
+			}
 			go b.serve(t.Context(), c)
 		}
 	}()
-	return b
+	return ln
+}
+
+// tricklingConn writes n bytes at a time, pausing between them.
+type tricklingConn struct {
+	net.Conn
+	n int
+}
+
+func (c *tricklingConn) Write(p []byte) (int, error) {
+	done := 0
+	for done < len(p) {
+		k := min(c.n, len(p)-done)
+		if _, err := c.Conn.Write(p[done : done+k]); err != nil {
+			return done, err
+		}
+		if done += k; done < len(p) && done < 2000 {
+			time.Sleep(100 * time.Microsecond) // the rest of a large body at once
+		}
+	}
+	return done, nil
 }
 
 func (b *rawBackend) take() []backendSeen {
@@ -265,12 +296,14 @@ func TestFastPathMatchesNetHTTP(t *testing.T) {
 	key := newKey(t)
 	auth := newAuthDir(t, key)
 	be := newRawBackend(t)
+	slow := be.listen(t, 7)
 	tok := key.token(t, "bench", "default")
 	other := key.token(t, "bench", "other")
 	base := gateway.Config{
 		AuthDir: auth.path, Cluster: "bench", Domain: "bench.kiln.test",
 		Backends: map[gateway.Route]string{
 			{Tenant: "default", Project: "web"}:   be.ln.Addr().String(),
+			{Tenant: "default", Project: "slow"}:  slow.Addr().String(), // answers 7 bytes at a time
 			{Tenant: "other", Project: "web"}:     be.ln.Addr().String(),
 			{Tenant: "default", Project: "stuck"}: "127.0.0.1:1", // refuses
 		},
@@ -284,12 +317,13 @@ func TestFastPathMatchesNetHTTP(t *testing.T) {
 	// The fast path as Linux serves it (its event loops, handing over to
 	// goroutines what they do not copy), as it is served elsewhere or with
 	// --no-event-loop (a goroutine per connection), and the event loop
-	// again with every request written a few bytes at a time.
+	// again with every request written a few bytes at a time, and (short
+	// ones) a byte at a time.
 	paths := []struct {
 		name    string
 		addr    string
 		trickle int
-	}{{"fast path", fast, 0}, {"goroutine fast path", goFast, 0}, {"fast path, trickled", fast, 13}}
+	}{{"fast path", fast, 0}, {"goroutine fast path", goFast, 0}, {"fast path, trickled", fast, 13}, {"fast path, byte by byte", fast, 1}}
 
 	bearer := "Authorization: Bearer " + tok + "\r\n"
 	get := func(target string, extra ...string) string {
@@ -375,6 +409,15 @@ func TestFastPathMatchesNetHTTP(t *testing.T) {
 		{"pipeline after an interim answer", get("/t/default/p/web/103") + get("/t/default/p/web/2"), []string{"GET", "GET"}},
 		{"pipeline after a refusal", "GET /t/default/p/web/ HTTP/1.1\r\nHost: gw\r\n\r\n" + get("/t/default/p/web/2") + get("/t/default/p/web/big"), []string{"GET", "GET", "GET"}},
 		{"pipeline after a failed backend", get("/t/default/p/stuck/") + get("/t/default/p/web/2"), []string{"GET", "GET"}},
+		// A backend whose answers arrive a few bytes at a time: heads and
+		// bodies read in parts.
+		{"slow backend", get("/t/default/p/slow/x"), nil},
+		{"slow backend, HEAD", "HEAD /t/default/p/slow/ HTTP/1.1\r\nHost: gw\r\n" + bearer + "\r\n", []string{"HEAD"}},
+		{"slow backend, large answer", get("/t/default/p/slow/big"), nil},
+		{"slow backend, chunked answer", get("/t/default/p/slow/chunked"), nil},
+		{"slow backend, 103 then 200", get("/t/default/p/slow/103"), nil},
+		{"slow backend, 204", get("/t/default/p/slow/204"), nil},
+		{"slow backend, pipeline", get("/t/default/p/slow/1") + get("/t/default/p/slow/close") + get("/t/default/p/slow/3"), []string{"GET", "GET", "GET"}},
 		{"pipeline with a body", "POST /t/default/p/web/p HTTP/1.1\r\nHost: gw\r\n" + bearer + "Content-Length: 5\r\n\r\nabcde" + get("/t/default/p/web/q"), []string{"POST", "GET"}},
 	}
 	for _, c := range cases {
@@ -390,6 +433,9 @@ func TestFastPathMatchesNetHTTP(t *testing.T) {
 				t.Fatal("net/http gave no answer at all")
 			}
 			for _, p := range paths {
+				if p.trickle == 1 && len(c.raw) > 600 {
+					continue // long heads: 13 bytes at a time is enough
+				}
 				gotFast := exchangeRawTrickled(t, p.addr, c.raw, p.trickle, methods...)
 				seenFast := be.take()
 				if fast502[c.name] {
