@@ -459,6 +459,27 @@ func readHead(r *bufio.Reader, dst []byte, max int) (head []byte, state int, err
 	}
 }
 
+// headEnd finds the end of the message head at the start of b as
+// readHead reads one: the line of at most "\r\n" that ends it.
+func headEnd(b []byte) (n, state int) {
+	for start := 0; ; {
+		i := bytes.IndexByte(b[start:], '\n')
+		if i < 0 {
+			return 0, headPartial
+		}
+		if i == 0 || i == 1 && b[start] == '\r' {
+			if start == 0 {
+				return i + 1, headBlank
+			}
+			return start + i + 1, headComplete
+		}
+		start += i + 1
+	}
+}
+
+// headPartial: the head has not ended yet (headEnd).
+const headPartial = -1
+
 // fastReq is one request head the fast path takes: slices of fc.head.
 type fastReq struct {
 	method  string // one of the constants of fastMethod

@@ -8,7 +8,6 @@ package gateway
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -380,27 +379,6 @@ type outBuf []byte
 func (b *outBuf) Write(p []byte) (int, error)       { *b = append(*b, p...); return len(p), nil }
 func (b *outBuf) WriteString(s string) (int, error) { *b = append(*b, s...); return len(s), nil }
 func (b *outBuf) WriteByte(c byte) error            { *b = append(*b, c); return nil }
-
-// headEnd finds the end of the message head at the start of b as
-// readHead reads one: the line of at most "\r\n" that ends it.
-func headEnd(b []byte) (n, state int) {
-	for start := 0; ; {
-		i := bytes.IndexByte(b[start:], '\n')
-		if i < 0 {
-			return 0, headPartial
-		}
-		if i == 0 || i == 1 && b[start] == '\r' {
-			if start == 0 {
-				return i + 1, headBlank
-			}
-			return start + i + 1, headComplete
-		}
-		start += i + 1
-	}
-}
-
-// headPartial: the head has not ended yet (headEnd).
-const headPartial = -1
 
 // evClient is a client connection served by a loop.
 type evClient struct {

@@ -105,3 +105,38 @@ func TestHandoffAfterNetHTTPShutDown(t *testing.T) {
 		t.Fatalf("%d connections still tracked", len(s.conns))
 	}
 }
+
+// FuzzHeadEnd holds the event loop's head finder (headEnd, on bytes
+// already read) to readHead (the goroutine path's, on a reader): the
+// same end, or both still waiting for more, for any bytes; a blank first
+// line is headBlank to both.
+func FuzzHeadEnd(f *testing.F) {
+	for _, s := range []string{
+		"GET / HTTP/1.1\r\nHost: a\r\n\r\n",
+		"GET / HTTP/1.1\r\nHost: a\r\n\r\nGET /2 HTTP/1.1\r\n",
+		"GET / HTTP/1.1\nHost: a\n\n",
+		"GET / HTTP/1.1\r\nHost: a\r\n\n",
+		"\r\nGET / HTTP/1.1\r\n\r\n",
+		"\n",
+		"GET / HTTP/1.1\r\nX: \r\r\n\r\n",
+		"GET / HTTP/1.1\r\nHost: a\r\n",
+		"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok",
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		n, st := headEnd(b)
+		head, rst, err := readHead(bufio.NewReaderSize(bytes.NewReader(b), 16), nil, len(b)+1)
+		switch {
+		case err != nil:
+			// readHead ran out of bytes: the head has not ended.
+			if st != headPartial {
+				t.Fatalf("headEnd %d (state %d), readHead wants more (%v) of %q", n, st, err, b)
+			}
+		case st == headPartial:
+			t.Fatalf("headEnd wants more, readHead ended at %d (state %d) of %q", len(head), rst, b)
+		case rst != st || len(head) != n:
+			t.Fatalf("headEnd %d (state %d), readHead %d (state %d) of %q", n, st, len(head), rst, b)
+		}
+	})
+}
