@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"mime"
 	"sort"
 	"strings"
 	"sync"
@@ -22,6 +23,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
@@ -530,15 +532,51 @@ func (s *snapshot) merge(t *snapshot) *snapshot {
 
 // listSecretMetadata lists Secrets as PartialObjectMetadata: names,
 // labels and annotations, never their data (which kiln does not need to
-// judge a project, and must not hold in memory to print a table).
+// judge a project, and must not hold in memory to print a table). In
+// protobuf when the server has it (JSON otherwise): decoding the JSON form
+// was a tenth of `kiln project list`'s CPU at 2,000 projects.
 func listSecretMetadata(ctx context.Context, cs kubernetes.Interface, namespace string, opts metav1.ListOptions) (*metav1.PartialObjectMetadataList, error) {
-	out := &metav1.PartialObjectMetadataList{}
-	err := cs.CoreV1().RESTClient().Get().
+	var contentType string
+	raw, err := cs.CoreV1().RESTClient().Get().
 		Namespace(namespace).Resource("secrets").
 		VersionedParams(&opts, scheme.ParameterCodec).
-		SetHeader("Accept", "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1").
-		Do(ctx).Into(out)
-	return out, err
+		SetHeader("Accept", metadataListAccept).
+		Do(ctx).ContentType(&contentType).Raw()
+	if err != nil {
+		return nil, err
+	}
+	return decodeMetadataList(raw, contentType)
+}
+
+// metadataListAccept asks for a PartialObjectMetadataList, protobuf first.
+const metadataListAccept = "application/vnd.kubernetes.protobuf;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1, application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"
+
+// metaCodecs decode meta.k8s.io's own kinds (client-go's scheme does not
+// know PartialObjectMetadataList, so its protobuf decoder cannot).
+var metaCodecs = func() serializer.CodecFactory {
+	s := runtime.NewScheme()
+	if err := metav1.AddMetaToScheme(s); err != nil {
+		panic(err)
+	}
+	return serializer.NewCodecFactory(s)
+}()
+
+// decodeMetadataList decodes a PartialObjectMetadataList answered as
+// contentType.
+func decodeMetadataList(raw []byte, contentType string) (*metav1.PartialObjectMetadataList, error) {
+	media, _, err := mime.ParseMediaType(contentType)
+	if err != nil {
+		return nil, fmt.Errorf("metadata list answered as %q: %w", contentType, err)
+	}
+	info, ok := runtime.SerializerInfoForMediaType(metaCodecs.SupportedMediaTypes(), media)
+	if !ok {
+		return nil, fmt.Errorf("metadata list answered as %q, which kiln cannot decode", contentType)
+	}
+	out := &metav1.PartialObjectMetadataList{}
+	if _, _, err := info.Serializer.Decode(raw, nil, out); err != nil {
+		return nil, fmt.Errorf("decode metadata list (%s): %w", media, err)
+	}
+	return out, nil
 }
 
 func (o *Ops) selector(project string) string {

@@ -5,11 +5,13 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 )
 
-// kstatusFields is the unstructured form of a Deployment or Service with
+// kstatusFields is the unstructured form of a Deployment, Service or
+// Ingress with
 // only the fields kstatus reads (cli-utils pkg/kstatus/status: generic.go's
 // deletion, generation and conditions, core.go's deploymentConditions and
 // serviceConditions), each present exactly when ToUnstructured would
@@ -66,6 +68,11 @@ func kstatusFields(obj runtime.Object) (m map[string]any, ok bool) {
 			st["conditions"] = cs
 		}
 		return map[string]any{"metadata": meta, "spec": spec, "status": st}, true
+	case *networkingv1.Ingress:
+		// No kind function of its own: generic.go's checks only
+		// (deletion, generation against status.observedGeneration,
+		// status.conditions), of which an Ingress has the metadata.
+		return map[string]any{"metadata": metaFields(&o.ObjectMeta), "status": map[string]any{}}, true
 	}
 	return nil, false
 }

@@ -9,6 +9,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/ptr"
@@ -45,7 +46,8 @@ func TestKstatusFieldsJudgeAsTheWholeObject(t *testing.T) {
 	for i := range 20000 {
 		var obj runtime.Object
 		var kind string
-		if i%2 == 0 {
+		switch i % 3 {
+		case 0:
 			d := &appsv1.Deployment{ObjectMeta: meta(), Spec: appsv1.DeploymentSpec{
 				Replicas:                optI32(0, 1, 3),
 				ProgressDeadlineSeconds: optI32(600, math.MaxInt32),
@@ -62,7 +64,7 @@ func TestKstatusFieldsJudgeAsTheWholeObject(t *testing.T) {
 				})
 			}
 			obj, kind = d, KindDeployment
-		} else {
+		case 1:
 			s := &corev1.Service{ObjectMeta: meta(), Spec: corev1.ServiceSpec{
 				Type:      []corev1.ServiceType{"", corev1.ServiceTypeClusterIP, corev1.ServiceTypeLoadBalancer, corev1.ServiceTypeNodePort}[pick(4)],
 				ClusterIP: []string{"", "10.0.0.1", corev1.ClusterIPNone}[pick(3)],
@@ -74,6 +76,16 @@ func TestKstatusFieldsJudgeAsTheWholeObject(t *testing.T) {
 				})
 			}
 			obj, kind = s, KindService
+		default:
+			ing := &networkingv1.Ingress{ObjectMeta: meta(), Spec: networkingv1.IngressSpec{
+				Rules: []networkingv1.IngressRule{{Host: "web.t.example"}},
+			}}
+			for range pick(3) {
+				ing.Status.LoadBalancer.Ingress = append(ing.Status.LoadBalancer.Ingress, networkingv1.IngressLoadBalancerIngress{
+					IP: []string{"", "10.0.0.2"}[pick(2)], Hostname: []string{"", "lb.example"}[pick(2)],
+				})
+			}
+			obj, kind = ing, KindIngress
 		}
 		whole, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
 		if err != nil {
@@ -92,7 +104,8 @@ func TestKstatusFieldsJudgeAsTheWholeObject(t *testing.T) {
 	}
 	// Every verdict was reached, or the generator did not vary enough.
 	for _, k := range []string{KindDeployment + " Current", KindDeployment + " InProgress", KindDeployment + " Failed", KindDeployment + " Terminating",
-		KindService + " Current", KindService + " InProgress", KindService + " Terminating"} {
+		KindService + " Current", KindService + " InProgress", KindService + " Terminating",
+		KindIngress + " Current", KindIngress + " Terminating"} {
 		if judged[k] == 0 {
 			t.Errorf("no object judged %s (%v)", k, judged)
 		}
