@@ -509,16 +509,12 @@ func (c *evClient) read() bool {
 		c.in = c.in[:copy(c.in, c.in[c.lo:])]
 		c.lo = 0
 	}
-	if len(c.in) == cap(c.in) {
-		if cap(c.in) >= evMaxHead {
-			c.fallback()
-			return false
-		}
-		c.in = append(c.in, make([]byte, cap(c.in))...)[:len(c.in)]
-	}
-	space := c.in[len(c.in):cap(c.in)]
-	n, errno := rawRead(c.fd, space)
+	in, n, short, errno, full := readInto(c.fd, c.in, evMaxHead)
+	c.in = in
 	switch {
+	case full:
+		c.fallback()
+		return false
 	case errno == syscall.EAGAIN:
 		c.rd = false
 		return true
@@ -527,11 +523,29 @@ func (c *evClient) read() bool {
 		c.close()
 		return false
 	}
-	if n < len(space) {
+	if short {
 		c.rd = false
 	}
-	c.in = c.in[:len(c.in)+n]
 	return true
+}
+
+// readInto reads from fd into buf's spare room, doubling buf first when
+// it is full, up to max: full says buf was full at max and nothing was
+// read; short that the read did not fill the room (the socket is
+// drained); buf comes back with the bytes read appended.
+func readInto(fd int, buf []byte, max int) (out []byte, n int, short bool, errno syscall.Errno, full bool) {
+	if len(buf) == cap(buf) {
+		if cap(buf) >= max {
+			return buf, 0, false, 0, true
+		}
+		buf = append(buf, make([]byte, cap(buf))...)[:len(buf)]
+	}
+	room := buf[len(buf):cap(buf)]
+	n, errno = rawRead(fd, room)
+	if errno != 0 || n <= 0 {
+		return buf, 0, false, errno, false
+	}
+	return buf[:len(buf)+n], n, n < len(room), 0, false
 }
 
 // request answers the head of n bytes at in[lo:], or leaves it to the
@@ -904,16 +918,12 @@ func (be *evBackend) broke(err error) {
 
 func (be *evBackend) readHead() {
 	for {
-		if len(be.in) == cap(be.in) {
-			if cap(be.in) >= evMaxRespHead {
-				be.c.handover()
-				return
-			}
-			be.in = append(be.in, make([]byte, cap(be.in))...)[:len(be.in)]
-		}
-		space := be.in[len(be.in):cap(be.in)]
-		n, errno := rawRead(be.fd, space)
+		in, n, short, errno, full := readInto(be.fd, be.in, evMaxRespHead)
+		be.in = in
 		switch {
+		case full:
+			be.c.handover()
+			return
 		case errno == syscall.EAGAIN:
 			be.rd = false
 			return
@@ -924,10 +934,9 @@ func (be *evBackend) readHead() {
 			be.broke(io.EOF)
 			return
 		}
-		if n < len(space) {
+		if short {
 			be.rd = false
 		}
-		be.in = be.in[:len(be.in)+n]
 		if end, st := headEnd(be.in); st != headPartial {
 			be.gotHead(end, st)
 			return
