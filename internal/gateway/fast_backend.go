@@ -604,7 +604,14 @@ func (p *backendPool) put(bc *backendConn, now time.Time) {
 	bc.since = now
 	p.mu.Lock()
 	// Bytes after the response (a body sent for HEAD, say) would be
-	// read as the next response: such a connection is not reused.
+	// read as the next response: such a connection is not reused. (A
+	// connection the event loop handed over may hold them still in
+	// front of the socket.)
+	if pc, ok := bc.c.(*prefixConn); ok && len(pc.pre) > 0 {
+		p.mu.Unlock()
+		bc.close()
+		return
+	}
 	if p.closed || len(p.idle[bc.addr]) >= maxIdlePerBackend || bc.r.Buffered() > 0 {
 		p.mu.Unlock()
 		bc.close()

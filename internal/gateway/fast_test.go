@@ -123,6 +123,13 @@ func (b *rawBackend) serve(ctx context.Context, c net.Conn) {
 		switch {
 		case strings.HasSuffix(path, "/chunked"):
 			out = "HTTP/1.1 200 OK\r\nTrailer: X-Sum\r\nTransfer-Encoding: chunked\r\nContent-Type: text/plain\r\nX-A: 1\r\n\r\n5;ext=1\r\nhello\r\n6\r\n world\r\n0\r\nX-Sum: 11\r\n\r\n"
+		case strings.HasSuffix(path, "/chunkedstray"):
+			// A chunked answer longer than a read buffer, then bytes
+			// nobody asked for (a whole fake answer) in the same write:
+			// the connection must not serve the next request.
+			chunk := strings.Repeat("c", 6000)
+			out = fmt.Sprintf("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nContent-Type: text/plain\r\n\r\n%x\r\n%s\r\n0\r\n\r\n", len(chunk), chunk) +
+				"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 5\r\n\r\nstray"
 		case strings.HasSuffix(path, "/close"):
 			out, closeAfter = "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nX-B: 2\r\n\r\nthe body ends with the connection", true
 		case strings.HasSuffix(path, "/http10"):
@@ -406,6 +413,7 @@ func TestFastPathMatchesNetHTTP(t *testing.T) {
 		// Pipelines that leave the event loop midway: an answer it hands
 		// over with the request in progress, then more requests.
 		{"pipeline after a chunked answer", get("/t/default/p/web/chunked") + get("/t/default/p/web/2"), []string{"GET", "GET"}},
+		{"pipeline after a chunked answer with stray bytes", get("/t/default/p/web/chunkedstray") + get("/t/default/p/web/2"), []string{"GET", "GET"}},
 		{"pipeline after an interim answer", get("/t/default/p/web/103") + get("/t/default/p/web/2"), []string{"GET", "GET"}},
 		{"pipeline after a refusal", "GET /t/default/p/web/ HTTP/1.1\r\nHost: gw\r\n\r\n" + get("/t/default/p/web/2") + get("/t/default/p/web/big"), []string{"GET", "GET", "GET"}},
 		{"pipeline after a failed backend", get("/t/default/p/stuck/") + get("/t/default/p/web/2"), []string{"GET", "GET"}},
