@@ -178,13 +178,14 @@ type answer struct {
 // exchangeRaw writes raw to addr in one write and reads one answer per
 // method in methods (HEAD answers carry no body).
 func exchangeRaw(t *testing.T, addr, raw string, methods ...string) []answer {
-	return exchangeRawTrickled(t, addr, raw, 0, methods...)
+	a, _ := exchangeRawTrickled(t, addr, raw, 0, methods...)
+	return a
 }
 
 // exchangeRawTrickled is exchangeRaw writing raw in pieces of trickle
 // bytes (all at once when 0) with a pause between them, so the gateway
-// reads heads in parts.
-func exchangeRawTrickled(t *testing.T, addr, raw string, trickle int, methods ...string) []answer {
+// reads heads in parts; closing says an answer closed the connection.
+func exchangeRawTrickled(t *testing.T, addr, raw string, trickle int, methods ...string) (out []answer, closing bool) {
 	t.Helper()
 	c, err := net.Dial("tcp", addr)
 	if err != nil {
@@ -208,7 +209,6 @@ func exchangeRawTrickled(t *testing.T, addr, raw string, trickle int, methods ..
 		}
 	}
 	br := bufio.NewReader(c)
-	var out []answer
 	for _, m := range methods {
 		var a answer
 		for {
@@ -226,6 +226,7 @@ func exchangeRawTrickled(t *testing.T, addr, raw string, trickle int, methods ..
 			if err != nil {
 				a.Err = "body cut: " + err.Error()
 			}
+			closing = closing || resp.Close
 			h := resp.Header.Clone()
 			// Framing and the clock: not what the comparison is about.
 			for _, k := range []string{"Date", "Content-Length", "Transfer-Encoding", "Connection"} {
@@ -239,7 +240,7 @@ func exchangeRawTrickled(t *testing.T, addr, raw string, trickle int, methods ..
 			break
 		}
 	}
-	return out
+	return out, closing
 }
 
 // startInProcess runs a gateway in this process and returns its address.
@@ -435,7 +436,7 @@ func TestFastPathMatchesNetHTTP(t *testing.T) {
 				methods = []string{"GET"}
 			}
 			be.take()
-			gotStd := exchangeRaw(t, std, c.raw, methods...)
+			gotStd, closingStd := exchangeRawTrickled(t, std, c.raw, 0, methods...)
 			seenStd := be.take()
 			if len(gotStd) == 0 {
 				t.Fatal("net/http gave no answer at all")
@@ -444,7 +445,14 @@ func TestFastPathMatchesNetHTTP(t *testing.T) {
 				if p.trickle == 1 && len(c.raw) > 600 {
 					continue // long heads: 13 bytes at a time is enough
 				}
-				gotFast := exchangeRawTrickled(t, p.addr, c.raw, p.trickle, methods...)
+				if p.trickle > 0 && closingStd {
+					// net/http answers and closes before a trickled
+					// request is all sent; the bytes still coming then
+					// reset the connection under its answer, whichever
+					// proxy took the request.
+					continue
+				}
+				gotFast, _ := exchangeRawTrickled(t, p.addr, c.raw, p.trickle, methods...)
 				seenFast := be.take()
 				if fast502[c.name] {
 					if len(gotFast) != 1 || gotFast[0].Code != http.StatusBadGateway {
