@@ -590,10 +590,7 @@ func (c *evClient) deny(code int, body, header, value string) {
 // done ends the request in progress: its log line, its head consumed,
 // the answer written.
 func (c *evClient) done() {
-	if c.busy {
-		c.g.tenants.give(c.info.route.Tenant)
-		c.busy = false
-	}
+	c.giveTenant()
 	c.last = c.g.logRequest(c.start, c.req.method, c.host, c.path, c.code, c.bytes, c.remote, &c.info)
 	c.lo += c.headLen
 	c.headLen = 0
@@ -690,10 +687,7 @@ func (c *evClient) send(be *evBackend, reused bool, attempt int) {
 // backendFailed answers a request whose backend failed before its
 // answer began, as exchange.headFailed and answer.conclude do.
 func (c *evClient) backendFailed(err error) {
-	if be := c.be; be != nil {
-		c.be, be.c = nil, nil
-		be.close()
-	}
+	c.dropBackend()
 	var ex exchange
 	ex.s = c.l.s
 	ex.headFailed(false, err)
@@ -710,14 +704,29 @@ func (c *evClient) backendFailed(err error) {
 // client's connection closes with what was written.
 func (c *evClient) bodyBroke(reason string) {
 	c.info.reason = reason
-	if be := c.be; be != nil {
-		c.be, be.c = nil, nil
-		be.close()
-	}
+	c.dropBackend()
 	c.closing = true
 	c.done()
 	if !c.gone {
 		c.close()
+	}
+}
+
+// dropBackend closes the backend connection of the exchange in
+// progress, if any (its answer cannot be finished).
+func (c *evClient) dropBackend() {
+	if be := c.be; be != nil {
+		c.be, be.c = nil, nil
+		be.close()
+	}
+}
+
+// giveTenant gives back the tenant's slot the request in progress holds,
+// if it holds one.
+func (c *evClient) giveTenant() {
+	if c.busy {
+		c.g.tenants.give(c.info.route.Tenant)
+		c.busy = false
 	}
 }
 
@@ -727,14 +736,8 @@ func (c *evClient) close() {
 		return
 	}
 	c.gone = true
-	if be := c.be; be != nil {
-		c.be, be.c = nil, nil
-		be.close()
-	}
-	if c.busy {
-		c.g.tenants.give(c.info.route.Tenant)
-		c.busy = false
-	}
+	c.dropBackend()
+	c.giveTenant()
 	c.l.forget(c.fd)
 	_ = syscall.Close(c.fd)
 	c.free()
@@ -759,9 +762,8 @@ func (c *evClient) leave(pos int) (*fastConn, bool) {
 		return nil, false
 	}
 	if len(pending) > 0 {
-		pre2 := pending
 		// Written by the goroutine, before anything it answers.
-		conn = &pendingConn{Conn: conn, pending: pre2}
+		conn = &pendingConn{Conn: conn, pending: pending}
 	}
 	lc := &limitedConn{Conn: conn, free: c.free}
 	fc := newFastConn(c.g, &prefixConn{Conn: lc, pre: pre})
@@ -773,10 +775,7 @@ func (c *evClient) leave(pos int) (*fastConn, bool) {
 // to the goroutine fast path (which hands to net/http what it does not
 // take).
 func (c *evClient) fallback() {
-	if c.busy {
-		c.g.tenants.give(c.info.route.Tenant)
-		c.busy = false
-	}
+	c.giveTenant()
 	fc, ok := c.leave(c.lo)
 	if !ok {
 		return
