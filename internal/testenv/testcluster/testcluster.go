@@ -20,10 +20,12 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	mrand "math/rand/v2"
 	"net"
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -501,6 +503,16 @@ func (c *Cluster) PIDs() []int {
 	return pids
 }
 
+// freePorts returns n ports nothing listens on, for servers started next.
+// They are picked at random in [portsLow, portsHigh), not by the kernel:
+// a port of the kernel's ephemeral range (ip_local_port_range, 32768 and
+// up here), free when picked, can be taken by any outgoing connection of
+// the suites running beside this one before the server binds it (a CI run
+// failed with kube-apiserver's "bind: address already in use"). The range
+// stays below the NodePorts (30000-32767, which the real node's
+// kube-proxy acts on) and above the components' default ports (10250,
+// 10256, 10257, 10259). The kernel's pick is the fallback when the
+// ephemeral range reaches into it or no port there was free.
 func freePorts(n int) ([]int, error) {
 	var ls []net.Listener
 	defer func() {
@@ -508,16 +520,45 @@ func freePorts(n int) ([]int, error) {
 			_ = l.Close()
 		}
 	}()
+	hi := min(portsHigh, ephemeralLow())
 	var ports []int
-	for i := 0; i < n; i++ {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
+	for tries := 0; len(ports) < n; tries++ {
+		addr := "127.0.0.1:0"
+		random := tries < 200 && hi > portsLow
+		if random {
+			addr = "127.0.0.1:" + strconv.Itoa(portsLow+mrand.IntN(hi-portsLow))
+		}
+		l, err := net.Listen("tcp", addr)
 		if err != nil {
+			if random {
+				continue // taken: pick again
+			}
 			return nil, err
 		}
 		ls = append(ls, l)
 		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
 	}
 	return ports, nil
+}
+
+const portsLow, portsHigh = 20000, 30000
+
+// ephemeralLow is the first port of the kernel's ephemeral range (32768
+// where it cannot be read).
+func ephemeralLow() int {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return 32768
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return 32768
+	}
+	lo, err := strconv.Atoi(f[0])
+	if err != nil {
+		return 32768
+	}
+	return lo
 }
 
 func randomHex(n int) string {

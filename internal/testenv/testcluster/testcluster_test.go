@@ -3,6 +3,7 @@ package testcluster
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -370,6 +371,37 @@ func TestPodLogsAreServedAndFollowed(t *testing.T) {
 		got.Write(buf[:n])
 		if err != nil {
 			t.Fatalf("followed log ended (%v) without the second line: %q", err, got.String())
+		}
+	}
+}
+
+// TestFreePortsAreOutsideTheEphemeralRange: the control plane's ports come
+// from [portsLow, portsHigh), where no outgoing connection can take one
+// before its server binds it, are distinct, and are free: each can be
+// bound at once.
+func TestFreePortsAreOutsideTheEphemeralRange(t *testing.T) {
+	if ephemeralLow() < portsHigh {
+		t.Skipf("the ephemeral range starts at %d, inside [%d, %d)", ephemeralLow(), portsLow, portsHigh)
+	}
+	for range 20 {
+		ports, err := freePorts(4)
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen := map[int]bool{}
+		for _, p := range ports {
+			if p < portsLow || p >= portsHigh {
+				t.Fatalf("port %d outside [%d, %d)", p, portsLow, portsHigh)
+			}
+			if seen[p] {
+				t.Fatalf("port %d picked twice in %v", p, ports)
+			}
+			seen[p] = true
+			l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p))
+			if err != nil {
+				t.Fatalf("port %d is not free: %v", p, err)
+			}
+			_ = l.Close()
 		}
 	}
 }
