@@ -83,14 +83,18 @@ fi
 
 mapfile -t pkgs < <($GO list ./... | grep -v '/cmd/kiln$')
 
-prefixed() { # NAME COMMAND...: run COMMAND, its output prefixed [NAME]
+# prefixed NAME COMMAND...: run COMMAND, its output prefixed [NAME], then
+# its exit status and the seconds since the suite started (where CI's
+# wall time goes).
+begin=$SECONDS
+prefixed() {
 	local name=$1
 	shift
 	set +e
 	"$@" 2>&1 | sed -u "s/^/[$name] /"
 	local rc=${PIPESTATUS[0]}
 	set -e
-	echo "[$name] exit $rc"
+	echo "[$name] exit $rc at $((SECONDS - begin)) s"
 	return "$rc"
 }
 
