@@ -85,7 +85,8 @@ type Engine struct {
 	// image (kiln's own image at this version, platform.GatewayImage).
 	Version string
 	// PageSize is how many objects each LIST of the projects' objects asks
-	// for at a time (project.Ops.PageSize; 0: project.DefaultPageSize).
+	// for at a time (project.Ops.PageSize; 0: project.DefaultPageSize, all
+	// at once).
 	PageSize int64
 	// Hooks are test hooks (see Hooks): every checkpoint of the engine's
 	// operations is reported to them. nil (every release build): none.

@@ -286,8 +286,12 @@ func describe(err error) string {
 
 // buffered says whether an answer's body is read whole inside the retries:
 // every answer but a stream (a watch, a followed log, an upgraded
-// connection), which client-go reads as it comes.
+// connection), which client-go reads as it comes, and a request made
+// with a Streamed context, whose caller does.
 func buffered(req *http.Request) bool {
+	if streamed(req.Context()) {
+		return false
+	}
 	q := req.URL.Query()
 	if w := q.Get("watch"); w == "true" || w == "1" {
 		return false

@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"mime"
 	"sort"
 	"strings"
 	"sync"
@@ -23,12 +22,9 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/serializer"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/kubernetes/scheme"
-	"k8s.io/client-go/rest"
 
 	"github.com/kilnctl/kiln/engine/event"
+	"github.com/kilnctl/kiln/engine/kubeapi"
 	"github.com/kilnctl/kiln/engine/lock"
 	"github.com/kilnctl/kiln/engine/platform"
 	"github.com/kilnctl/kiln/engine/readiness"
@@ -87,25 +83,25 @@ const (
 	TokenUnknown = "unknown"
 )
 
-// snapshot is every project object of one scope, read with one paginated
-// LIST per kind: answering for 1 or 1,000 projects costs the same 8
-// requests, and past a page (Ops.PageSize objects) one more request per
-// kind and page. The routes are one LIST of kiln-system's Ingresses by
-// label, whatever the number of tenants.
+// snapshot is every project object of one scope, read with one LIST per
+// kind (DefaultPageSize; past a page of Ops.PageSize objects when set,
+// one more request per kind and page): answering for 1 or 10,000
+// projects costs the same 8 requests. The routes are one LIST of
+// kiln-system's Ingresses by label, whatever the number of tenants.
 // Secrets are read as metadata only (never their data): the row of a
 // project's Secret says whether it exists and which key it holds in
 // force. A role that may not list Secrets sees every other row, and the
 // Secret's as Unknown, "not permitted to read secrets".
 //
-// Each page is reduced as it arrives: the snapshot keeps the spec
+// Each object is reduced as it is read: the snapshot keeps the spec
 // ConfigMaps (without managedFields) and of every other object a row of
 // what observe reads: a Deployment's, Service's or route's readiness
 // (judged then) and the few strings it also reads, a pod's reported
 // status and waiting reasons, a Secret's deletion and key, a Lease's
 // holder and expiry, a ready count per Service instead of its
 // EndpointSlices. Memory grows with the projects by about 3.5 KB each
-// (11 KB with the trimmed objects before), and a page's decoded objects
-// are garbage once the next one is read.
+// (11 KB with the trimmed objects before), and each decoded object is
+// overwritten by the next.
 type snapshot struct {
 	specs []corev1.ConfigMap
 	// secrets are the Secrets' metadata; secretsErr why they could not
@@ -194,11 +190,19 @@ func judge(kind string, obj runtime.Object) readiness.Result {
 func key(ns, name string) string { return ns + "/" + name }
 
 // DefaultPageSize is how many objects each of a snapshot's LISTs asks for
-// at a time (limit and continue) unless Ops.PageSize says otherwise. At
-// 1,000 projects that is one page per kind, as before pages; at 10,000,
-// ten, which with status's own reads stays near the client's burst of
-// 100 requests (500 a page would wait on its 50 per second).
-const DefaultPageSize = 1000
+// at a time (limit and continue) unless Ops.PageSize says otherwise: 0,
+// every object of a kind in one LIST, read and decoded as it arrives
+// (protoItems), so kiln's memory does not grow with the answer. Pages
+// cost the API server more than the objects they hold: it serves a
+// consistent LIST from its watch cache, but the pages after the first
+// from etcd whenever the cache holds no snapshot at the first page's
+// revision (it takes one only on a change of that kind, and none in its
+// first minutes), decoding and converting every object again. At 2,000
+// projects, pages of 1,000 cost the API server 350-450 ms of CPU and etcd
+// 50 ms per `project list`, one LIST per kind 200-290 ms and 6-8 ms
+// (docs/benchmarks.md). The number of requests stays one per kind and
+// tenant whatever the number of projects.
+const DefaultPageSize = 0
 
 func (o *Ops) pageSize() int64 {
 	if o.PageSize > 0 {
@@ -272,28 +276,38 @@ type scope struct {
 	ings                                           *metav1.ListOptions
 }
 
-// pages lists with opts a page of size objects at a time, following the
-// continue token, and gives each page to each. A continue token that
-// expired (410: the read took longer than the API server keeps its
-// snapshot) starts over with one unpaginated LIST, after reset drops what
-// the pages gave so far, as kubectl does.
-func pages[L metav1.ListInterface](ctx context.Context, opts metav1.ListOptions, size int64, list func(context.Context, metav1.ListOptions) (L, error), reset func(), each func(L)) error {
-	opts.Limit = size
-	for {
-		l, err := list(ctx, opts)
-		if err != nil && opts.Continue != "" && apierrors.IsResourceExpired(err) {
+// pages lists with opts size objects at a time (all at once when size is
+// 0), following the continue token: list reads one LIST, handing on its
+// objects as it decodes them, and returns its list metadata. A continue
+// token that expired (410: the read took longer than the API server
+// keeps its snapshot) starts over with one unpaginated LIST, after reset
+// drops what the pages gave so far, as kubectl does. An answer cut short
+// (kubeapi.CutError: the API server gone in the middle of it) starts the
+// whole read over the same way, as kiln's transport retries any other
+// failed request (kubeapi.RetryCut).
+func pages(ctx context.Context, opts metav1.ListOptions, size int64, list func(context.Context, metav1.ListOptions) (*metav1.ListMeta, error), reset func()) error {
+	tries := 0
+	return kubeapi.RetryCut(ctx, func() error {
+		if tries++; tries > 1 {
 			reset()
-			opts.Limit, opts.Continue = 0, ""
-			l, err = list(ctx, opts)
 		}
-		if err != nil {
-			return err
+		opts := opts
+		opts.Limit = size
+		for {
+			l, err := list(ctx, opts)
+			if err != nil && opts.Continue != "" && apierrors.IsResourceExpired(err) {
+				reset()
+				opts.Limit, opts.Continue = 0, ""
+				l, err = list(ctx, opts)
+			}
+			if err != nil {
+				return err
+			}
+			if opts.Continue = l.GetContinue(); opts.Continue == "" || opts.Limit == 0 {
+				return nil
+			}
 		}
-		each(l)
-		if opts.Continue = l.GetContinue(); opts.Continue == "" || opts.Limit == 0 {
-			return nil
-		}
-	}
+	})
 }
 
 // readScope reads the snapshot of namespace that sc selects: eight
@@ -319,12 +333,9 @@ func (o *Ops) readScope(ctx context.Context, namespace string, sc scope) (*snaps
 	}
 	if sc.ings != nil {
 		list(3, func() error {
-			return pages(ctx, *sc.ings, size, protoList(cs.NetworkingV1().RESTClient(), platform.Namespace, "ingresses", newList[networkingv1.IngressList]), func() { clear(s.ings) }, func(l *networkingv1.IngressList) {
-				for i := range l.Items {
-					x := &l.Items[i]
-					s.ings[key(x.Namespace, x.Name)] = newIngRow(x)
-				}
-			})
+			return pages(ctx, *sc.ings, size, protoItems(cs.NetworkingV1().RESTClient(), platform.Namespace, "ingresses", ingressItems, func(x *networkingv1.Ingress) {
+				s.ings[key(x.Namespace, x.Name)] = newIngRow(x)
+			}), func() { clear(s.ings) })
 		})
 	}
 	if namespace == "" {
@@ -336,69 +347,47 @@ func (o *Ops) readScope(ctx context.Context, namespace string, sc scope) (*snaps
 		return s, nil
 	}
 	list(0, func() error {
-		return pages(ctx, sc.cms, size, protoList(cs.CoreV1().RESTClient(), namespace, "configmaps", newList[corev1.ConfigMapList]), func() { s.specs = nil }, func(l *corev1.ConfigMapList) {
-			for i := range l.Items {
-				if cm := &l.Items[i]; strings.HasPrefix(cm.Name, specPrefix) {
-					cm.ManagedFields = nil
-					s.specs = append(s.specs, *cm)
-				}
+		return pages(ctx, sc.cms, size, protoItems(cs.CoreV1().RESTClient(), namespace, "configmaps", configMapItems, func(cm *corev1.ConfigMap) {
+			if strings.HasPrefix(cm.Name, specPrefix) {
+				cm.ManagedFields = nil // left out already when read as protobuf
+				s.specs = append(s.specs, *cm)
 			}
-		})
+		}), func() { s.specs = nil })
 	})
 	list(1, func() error {
-		return pages(ctx, sc.deps, size, protoList(cs.AppsV1().RESTClient(), namespace, "deployments", newList[appsv1.DeploymentList]), func() { clear(s.deps) }, func(l *appsv1.DeploymentList) {
-			for i := range l.Items {
-				x := &l.Items[i]
-				s.deps[key(x.Namespace, x.Name)] = newDepRow(x)
-			}
-		})
+		return pages(ctx, sc.deps, size, protoItems(cs.AppsV1().RESTClient(), namespace, "deployments", deploymentItems, func(x *appsv1.Deployment) {
+			s.deps[key(x.Namespace, x.Name)] = newDepRow(x)
+		}), func() { clear(s.deps) })
 	})
 	list(2, func() error {
-		return pages(ctx, sc.svcs, size, protoList(cs.CoreV1().RESTClient(), namespace, "services", newList[corev1.ServiceList]), func() { clear(s.svcs) }, func(l *corev1.ServiceList) {
-			for i := range l.Items {
-				x := &l.Items[i]
-				s.svcs[key(x.Namespace, x.Name)] = &svcRow{res: judge(readiness.KindService, x)}
-			}
-		})
+		return pages(ctx, sc.svcs, size, protoItems(cs.CoreV1().RESTClient(), namespace, "services", serviceItems, func(x *corev1.Service) {
+			s.svcs[key(x.Namespace, x.Name)] = &svcRow{res: judge(readiness.KindService, x)}
+		}), func() { clear(s.svcs) })
 	})
 	list(4, func() error {
-		return pages(ctx, sc.leases, size, protoList(cs.CoordinationV1().RESTClient(), namespace, "leases", newList[coordinationv1.LeaseList]), func() { clear(s.leases) }, func(l *coordinationv1.LeaseList) {
-			for i := range l.Items {
-				y := &l.Items[i]
-				s.leases[key(y.Namespace, y.Name)] = newLeaseRow(y)
-			}
-		})
+		return pages(ctx, sc.leases, size, protoItems(cs.CoordinationV1().RESTClient(), namespace, "leases", leaseItems, func(y *coordinationv1.Lease) {
+			s.leases[key(y.Namespace, y.Name)] = newLeaseRow(y)
+		}), func() { clear(s.leases) })
 	})
 	// EndpointSlices carry their Service's labels (the controller copies
 	// them), so the same selector finds them; of each, only its ready
 	// endpoints are kept, counted by Service.
 	list(5, func() error {
-		return pages(ctx, sc.slices, size, protoList(cs.DiscoveryV1().RESTClient(), namespace, "endpointslices", newList[discoveryv1.EndpointSliceList]), func() { clear(s.ready) }, func(l *discoveryv1.EndpointSliceList) {
-			for i := range l.Items {
-				x := &l.Items[i]
-				k := key(x.Namespace, x.Labels[discoveryv1.LabelServiceName])
-				s.ready[k] += readiness.CountReady(l.Items[i : i+1])
-			}
-		})
+		return pages(ctx, sc.slices, size, protoItems(cs.DiscoveryV1().RESTClient(), namespace, "endpointslices", endpointSliceItems, func(x *discoveryv1.EndpointSlice) {
+			k := key(x.Namespace, x.Labels[discoveryv1.LabelServiceName])
+			s.ready[k] += readiness.CountReady([]discoveryv1.EndpointSlice{*x})
+		}), func() { clear(s.ready) })
 	})
 	list(6, func() error {
-		return pages(ctx, sc.pods, size, protoList(cs.CoreV1().RESTClient(), namespace, "pods", newList[corev1.PodList]), func() { clear(s.pods) }, func(l *corev1.PodList) {
-			for i := range l.Items {
-				x := &l.Items[i]
-				k := key(x.Namespace, x.Labels[LabelProject])
-				s.pods[k] = append(s.pods[k], newPodRow(x))
-			}
-		})
+		return pages(ctx, sc.pods, size, protoItems(cs.CoreV1().RESTClient(), namespace, "pods", podItems, func(x *corev1.Pod) {
+			k := key(x.Namespace, x.Labels[LabelProject])
+			s.pods[k] = append(s.pods[k], newPodRow(x))
+		}), func() { clear(s.pods) })
 	})
 	list(7, func() error {
-		return pages(ctx, sc.secrets, size, func(ctx context.Context, opts metav1.ListOptions) (*metav1.PartialObjectMetadataList, error) {
-			return listSecretMetadata(ctx, cs, namespace, opts)
-		}, func() { clear(s.secrets) }, func(l *metav1.PartialObjectMetadataList) {
-			for i := range l.Items {
-				y := &l.Items[i]
-				s.secrets[key(y.Namespace, y.Name)] = &secRow{deleting: y.DeletionTimestamp != nil, key: y.Annotations[AnnotationKey]}
-			}
-		})
+		return pages(ctx, sc.secrets, size, protoItems(cs.CoreV1().RESTClient(), namespace, "secrets", secretMetadataItems, func(y *metav1.PartialObjectMetadata) {
+			s.secrets[key(y.Namespace, y.Name)] = &secRow{deleting: y.DeletionTimestamp != nil, key: y.Annotations[AnnotationKey]}
+		}), func() { clear(s.secrets) })
 	})
 	wg.Wait()
 	wrap := func(what string, o metav1.ListOptions, err error) error {
@@ -432,29 +421,6 @@ func (o *Ops) readScope(ctx context.Context, namespace string, sc scope) (*snaps
 		return nil, wrap("secrets (metadata)", sc.secrets, err)
 	}
 	return s, nil
-}
-
-// protoList lists resource in namespace through rc, asking for protobuf
-// (JSON if the server has no protobuf for it): the API server encodes it
-// from what it stores without converting to JSON, and it is smaller and
-// cheaper for kiln to decode; at 10,000 projects decoding JSON was most of
-// the read's CPU.
-func protoList[L runtime.Object](rc rest.Interface, namespace, resource string, newL func() L) func(context.Context, metav1.ListOptions) (L, error) {
-	return func(ctx context.Context, opts metav1.ListOptions) (L, error) {
-		out := newL()
-		err := rc.Get().Namespace(namespace).Resource(resource).
-			VersionedParams(&opts, scheme.ParameterCodec).
-			SetHeader("Accept", "application/vnd.kubernetes.protobuf, application/json").
-			Do(ctx).Into(out)
-		return out, err
-	}
-}
-
-func newList[T any, L interface {
-	*T
-	runtime.Object
-}]() L {
-	return L(new(T))
 }
 
 func newSnapshot() *snapshot {
@@ -528,55 +494,6 @@ func (s *snapshot) merge(t *snapshot) *snapshot {
 	maps.Copy(s.ready, t.ready)
 	maps.Copy(s.pods, t.pods)
 	return s
-}
-
-// listSecretMetadata lists Secrets as PartialObjectMetadata: names,
-// labels and annotations, never their data (which kiln does not need to
-// judge a project, and must not hold in memory to print a table). In
-// protobuf when the server has it (JSON otherwise): decoding the JSON form
-// was a tenth of `kiln project list`'s CPU at 2,000 projects.
-func listSecretMetadata(ctx context.Context, cs kubernetes.Interface, namespace string, opts metav1.ListOptions) (*metav1.PartialObjectMetadataList, error) {
-	var contentType string
-	raw, err := cs.CoreV1().RESTClient().Get().
-		Namespace(namespace).Resource("secrets").
-		VersionedParams(&opts, scheme.ParameterCodec).
-		SetHeader("Accept", metadataListAccept).
-		Do(ctx).ContentType(&contentType).Raw()
-	if err != nil {
-		return nil, err
-	}
-	return decodeMetadataList(raw, contentType)
-}
-
-// metadataListAccept asks for a PartialObjectMetadataList, protobuf first.
-const metadataListAccept = "application/vnd.kubernetes.protobuf;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1, application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"
-
-// metaCodecs decode meta.k8s.io's own kinds (client-go's scheme does not
-// know PartialObjectMetadataList, so its protobuf decoder cannot).
-var metaCodecs = func() serializer.CodecFactory {
-	s := runtime.NewScheme()
-	if err := metav1.AddMetaToScheme(s); err != nil {
-		panic(err)
-	}
-	return serializer.NewCodecFactory(s)
-}()
-
-// decodeMetadataList decodes a PartialObjectMetadataList answered as
-// contentType.
-func decodeMetadataList(raw []byte, contentType string) (*metav1.PartialObjectMetadataList, error) {
-	media, _, err := mime.ParseMediaType(contentType)
-	if err != nil {
-		return nil, fmt.Errorf("metadata list answered as %q: %w", contentType, err)
-	}
-	info, ok := runtime.SerializerInfoForMediaType(metaCodecs.SupportedMediaTypes(), media)
-	if !ok {
-		return nil, fmt.Errorf("metadata list answered as %q, which kiln cannot decode", contentType)
-	}
-	out := &metav1.PartialObjectMetadataList{}
-	if _, _, err := info.Serializer.Decode(raw, nil, out); err != nil {
-		return nil, fmt.Errorf("decode metadata list (%s): %w", media, err)
-	}
-	return out, nil
 }
 
 func (o *Ops) selector(project string) string {

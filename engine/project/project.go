@@ -117,7 +117,8 @@ type Ops struct {
 	// DefaultProgressEvery).
 	ProgressEvery time.Duration
 	// PageSize is how many objects each LIST of the projects' objects asks
-	// for at a time, following the continue token (0: DefaultPageSize).
+	// for at a time, following the continue token (0: DefaultPageSize,
+	// all at once).
 	PageSize int64
 }
 
