@@ -191,8 +191,10 @@ func cycle(b *testing.B, p *apiProxy, op func(step string) error) {
 // kubectlScript is the peer: what a script author writes with kubectl to
 // install and remove the objects kiln installs, through the counting proxy.
 type kubectlScript struct {
-	p         *apiProxy
-	manifests string
+	p *apiProxy
+	// kubeconfig, when set, is used instead of the proxy's.
+	kubeconfig string
+	manifests  string
 	// serverSide applies with kubectl apply --server-side (field manager
 	// kiln-bench, taking over fields another manager set).
 	serverSide bool
@@ -238,7 +240,7 @@ func (k *kubectlScript) uninstall() error {
 func (k *kubectlScript) runRSS(args ...string) (int64, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "kubectl", append([]string{"--kubeconfig", k.p.Kubeconfig}, args...)...)
+	cmd := exec.CommandContext(ctx, "kubectl", append([]string{"--kubeconfig", k.kc()}, args...)...)
 	out, err := cmd.CombinedOutput()
 	var kb int64
 	if cmd.ProcessState != nil {
@@ -258,7 +260,7 @@ func (k *kubectlScript) runRSS(args ...string) (int64, error) {
 func (k *kubectlScript) runRSSDiscard(args ...string) (int64, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "kubectl", append([]string{"--kubeconfig", k.p.Kubeconfig}, args...)...)
+	cmd := exec.CommandContext(ctx, "kubectl", append([]string{"--kubeconfig", k.kc()}, args...)...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr // stdout: the null device
 	err := cmd.Run()
@@ -274,10 +276,17 @@ func (k *kubectlScript) runRSSDiscard(args ...string) (int64, error) {
 	return kb, nil
 }
 
+func (k *kubectlScript) kc() string {
+	if k.kubeconfig != "" {
+		return k.kubeconfig
+	}
+	return k.p.Kubeconfig
+}
+
 func (k *kubectlScript) run(args ...string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	out, err := exec.CommandContext(ctx, "kubectl", append([]string{"--kubeconfig", k.p.Kubeconfig}, args...)...).CombinedOutput()
+	out, err := exec.CommandContext(ctx, "kubectl", append([]string{"--kubeconfig", k.kc()}, args...)...).CombinedOutput()
 	if err != nil {
 		return fmt.Errorf("kubectl %v: %w\n%s", args, err, out)
 	}
