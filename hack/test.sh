@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # test.sh: `go test ./...` of `make test`, with cmd/kiln's end-to-end tests
-# in SHARDS test processes at once (default 2).
+# in SHARDS test processes at once (default 3: the e2e tests mostly wait, on
+# API servers, kills and timeouts, so a third shard cut CI's wall time
+# where the two cores were idle).
 #
 # cmd/kiln's e2e tests run one after another inside their test process (they
 # share that process's two control planes, kiln-a and kiln-b) and take most
@@ -22,7 +24,7 @@ cd "$(dirname "$0")/.."
 
 GO=${GO:-go}
 TIMEOUT=${TEST_TIMEOUT:-60m}
-SHARDS=${KILN_E2E_SHARDS:-2}
+SHARDS=${KILN_E2E_SHARDS:-3}
 # shellcheck disable=SC2206 # extra go test flags, split on spaces (e.g. -short)
 flags=(${KILN_TEST_FLAGS:-})
 
