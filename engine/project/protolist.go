@@ -209,10 +209,12 @@ func (p *protoReader) bytes(buf *[]byte) ([]byte, error) {
 	return b, nil
 }
 
-// maxMessage bounds one message's length: the API server refuses objects
-// past 1.5 MiB (etcd's request limit), so a length far past it is a
-// corrupt answer, not an allocation to make.
-const maxMessage = 64 << 20
+// maxMessage bounds the length of one message read whole (an object, the
+// list's metadata): the API server refuses objects past 1.5 MiB (etcd's
+// request limit), so a length far past it is a corrupt answer, not an
+// allocation to make. The list around them is not read whole, and has no
+// bound.
+var maxMessage uint64 = 64 << 20
 
 func (p *protoReader) length() (uint64, error) {
 	n, err := p.varint()
@@ -293,7 +295,7 @@ func eachProtoItem(p *protoReader, listKind string, buf *[]byte, item func([]byt
 			if kind != listKind {
 				return nil, fmt.Errorf("answer is a %q, not a %s", kind, listKind)
 			}
-			n, err := p.length()
+			n, err := p.varint() // not bounded as one message is: it is read item by item
 			if err != nil {
 				return nil, err
 			}

@@ -406,3 +406,31 @@ func TestProtoItemsPages(t *testing.T) {
 		t.Errorf("read %d pods asking %v, want 6 pods in two pages (3/ 3/page2)", n, asked)
 	}
 }
+
+// TestProtoItemsBoundsObjectsNotTheList: a length past maxMessage is
+// refused for one object (a corrupt answer, not an allocation to make),
+// never for the list around them, which is read object by object however
+// long it is.
+func TestProtoItemsBoundsObjectsNotTheList(t *testing.T) {
+	defer func(m uint64) { maxMessage = m }(maxMessage)
+	lists := randomLists(5, 25).byResource()
+	bodies := encodeLists(t, lists, runtime.ContentTypeProtobuf)
+	big := 0
+	for _, p := range lists["pods"].(*corev1.PodList).Items {
+		big = max(big, p.Size())
+	}
+	maxMessage = uint64(big) // every pod fits, the list of 25 does not
+	if len(bodies["pods"]) <= big {
+		t.Fatalf("the pods' list (%d bytes) is no longer than its largest pod (%d)", len(bodies["pods"]), big)
+	}
+	_, o := serveLists(t, bodies, runtime.ContentTypeProtobuf)
+	got, err := o.readScope(context.Background(), "kiln-tenant-t", allScope())
+	if err != nil {
+		t.Fatalf("objects within the bound: %v", err)
+	}
+	compareSnapshots(t, got, referenceSnapshot(t, bodies))
+	maxMessage = uint64(big) - 1
+	if _, err := o.readScope(context.Background(), "kiln-tenant-t", allScope()); err == nil || !strings.Contains(err.Error(), "protobuf: message of") {
+		t.Errorf("a pod past the bound: %v, want it refused", err)
+	}
+}
