@@ -406,15 +406,16 @@ func TestWizardContinueCancelResizeInTmux(t *testing.T) {
 	x.waitFor(30*time.Second, "Kiln clusters", "> kube   "+name, "kiln-dead", "r refresh")
 
 	// The continue question at 60x16: text wraps and scrolls, the buttons
-	// stay.
+	// stay. Each size is checked on the wizard's own frame at it, not on
+	// what tmux keeps of the one before.
 	x.keys("c")
 	x.waitFor(time.Minute, "[ Cancel ]", "Continue with existing credentials")
 	x.resize(60, 16)
-	small := x.waitFor(10*time.Second, "[ Cancel ]", "[ Continue with existing credentials ]")
+	small := x.waitFrame(10*time.Second, 16, "? help", "[ Cancel ]", "[ Continue with existing credentials ]")
 	fitsWidth(t, small, 60)
 	t.Logf("continue question at 60x16:\n%s", small)
 	x.resize(80, 24)
-	x.waitFor(10*time.Second, "←/→/tab choose  enter confirm  esc cancel (nothing changes)  ? help")
+	x.waitFrame(10*time.Second, 24, "←/→/tab choose  enter confirm  esc cancel (nothing changes)  ? help", "[ Continue with existing credentials ]")
 
 	// Cancel (focused first) is the user's choice: neutral, no ✗.
 	x.keys("Enter")
@@ -429,7 +430,7 @@ func TestWizardContinueCancelResizeInTmux(t *testing.T) {
 	// Continue, confirmed once, reaches the final screen without asking
 	// again (the lock's re-check finds nothing changed).
 	x.keys("c")
-	x.waitFor(time.Minute, "Continue with existing credentials")
+	x.waitFrame(time.Minute, 24, "esc cancel (nothing changes)  ? help", "[ Continue with existing credentials ]")
 	x.keys("Left", "Enter")
 	left := false
 	deadline := time.Now().Add(3 * time.Minute)
