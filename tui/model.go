@@ -16,6 +16,7 @@ import (
 	"charm.land/bubbles/v2/viewport"
 	tea "charm.land/bubbletea/v2"
 	"charm.land/lipgloss/v2"
+	"github.com/charmbracelet/x/ansi"
 
 	"github.com/kilnctl/kiln/engine"
 )
@@ -101,6 +102,9 @@ type Model struct {
 	st     styles
 	width  int
 	height int
+	// sized says the terminal's size is known (the first WindowSizeMsg
+	// arrived): a later one is a resize.
+	sized  bool
 	screen screen
 	help   bool
 	// spin is the one spinner every in-progress line shows (bubbles'
@@ -318,8 +322,12 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 func (m *Model) update(msg tea.Msg) tea.Cmd {
 	switch msg := msg.(type) {
 	case tea.WindowSizeMsg:
-		m.width, m.height = msg.Width, msg.Height
+		resized := m.sized && (msg.Width != m.width || msg.Height != m.height)
+		m.width, m.height, m.sized = msg.Width, msg.Height, true
 		m.fitInputs()
+		if resized {
+			return repaintAfterResize()
+		}
 		return nil
 	case spinner.TickMsg:
 		var cmd tea.Cmd
@@ -385,6 +393,25 @@ func (m *Model) update(msg tea.Msg) tea.Cmd {
 	}
 	// Anything else (paste, blink) goes to the focused input.
 	return m.updateFocusedInput(msg)
+}
+
+// resetScrollRegion is DECSTBM with no margins: the scroll region becomes
+// the whole screen, whatever its size.
+var resetScrollRegion = ansi.SetTopBottomMargins(0, 0)
+
+// repaintAfterResize resets the terminal's scroll region, then repaints
+// the whole screen. Bubble Tea's renderer scrolls parts of the screen
+// with DECSTBM and afterwards sets the region back to rows 1 to the
+// height it believes the terminal has. A terminal resizes its screen
+// before the program hears of it (tmux holds a pane's resize back for up
+// to 250ms), so a frame drawn in between leaves a region shorter than the
+// grown screen; the renderer's repaint after the resize does not reset
+// it, and its later scrolls then move only part of the screen (a
+// question's buttons vanished, another screen's key help stayed at the
+// bottom). DECSTBM also homes the cursor, which the renderer does not
+// know, so the full repaint comes after it.
+func repaintAfterResize() tea.Cmd {
+	return tea.Sequence(tea.Raw(resetScrollRegion), tea.ClearScreen)
 }
 
 func (m *Model) setLocations(msg locationsMsg) {
