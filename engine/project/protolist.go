@@ -58,7 +58,7 @@ type itemKind[T any, L runtime.Object] struct {
 	listKind string
 	newList  func() L
 	items    func(L) []T
-	spec     shape
+	spec     *shape
 	accept   string
 	codecs   *serializer.CodecFactory
 }
@@ -84,6 +84,7 @@ func protoItems[T any, PT interface {
 	if accept == "" {
 		accept = protoAccept
 	}
+	obj := objectShape(k.spec)
 	codecs := k.codecs
 	if codecs == nil {
 		codecs = &scheme.Codecs
@@ -118,7 +119,7 @@ func protoItems[T any, PT interface {
 			return listMeta(l)
 		}
 		lm, err := eachProtoItem(&protoReader{r: br}, k.listKind, &buf, func(b []byte) error {
-			b, err := sl.slim(b, k.spec)
+			b, err := sl.slim(b, obj)
 			if err != nil {
 				return err
 			}
@@ -364,29 +365,34 @@ func eachListItem(p *protoReader, end int64, buf *[]byte, item func([]byte) erro
 // field of the protobuf message b, in order, and skips every other field.
 func eachField(b []byte, f func(num protowire.Number, v []byte) error) error {
 	for len(b) > 0 {
-		num, typ, n := protowire.ConsumeTag(b)
-		if n < 0 {
-			return protowire.ParseError(n)
+		num, typ, field, tag, err := nextField(b)
+		if err != nil {
+			return err
 		}
-		b = b[n:]
+		b = b[len(field):]
 		if typ != protowire.BytesType {
-			n = protowire.ConsumeFieldValue(num, typ, b)
-			if n < 0 {
-				return protowire.ParseError(n)
-			}
-			b = b[n:]
 			continue
 		}
-		v, n := protowire.ConsumeBytes(b)
-		if n < 0 {
-			return protowire.ParseError(n)
-		}
-		b = b[n:]
+		v, _ := protowire.ConsumeBytes(field[tag:])
 		if err := f(num, v); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// nextField parses the first field of b: its number, wire type, whole
+// bytes (tag and value) and the length of its tag.
+func nextField(b []byte) (protowire.Number, protowire.Type, []byte, int, error) {
+	num, typ, n := protowire.ConsumeTag(b)
+	if n < 0 {
+		return 0, 0, nil, 0, protowire.ParseError(n)
+	}
+	m := protowire.ConsumeFieldValue(num, typ, b[n:])
+	if m < 0 {
+		return 0, 0, nil, 0, protowire.ParseError(m)
+	}
+	return num, typ, b[:n+m], n, nil
 }
 
 // Field numbers of what slim rewrites (k8s.io/api's generated.proto).
@@ -396,21 +402,36 @@ const (
 	fieldManagedFields protowire.Number = 17 // of ObjectMeta
 )
 
-// A shape names the fields of a message to keep, each with the shape of
-// its own fields: nil keeps the whole field.
-type shape map[protowire.Number]shape
+// A shape says what of a message to keep: with only set, just the fields
+// it names, each reduced to its own shape (nil: whole); otherwise every
+// field but drop, those reduce names reduced to their shape.
+type shape struct {
+	only   map[protowire.Number]*shape
+	reduce map[protowire.Number]*shape
+	drop   protowire.Number
+}
 
-// The specs' shapes: what kiln reads of them (newPodRow, newDepRow).
+// The shapes of what kiln reads (newPodRow, newDepRow, and every row's
+// metadata).
 var (
+	// An object's metadata: all but its managedFields.
+	metadataShape = &shape{drop: fieldManagedFields}
 	// A pod's spec: nodeName.
-	podSpecShape = shape{10: nil}
+	podSpecShape = &shape{only: map[protowire.Number]*shape{10: nil}}
 	// A Deployment's spec: all but its pod template's spec, of which
 	// only the volumes (the token's, deploymentTokenKey).
-	deploymentSpecShape = shape{
-		1: nil, 2: nil, 4: nil, 5: nil, 6: nil, 7: nil, 8: nil, 9: nil, // replicas … progressDeadlineSeconds
-		3: {1: nil, 2: {1: nil}}, // template: metadata, spec.volumes
-	}
+	deploymentSpecShape = &shape{reduce: map[protowire.Number]*shape{
+		3: {reduce: map[protowire.Number]*shape{ // template
+			2: {only: map[protowire.Number]*shape{1: nil}}, // spec: volumes
+		}},
+	}}
 )
+
+// objectShape is an object's shape: its metadata's, and its spec's when
+// spec is not nil; every other field whole.
+func objectShape(spec *shape) *shape {
+	return &shape{reduce: map[protowire.Number]*shape{fieldMetadata: metadataShape, fieldSpec: spec}}
+}
 
 // slimmer rewrites an object's protobuf without what kiln never reads,
 // into buffers it reuses from one object to the next (one per depth).
@@ -423,82 +444,42 @@ func (s *slimmer) buf(depth int) []byte {
 	return s.bufs[depth][:0]
 }
 
-// slim returns item (an object's protobuf: metadata = 1, spec = 2, …)
-// with its metadata's managedFields left out and, when spec is not nil,
-// only the fields of its spec that spec names. Every other field is
-// copied as it is. The result is valid until the next call.
-func (s *slimmer) slim(item []byte, spec shape) ([]byte, error) {
-	out := s.buf(0)
-	b := item
-	for len(b) > 0 {
-		num, typ, n := protowire.ConsumeTag(b)
-		if n < 0 {
-			return nil, protowire.ParseError(n)
-		}
-		m := protowire.ConsumeFieldValue(num, typ, b[n:])
-		if m < 0 {
-			return nil, protowire.ParseError(m)
-		}
-		field := b[:n+m]
-		b = b[n+m:]
-		switch {
-		case typ == protowire.BytesType && num == fieldMetadata:
-			v, _ := protowire.ConsumeBytes(field[n:])
-			meta, err := s.keep(1, v, nil, fieldManagedFields)
-			if err != nil {
-				return nil, err
-			}
-			out = protowire.AppendBytes(protowire.AppendTag(out, num, typ), meta)
-		case typ == protowire.BytesType && num == fieldSpec && spec != nil:
-			v, _ := protowire.ConsumeBytes(field[n:])
-			sp, err := s.keep(1, v, spec, 0)
-			if err != nil {
-				return nil, err
-			}
-			out = protowire.AppendBytes(protowire.AppendTag(out, num, typ), sp)
-		default:
-			out = append(out, field...)
-		}
-	}
-	s.bufs[0] = out
-	return out, nil
+// slim returns message b reduced to shape sh. The result is valid until
+// the next call.
+func (s *slimmer) slim(b []byte, sh *shape) ([]byte, error) {
+	return s.keep(0, b, sh)
 }
 
-// keep returns the fields of message b that sh names (every field but
-// drop when sh is nil), each reduced to its own shape, in the buffer of
-// depth.
-func (s *slimmer) keep(depth int, b []byte, sh shape, drop protowire.Number) ([]byte, error) {
+func (s *slimmer) keep(depth int, b []byte, sh *shape) ([]byte, error) {
 	out := s.buf(depth)
 	for len(b) > 0 {
-		num, typ, n := protowire.ConsumeTag(b)
-		if n < 0 {
-			return nil, protowire.ParseError(n)
+		num, typ, field, tag, err := nextField(b)
+		if err != nil {
+			return nil, err
 		}
-		m := protowire.ConsumeFieldValue(num, typ, b[n:])
-		if m < 0 {
-			return nil, protowire.ParseError(m)
-		}
-		field := b[:n+m]
-		b = b[n+m:]
-		if sh == nil {
-			if num != drop {
-				out = append(out, field...)
+		b = b[len(field):]
+		var sub *shape
+		switch {
+		case sh.only != nil:
+			var ok bool
+			if sub, ok = sh.only[num]; !ok {
+				continue
 			}
+		case num == sh.drop:
+			continue
+		default:
+			sub = sh.reduce[num]
+		}
+		if sub == nil || typ != protowire.BytesType {
+			out = append(out, field...)
 			continue
 		}
-		sub, ok := sh[num]
-		switch {
-		case !ok:
-		case sub == nil || typ != protowire.BytesType:
-			out = append(out, field...)
-		default:
-			v, _ := protowire.ConsumeBytes(field[n:])
-			inner, err := s.keep(depth+1, v, sub, 0)
-			if err != nil {
-				return nil, err
-			}
-			out = protowire.AppendBytes(protowire.AppendTag(out, num, typ), inner)
+		v, _ := protowire.ConsumeBytes(field[tag:])
+		inner, err := s.keep(depth+1, v, sub)
+		if err != nil {
+			return nil, err
 		}
+		out = protowire.AppendBytes(protowire.AppendTag(out, num, typ), inner)
 	}
 	s.bufs[depth] = out
 	return out, nil
