@@ -240,6 +240,15 @@ func (e *Engine) statusAt(ctx context.Context, req StatusRequest, loc Location, 
 	for _, o := range platform.PolicyObjects(req.Name, cfg) {
 		policies[o.Ref] = o
 	}
+	// The projects are read beside the platform's objects (they are
+	// reported after them): at 10,000 projects their reads are most of
+	// status's time. A repair changes them first, so reads them after.
+	var projects func() ([]ProjectStatus, error)
+	if ps.Installed && ps.Config != nil && !req.Repair {
+		pctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		projects = e.opsFor(loc, req.Target, req.Timeout).Prefetch(pctx, "")
+	}
 	err := e.phase(ctx, PhaseReadiness, func(ctx context.Context) error {
 		// The objects are read in parallel (one round trip of latency, not
 		// one per object), NetworkPolicies with their drift check, then
@@ -306,13 +315,14 @@ func (e *Engine) statusAt(ctx context.Context, req StatusRequest, loc Location, 
 		e.emit(acc)
 	}
 	if ps.Installed && ps.Config != nil {
-		ops := e.opsFor(loc, req.Target, req.Timeout)
 		if req.Repair {
+			ops := e.opsFor(loc, req.Target, req.Timeout)
 			if err := e.repairProjects(ctx, ops); err != nil {
 				return out, err
 			}
+			projects = ops.Prefetch(ctx, "")
 		}
-		if out.Projects, err = ops.List(ctx, ""); err != nil {
+		if out.Projects, err = projects(); err != nil {
 			return out, err
 		}
 		for i := range out.Projects {

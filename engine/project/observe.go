@@ -531,17 +531,41 @@ func (o *Ops) Inspect(ctx context.Context, r Ref) (*Status, error) {
 // List computes the observed state of every project (of tenant, if given),
 // from a constant number of LIST requests.
 func (o *Ops) List(ctx context.Context, tenant string) ([]Status, error) {
+	return o.Prefetch(ctx, tenant)()
+}
+
+// Prefetch starts List's reads now, in the background (status reads the
+// platform's objects meanwhile), and returns List's answer: a function
+// that waits for the reads and derives the states from them, reporting
+// then what List reports. Ending ctx stops the reads.
+func (o *Ops) Prefetch(ctx context.Context, tenant string) func() ([]Status, error) {
 	ns := ""
 	if tenant != "" {
 		if err := o.checkTenant(tenant); err != nil {
-			return nil, err
+			return func() ([]Status, error) { return nil, err }
 		}
 		ns = Ref{Tenant: tenant}.Namespace()
 	}
-	snap, err := o.read(ctx, ns, tenant, o.selector(""))
-	if err != nil {
-		return nil, err
+	var (
+		snap *snapshot
+		err  error
+		done = make(chan struct{})
+	)
+	go func() {
+		defer close(done)
+		snap, err = o.read(ctx, ns, tenant, o.selector(""))
+	}()
+	return func() ([]Status, error) {
+		<-done
+		if err != nil {
+			return nil, err
+		}
+		return o.observeAll(snap), nil
 	}
+}
+
+// observeAll derives every project's state from snap, in List's order.
+func (o *Ops) observeAll(snap *snapshot) []Status {
 	out := make([]Status, 0, len(snap.specs))
 	for i := range snap.specs {
 		st, err := o.observe(snap, &snap.specs[i])
@@ -554,7 +578,7 @@ func (o *Ops) List(ctx context.Context, tenant string) ([]Status, error) {
 		out = append(out, *st)
 	}
 	Sort(out)
-	return out, nil
+	return out
 }
 
 // Sort puts projects in List's order: by tenant, then project.
