@@ -277,7 +277,7 @@ stables() {
 			}
 		}
 		print ""
-		print "Budgets: at 1,000 projects each kiln command within 1 s and 150 MB (issue 14); at 10,000 within 2 s and 250 MB (issue 30); LISTs one per kind and page (1,000 objects), not per project."
+		print "Budgets: at 1,000 projects each kiln command within 1 s and 150 MB (issue 14); at 10,000 within 2 s and 250 MB (issue 30); LISTs one per kind and tenant, not per project or page."
 		print ""
 		for (s = 1; s <= ns; s++) {
 			z = sizes[s]
