@@ -218,6 +218,9 @@ func (e *Engine) statusAt(ctx context.Context, req StatusRequest, loc Location, 
 	if cfg == nil {
 		cfg = config.Default(req.Name) // partial install: show what should be there
 	}
+	// installed: kiln-config read, so the front door and the projects
+	// can be read too.
+	installed := ps.Installed && ps.Config != nil
 	out.PlatformVersion, out.PlatformSchema = ps.Version, ps.Schema
 	if ps.PartlyRemoved() {
 		out.PartlyRemoved = partlyRemoved(ctx, loc.Client, req.Target, loc.Name, ps)
@@ -244,7 +247,7 @@ func (e *Engine) statusAt(ctx context.Context, req StatusRequest, loc Location, 
 	// reported after them): at 10,000 projects their reads are most of
 	// status's time. A repair changes them first, so reads them after.
 	var projects func() ([]ProjectStatus, error)
-	if ps.Installed && ps.Config != nil && !req.Repair {
+	if installed && !req.Repair {
 		pctx, cancel := context.WithCancel(ctx)
 		defer cancel()
 		projects = e.opsFor(loc, req.Target, req.Timeout).Prefetch(pctx, "")
@@ -295,7 +298,7 @@ func (e *Engine) statusAt(ctx context.Context, req StatusRequest, loc Location, 
 	var fd FrontDoor
 	var iso Isolation
 	var wg sync.WaitGroup
-	if ps.Installed && ps.Config != nil {
+	if installed {
 		wg.Go(func() { fd = readFrontDoor(ctx, loc.Client, ps.Config, hintsFor(req.Target, loc.Name)) })
 	}
 	wg.Go(func() { iso = readIsolation(ctx, loc.Client) })
@@ -304,7 +307,7 @@ func (e *Engine) statusAt(ctx context.Context, req StatusRequest, loc Location, 
 		wg.Go(func() { a := ar.ReadAccess(ctx, req.Name, loc.Name); acc = &a })
 	}
 	wg.Wait()
-	if ps.Installed && ps.Config != nil {
+	if installed {
 		out.FrontDoor = &fd
 		e.emit(&fd)
 	}
@@ -314,7 +317,7 @@ func (e *Engine) statusAt(ctx context.Context, req StatusRequest, loc Location, 
 		out.Access = acc
 		e.emit(acc)
 	}
-	if ps.Installed && ps.Config != nil {
+	if installed {
 		if req.Repair {
 			ops := e.opsFor(loc, req.Target, req.Timeout)
 			if err := e.repairProjects(ctx, ops); err != nil {
