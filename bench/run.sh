@@ -59,6 +59,7 @@ FAULT_RUNS=${FAULT_RUNS:-10}   # runs per tool and fault rate
 BEFORE_REF=${BEFORE_REF:-main} # the "before" kiln of the discovery block
 MAIN=${MAIN:-1} SCALE=${SCALE:-1} PROJECTS=${PROJECTS:-1} FAULTS=${FAULTS:-1} DISCOVERY=${DISCOVERY:-0} GATEWAY=${GATEWAY:-0}
 GATEWAY_ROUNDS=${GATEWAY_ROUNDS:-5} # interleaved rounds of the gateway block
+GATEWAY_BACKENDS=${GATEWAY_BACKENDS:-go nginx} # the gateway block's backends (bench/gateway: KILN_BENCH_GATEWAY_BACKEND)
 export KILN_BENCH_PROJECTS=${KILN_BENCH_PROJECTS:-1000} KILN_BENCH_BULK=${KILN_BENCH_BULK:-100}
 export KILN_BENCH_CONCURRENCY=${KILN_BENCH_CONCURRENCY:-8} KILN_BENCH_SETTLE_S=${KILN_BENCH_SETTLE_S:-180}
 export KILN_BENCH_LIST_ITER=$LIST_ITER KILN_BENCH_SLOW_S=${KILN_BENCH_SLOW_S:-60}
@@ -510,13 +511,17 @@ section_gw() {
 		echo
 		echo "Written by \`bench/run.sh\` with GATEWAY ($GATEWAY_ROUNDS interleaved rounds; median, and the spread min–max of the rounds)."
 		echo "Load generator: ${KILN_BENCH_GATEWAY_LOAD}, ${KILN_BENCH_GATEWAY_CONCURRENCY} connections, ${KILN_BENCH_GATEWAY_SECONDS} s per peer and round;"
-		echo "proxies on CPU ${KILN_BENCH_GATEWAY_PROXY_CPUS:-any} ($(nginx -v 2>&1 | sed 's/^nginx version: //' || echo no nginx), oauth2-proxy ${oauth2_version:-not built}), load generator on CPU ${KILN_BENCH_GATEWAY_LOAD_CPUS:-any}, backend (Go, in the benchmark's process) on any."
+		echo "proxies on CPU ${KILN_BENCH_GATEWAY_PROXY_CPUS:-any} ($(nginx -v 2>&1 | sed 's/^nginx version: //' || echo no nginx), oauth2-proxy ${oauth2_version:-not built}), load generator on CPU ${KILN_BENCH_GATEWAY_LOAD_CPUS:-any}, backends on any."
 		echo
 		stamp gw
 		echo
 		awk '
+		BEGIN { be = "go" }
+		/^backend: / { be = $2; if (!(be in seen)) { seen[be] = 1; bes[++nbe] = be } }
 		/^BenchmarkGatewayProxy\// {
+			if (!(be in seen)) { seen[be] = 1; bes[++nbe] = be }
 			name = $1; sub(/^BenchmarkGatewayProxy\//, "", name); sub(/-[0-9]+$/, "", name)
+			name = be SUBSEP name
 			for (i = 3; i < NF; i += 2) { u = $(i + 1); c = ++cnt[name, u]; v[name, u, c] = $i }
 			peers[name] = 1
 		}
@@ -536,23 +541,47 @@ section_gw() {
 			return sprintf(f "–" f, a[1], a[n])
 		}
 		function r(x, y) { return (x == "" || y == "" || y + 0 == 0) ? "–" : sprintf("%.2f×", x / y) }
-		END {
+		function table(be,   k, p, n, label, i, g) {
+			n = split("direct nginx nginx-lean oauth2-proxy kiln-gateway kiln-gateway-goroutines kiln-gateway-net-http", order, " ")
+			ng = be SUBSEP "nginx"
 			print "| proxy | req/s (median) | req/s (min–max) | p50 ms | p99 ms (median) | p99 ms (min–max) | req/s ÷ nginx | p50 ÷ nginx | p99 ÷ nginx |"
 			print "|---|---:|---:|---:|---:|---:|---:|---:|---:|"
-			split("direct nginx oauth2-proxy kiln-gateway kiln-gateway-goroutines kiln-gateway-net-http", order, " ")
-			for (k = 1; k <= 6; k++) {
-				p = order[k]; if (!(p in peers)) continue
-				label = (p == "direct") ? "none (load → backend)" : (p == "nginx") ? "nginx, plain proxy" : (p == "oauth2-proxy") ? "oauth2-proxy, JWT verified" : (p == "kiln-gateway") ? "`kiln gateway`, token verified" : (p == "kiln-gateway-goroutines") ? "`kiln gateway --no-event-loop`, token verified" : "`kiln gateway --net-http-only`, token verified"
+			for (k = 1; k <= n; k++) {
+				p = be SUBSEP order[k]; if (!(p in peers)) continue
+				label = label_of[order[k]]
 				printf "| %s | %.0f | %s | %.2f | %.2f | %s | %s | %s | %s |\n", label, median(p, "req/s"), spread(p, "req/s", "%.0f"), median(p, "p50-ms"), median(p, "p99-ms"), spread(p, "p99-ms", "%.2f"),
-					r(median(p, "req/s"), median("nginx", "req/s")), r(median(p, "p50-ms"), median("nginx", "p50-ms")), r(median(p, "p99-ms"), median("nginx", "p99-ms"))
+					r(median(p, "req/s"), median(ng, "req/s")), r(median(p, "p50-ms"), median(ng, "p50-ms")), r(median(p, "p99-ms"), median(ng, "p99-ms"))
 			}
 			# Per round: the ratios of that round alone (the peers of a
 			# round ran back to back, so they saw about the same load).
+			g = be SUBSEP "kiln-gateway"; nl = be SUBSEP "nginx-lean"
 			print ""
-			print "| round | kiln req/s ÷ nginx | kiln p99 ÷ nginx | kiln req/s ÷ oauth2-proxy | kiln req/s ÷ kiln --no-event-loop | kiln req/s ÷ kiln --net-http-only |"
-			print "|---:|---:|---:|---:|---:|---:|"
-			for (i = 1; i <= cnt["kiln-gateway", "req/s"]; i++)
-				printf "| %d | %s | %s | %s | %s | %s |\n", i, r(v["kiln-gateway", "req/s", i], v["nginx", "req/s", i]), r(v["kiln-gateway", "p99-ms", i], v["nginx", "p99-ms", i]), r(v["kiln-gateway", "req/s", i], v["oauth2-proxy", "req/s", i]), r(v["kiln-gateway", "req/s", i], v["kiln-gateway-goroutines", "req/s", i]), r(v["kiln-gateway", "req/s", i], v["kiln-gateway-net-http", "req/s", i])
+			if (be == "go") {
+				print "| round | kiln req/s ÷ nginx | kiln p99 ÷ nginx | kiln req/s ÷ nginx lean | kiln p99 ÷ nginx lean | kiln req/s ÷ oauth2-proxy | kiln req/s ÷ kiln --no-event-loop | kiln req/s ÷ kiln --net-http-only |"
+				print "|---:|---:|---:|---:|---:|---:|---:|---:|"
+				for (i = 1; i <= cnt[g, "req/s"]; i++)
+					printf "| %d | %s | %s | %s | %s | %s | %s | %s |\n", i, r(v[g, "req/s", i], v[ng, "req/s", i]), r(v[g, "p99-ms", i], v[ng, "p99-ms", i]), r(v[g, "req/s", i], v[nl, "req/s", i]), r(v[g, "p99-ms", i], v[nl, "p99-ms", i]), r(v[g, "req/s", i], v[be SUBSEP "oauth2-proxy", "req/s", i]), r(v[g, "req/s", i], v[be SUBSEP "kiln-gateway-goroutines", "req/s", i]), r(v[g, "req/s", i], v[be SUBSEP "kiln-gateway-net-http", "req/s", i])
+			} else {
+				print "| round | kiln req/s ÷ nginx | kiln p99 ÷ nginx | kiln req/s ÷ nginx lean | kiln p99 ÷ nginx lean |"
+				print "|---:|---:|---:|---:|---:|"
+				for (i = 1; i <= cnt[g, "req/s"]; i++)
+					printf "| %d | %s | %s | %s | %s |\n", i, r(v[g, "req/s", i], v[ng, "req/s", i]), r(v[g, "p99-ms", i], v[ng, "p99-ms", i]), r(v[g, "req/s", i], v[nl, "req/s", i]), r(v[g, "p99-ms", i], v[nl, "p99-ms", i])
+			}
+		}
+		END {
+			label_of["direct"] = "none (load → backend)"
+			label_of["nginx"] = "nginx, plain proxy"
+			label_of["nginx-lean"] = "nginx, plain proxy, lean (no access log, keep-alive unlimited)"
+			label_of["oauth2-proxy"] = "oauth2-proxy, JWT verified"
+			label_of["kiln-gateway"] = "`kiln gateway`, token verified"
+			label_of["kiln-gateway-goroutines"] = "`kiln gateway --no-event-loop`, token verified"
+			label_of["kiln-gateway-net-http"] = "`kiln gateway --net-http-only`, token verified"
+			for (b = 1; b <= nbe; b++) {
+				if (b > 1) print ""
+				print "Backend: " ((bes[b] == "go") ? "Go (`net/http`, in the benchmark'"'"'s process)" : (bes[b] == "nginx") ? "nginx (`return 200`, one worker per CPU, no log)" : bes[b]) "."
+				print ""
+				table(bes[b])
+			}
 			if (verify != "") printf "\nOne RS256 verification of a new token (RSA-3072, `creds.VerifyTenantToken`, the uncached path): %.0f µs.\n", verify
 		}' "$tmp/gw.txt"
 		echo
@@ -750,8 +779,15 @@ if [[ -n $run_gw ]]; then
 		oauth2_version=$(go version -m "$o2p" 2>/dev/null | awk '$1 == "mod" { print $3; exit }')
 	fi
 	go test -c -o "$tmp/gateway.test" ./bench/gateway/
+	# Each round runs every backend in turn; behind the nginx backend only
+	# the goal's peers (the others are compared behind the Go one).
 	for _ in $(seq "$GATEWAY_ROUNDS"); do
-		(cd bench/gateway && "$tmp/gateway.test" -test.run '^$' -test.bench 'GatewayProxy' -test.benchtime=1x -test.timeout 30m) 2>&1 | tee -a "$tmp/gw.txt"
+		for be in $GATEWAY_BACKENDS; do
+			peers=GatewayProxy
+			[[ $be == go ]] || peers='GatewayProxy/(direct|nginx|nginx-lean|kiln-gateway)$'
+			echo "backend: $be" >>"$tmp/gw.txt"
+			(cd bench/gateway && KILN_BENCH_GATEWAY_BACKEND=$be "$tmp/gateway.test" -test.run '^$' -test.bench "$peers" -test.benchtime=1x -test.timeout 30m) 2>&1 | tee -a "$tmp/gw.txt"
+		done
 	done
 	(cd bench/gateway && "$tmp/gateway.test" -test.run '^$' -test.bench 'VerifyTenantToken') 2>&1 | tee -a "$tmp/gw.txt"
 	need "$tmp/gw.txt" GatewayProxy/direct GatewayProxy/kiln-gateway

@@ -87,10 +87,18 @@ func pinned(cpusVar, name string, args ...string) *exec.Cmd {
 	return exec.Command(name, args...)
 }
 
+// start runs name with args on the proxies' CPUs (KILN_BENCH_GATEWAY_PROXY_CPUS)
+// until the benchmark ends.
 func start(b *testing.B, name string, args ...string) <-chan struct{} {
 	b.Helper()
-	cmd := pinned("KILN_BENCH_GATEWAY_PROXY_CPUS", name, args...)
-	logf, err := os.Create(filepath.Join(b.TempDir(), filepath.Base(name)+".log"))
+	return startCmd(b, filepath.Base(name), pinned("KILN_BENCH_GATEWAY_PROXY_CPUS", name, args...))
+}
+
+// startCmd starts cmd as start does, on the CPUs it was given, its output
+// in a log file named after logName.
+func startCmd(b *testing.B, logName string, cmd *exec.Cmd) <-chan struct{} {
+	b.Helper()
+	logf, err := os.Create(filepath.Join(b.TempDir(), logName+".log"))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -324,69 +332,46 @@ func wrkMillis(s string) float64 {
 }
 
 // BenchmarkGatewayProxy: the same backend behind nothing, behind nginx
-// (plain proxying, as the platform's old gateway), and behind kiln gateway
-// (every request authenticated with a tenant token, routed by path).
+// (plain proxying, as the platform's old gateway; and once more without
+// its access log and with unlimited keep-alive, the fastest nginx, as a
+// control), behind oauth2-proxy and behind kiln gateway (every request
+// authenticated with a tenant token, routed by path).
+//
+// KILN_BENCH_GATEWAY_BACKEND picks the backend: "go" (the default), a Go
+// net/http server in the benchmark's process, or "nginx", nginx answering
+// the same bytes from memory, one worker per CPU, no log: a backend that
+// costs little and has no collector, so that what the proxies add shows.
 func BenchmarkGatewayProxy(b *testing.B) {
 	conc := envInt("KILN_BENCH_GATEWAY_CONCURRENCY", 16)
 	dur := time.Duration(envInt("KILN_BENCH_GATEWAY_SECONDS", 10)) * time.Second
 
-	// The backend: a small fixed answer, like a project's index page.
-	body := []byte(strings.Repeat("kiln ", 120))
-	bl, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
+	// The answer: a small fixed body, like a project's index page.
+	body := strings.Repeat("kiln ", 120)
+	var backendAddr string
+	switch be := os.Getenv("KILN_BENCH_GATEWAY_BACKEND"); be {
+	case "", "go":
+		bl, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			b.Fatal(err)
+		}
+		backend := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", "text/plain")
+			_, _ = io.WriteString(w, body)
+		})}
+		go func() { _ = backend.Serve(bl) }()
+		b.Cleanup(func() { _ = backend.Close() })
+		backendAddr = bl.Addr().String()
+	case "nginx":
+		backendAddr = nginxBackend(b, body)
+	default:
+		b.Fatalf("KILN_BENCH_GATEWAY_BACKEND=%q: want go or nginx", be)
 	}
-	backend := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "text/plain")
-		_, _ = w.Write(body)
-	})}
-	go func() { _ = backend.Serve(bl) }()
-	b.Cleanup(func() { _ = backend.Close() })
-	backendAddr := bl.Addr().String()
 
 	b.Run("direct", func(b *testing.B) {
 		load(b, "http://"+backendAddr+"/", "", conc, dur)
 	})
-
-	b.Run("nginx", func(b *testing.B) {
-		nginx, err := exec.LookPath("nginx")
-		if err != nil {
-			b.Skip("nginx not installed (apt-get install nginx-light)")
-		}
-		dir := b.TempDir()
-		port := freePort(b)
-		conf := fmt.Sprintf(`worker_processes %[4]d;
-daemon off;
-pid %[1]s/nginx.pid;
-error_log %[1]s/error.log warn;
-events { worker_connections 4096; }
-http {
-  access_log %[1]s/access.log;
-  client_body_temp_path %[1]s/body;
-  proxy_temp_path %[1]s/proxy;
-  fastcgi_temp_path %[1]s/fastcgi;
-  uwsgi_temp_path %[1]s/uwsgi;
-  scgi_temp_path %[1]s/scgi;
-  upstream backend { server %[2]s; keepalive 128; }
-  server {
-    listen 127.0.0.1:%[3]d;
-    location / {
-      proxy_pass http://backend;
-      proxy_http_version 1.1;
-      proxy_set_header Connection "";
-    }
-  }
-}
-`, dir, backendAddr, port, proxyCPUs())
-		cf := filepath.Join(dir, "nginx.conf")
-		if err := os.WriteFile(cf, []byte(conf), 0o600); err != nil {
-			b.Fatal(err)
-		}
-		addr := fmt.Sprintf("127.0.0.1:%d", port)
-		done := start(b, nginx, "-p", dir, "-c", cf)
-		waitListening(b, addr, done)
-		load(b, "http://"+addr+"/", "", conc, dur)
-	})
+	b.Run("nginx", func(b *testing.B) { nginxProxy(b, backendAddr, false, conc, dur) })
+	b.Run("nginx-lean", func(b *testing.B) { nginxProxy(b, backendAddr, true, conc, dur) })
 
 	b.Run("oauth2-proxy", func(b *testing.B) {
 		oauth2Proxy(b, backendAddr, conc, dur)
@@ -399,6 +384,95 @@ http {
 	b.Run("kiln-gateway", func(b *testing.B) { kilnGateway(b, backendAddr, conc, dur) })
 	b.Run("kiln-gateway-goroutines", func(b *testing.B) { kilnGateway(b, backendAddr, conc, dur, "--no-event-loop") })
 	b.Run("kiln-gateway-net-http", func(b *testing.B) { kilnGateway(b, backendAddr, conc, dur, "--net-http-only") })
+}
+
+// nginxPaths are the directives that keep nginx's files in dir.
+const nginxPaths = `pid %[1]s/nginx.pid;
+error_log %[1]s/error.log warn;
+`
+
+const nginxTemp = `  client_body_temp_path %[1]s/body;
+  proxy_temp_path %[1]s/proxy;
+  fastcgi_temp_path %[1]s/fastcgi;
+  uwsgi_temp_path %[1]s/uwsgi;
+  scgi_temp_path %[1]s/scgi;
+`
+
+// nginxProxy loads nginx as a plain reverse proxy to backendAddr: as
+// Debian configures it (an access log, keep-alive connections closed
+// after 1,000 requests), or lean: no access log and keep-alive
+// connections never closed, the most requests nginx serves here.
+func nginxProxy(b *testing.B, backendAddr string, lean bool, conc int, dur time.Duration) {
+	nginx, err := exec.LookPath("nginx")
+	if err != nil {
+		b.Skip("nginx not installed (apt-get install nginx-light)")
+	}
+	dir := b.TempDir()
+	port := freePort(b)
+	logging := "access_log " + dir + "/access.log;"
+	upstream := "keepalive 128;"
+	if lean {
+		logging = "access_log off; keepalive_requests 1000000;"
+		upstream = "keepalive 128; keepalive_requests 1000000;"
+	}
+	conf := fmt.Sprintf(`worker_processes %[4]d;
+daemon off;
+`+nginxPaths+`events { worker_connections 4096; }
+http {
+  %[5]s
+`+nginxTemp+`  upstream backend { server %[2]s; %[6]s }
+  server {
+    listen 127.0.0.1:%[3]d;
+    location / {
+      proxy_pass http://backend;
+      proxy_http_version 1.1;
+      proxy_set_header Connection "";
+    }
+  }
+}
+`, dir, backendAddr, port, proxyCPUs(), logging, upstream)
+	cf := filepath.Join(dir, "nginx.conf")
+	if err := os.WriteFile(cf, []byte(conf), 0o600); err != nil {
+		b.Fatal(err)
+	}
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	done := start(b, nginx, "-p", dir, "-c", cf)
+	waitListening(b, addr, done)
+	load(b, "http://"+addr+"/", "", conc, dur)
+}
+
+// nginxBackend starts nginx answering body to every request (one worker
+// per CPU, on any CPU, no log, keep-alive connections never closed, as a
+// Go server's) and returns its address. reuseport: each worker has a
+// listening socket of its own and the kernel spreads the proxies'
+// connections over them by hash, not by which worker woke first.
+func nginxBackend(b *testing.B, body string) string {
+	nginx, err := exec.LookPath("nginx")
+	if err != nil {
+		b.Skip("nginx not installed (apt-get install nginx-light)")
+	}
+	dir := b.TempDir()
+	port := freePort(b)
+	conf := fmt.Sprintf(`worker_processes %[3]d;
+daemon off;
+`+nginxPaths+`events { worker_connections 4096; }
+http {
+  access_log off;
+  keepalive_requests 1000000;
+`+nginxTemp+`  server {
+    listen 127.0.0.1:%[2]d reuseport;
+    location / { default_type text/plain; return 200 "%[4]s"; }
+  }
+}
+`, dir, port, runtime.NumCPU(), body)
+	cf := filepath.Join(dir, "nginx.conf")
+	if err := os.WriteFile(cf, []byte(conf), 0o600); err != nil {
+		b.Fatal(err)
+	}
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	done := startCmd(b, "nginx-backend", exec.Command(nginx, "-p", dir, "-c", cf))
+	waitListening(b, addr, done)
+	return addr
 }
 
 // kilnGateway loads `kiln gateway` with extra args in front of backendAddr.
