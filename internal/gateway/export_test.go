@@ -12,3 +12,14 @@ func SetClientTimeouts(t *testing.T, header, idle time.Duration) {
 	readHeaderTimeout, idleTimeout = header, idle
 	t.Cleanup(func() { readHeaderTimeout, idleTimeout = h, i })
 }
+
+// SetIdleTrimAfter shortens how long an event loop keeps a burst's idle
+// backend connections beyond the steady bound, for t.
+func SetIdleTrimAfter(t *testing.T, d time.Duration) {
+	old := idleTrimAfter
+	idleTrimAfter = d
+	t.Cleanup(func() { idleTrimAfter = old })
+}
+
+// MaxIdlePerBackend is the steady bound on idle backend connections.
+const MaxIdlePerBackend = maxIdlePerBackend

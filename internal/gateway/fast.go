@@ -52,7 +52,8 @@ var (
 const (
 	// maxResponseHeaderBytes bounds a backend's response head.
 	maxResponseHeaderBytes = 1 << 20
-	// maxIdlePerBackend bounds the idle connections kept per backend.
+	// maxIdlePerBackend bounds the idle connections kept per backend
+	// (on an event loop, those kept longer than idleTrimAfter).
 	maxIdlePerBackend = 128
 	// backendIdleTimeout closes a backend connection idle for longer.
 	backendIdleTimeout = 90 * time.Second
@@ -63,6 +64,10 @@ const (
 	// dropped to keep its connection (net/http's 256 KiB).
 	maxDiscard = 256 << 10
 )
+
+// idleTrimAfter: an event loop closes the idle backend connections
+// beyond maxIdlePerBackend once idle for this long (a burst's).
+var idleTrimAfter = 5 * time.Second
 
 // fastServer serves a plain-HTTP listener, proxying what it can and
 // handing the rest to std.

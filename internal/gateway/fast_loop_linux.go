@@ -23,8 +23,8 @@ import (
 )
 
 // The event loop. On Linux the fast path's connections are served by
-// event loops on epoll of their own (one per GOMAXPROCS) instead of a
-// goroutine each. Go's netpoller reads a socket before it waits on it, so
+// event loops on epoll of their own (one per P Go would use; loopCount)
+// instead of a goroutine each. Go's netpoller reads a socket before it waits on it, so
 // every wait costs a read(2) that fails with EAGAIN (two per proxied
 // request), and every wait parks and wakes a goroutine through the
 // scheduler; measured, that was most of the gap to nginx left after the
@@ -94,7 +94,7 @@ func (s *fastServer) startLoops() ([]*evLoop, error) {
 		return nil, nil
 	}
 	var loops []*evLoop
-	for range runtime.GOMAXPROCS(0) {
+	for range loopCount() {
 		l, err := newEvLoop(s)
 		if err != nil {
 			stopLoops(loops)
@@ -105,6 +105,19 @@ func (s *fastServer) startLoops() ([]*evLoop, error) {
 	}
 	return loops, nil
 }
+
+// loopCount is the number of event loops: one per P Go would use (the
+// CPUs the process may run on, or its container's CPU limit, or
+// GOMAXPROCS). The first call also gives the process one P more, for its
+// goroutines: accepts, dials, the access log's writer, /metrics. A loop
+// that always finds work never lets Go's scheduler poll the network, so
+// with no spare P a dial's or an accept's completion waited for sysmon's
+// poll, up to 10 ms, under load.
+var loopCount = sync.OnceValue(func() int {
+	n := runtime.GOMAXPROCS(0)
+	runtime.GOMAXPROCS(n + 1)
+	return n
+})
 
 func stopLoops(loops []*evLoop) {
 	for _, l := range loops {
@@ -241,13 +254,19 @@ func (l *evLoop) sweep() {
 }
 
 // closeIdle closes the idle backend connections that timed out or that
-// the backend closed (all of them with everything).
+// the backend closed (all of them with everything), and those beyond
+// maxIdlePerBackend that have been idle for idleTrimAfter.
 func (l *evLoop) closeIdle(everything bool) {
 	for addr, list := range l.idle {
+		// The list is oldest first (finish appends, exchange takes
+		// from the end), so the excess goes oldest first.
+		excess := len(list) - maxIdlePerBackend
 		kept := list[:0]
 		for _, be := range list {
-			if everything || be.rd || l.now.Sub(be.since) >= backendIdleTimeout {
+			idle := l.now.Sub(be.since)
+			if everything || be.rd || idle >= backendIdleTimeout || (excess > 0 && idle >= idleTrimAfter) {
 				be.close()
+				excess--
 				continue
 			}
 			kept = append(kept, be)
@@ -1028,7 +1047,13 @@ func (be *evBackend) finish(keep bool) {
 	c, l := be.c, be.l
 	c.be, be.c = nil, nil
 	be.state = bsIdle
-	if keep && !l.closing && len(l.idle[be.addr]) < maxIdlePerBackend {
+	// A burst may leave more connections idle than maxIdlePerBackend: up
+	// to one per client connection of the loop (each holds at most one
+	// backend connection at a time), trimmed by the sweep once idle for
+	// idleTrimAfter. Closing them at once made a loop serving more than
+	// maxIdlePerBackend requests at a time redial thousands of
+	// connections a second (2,000/s at 256 clients, docs/benchmarks.md).
+	if keep && !l.closing && len(l.idle[be.addr]) < max(maxIdlePerBackend, len(l.clients)) {
 		if cap(be.in) > evInitBuf*4 {
 			be.in = make([]byte, 0, evInitBuf)
 		}
