@@ -24,13 +24,14 @@ import (
 
 // The event loop. On Linux the fast path's connections are served by
 // event loops on epoll of their own (one per P Go would use; loopCount)
-// instead of a goroutine each. Go's netpoller reads a socket before it waits on it, so
-// every wait costs a read(2) that fails with EAGAIN (two per proxied
-// request), and every wait parks and wakes a goroutine through the
-// scheduler; measured, that was most of the gap to nginx left after the
-// fast path (docs/benchmarks.md). The loop reads a socket only when epoll
-// said it is readable and a short read says it is drained, writes with
-// no scheduler in between, and so makes the system calls nginx makes.
+// instead of a goroutine each. Go's netpoller reads a socket before it
+// waits on it, so every wait costs a read(2) that fails with EAGAIN (two
+// per proxied request), and every wait parks and wakes a goroutine
+// through the scheduler; measured, that was most of the gap to nginx
+// left after the fast path (docs/benchmarks.md). The loop reads a socket
+// only when epoll said it is readable and a short read says it is
+// drained, writes with no scheduler in between, and so makes the system
+// calls nginx makes.
 //
 // The loop serves the commonest exchange whole: a request the fast path
 // takes, without a body, answered with a Content-Length body or none.
