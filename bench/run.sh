@@ -556,16 +556,20 @@ section_gw() {
 			# round ran back to back, so they saw about the same load).
 			g = be SUBSEP "kiln-gateway"; nl = be SUBSEP "nginx-lean"
 			print ""
+			# Behind the Go backend, the columns of the other peers too.
+			head = "| round | kiln req/s ÷ nginx | kiln p99 ÷ nginx | kiln req/s ÷ nginx lean | kiln p99 ÷ nginx lean |"
+			rule = "|---:|---:|---:|---:|---:|"
 			if (be == "go") {
-				print "| round | kiln req/s ÷ nginx | kiln p99 ÷ nginx | kiln req/s ÷ nginx lean | kiln p99 ÷ nginx lean | kiln req/s ÷ oauth2-proxy | kiln req/s ÷ kiln --no-event-loop | kiln req/s ÷ kiln --net-http-only |"
-				print "|---:|---:|---:|---:|---:|---:|---:|---:|"
-				for (i = 1; i <= cnt[g, "req/s"]; i++)
-					printf "| %d | %s | %s | %s | %s | %s | %s | %s |\n", i, r(v[g, "req/s", i], v[ng, "req/s", i]), r(v[g, "p99-ms", i], v[ng, "p99-ms", i]), r(v[g, "req/s", i], v[nl, "req/s", i]), r(v[g, "p99-ms", i], v[nl, "p99-ms", i]), r(v[g, "req/s", i], v[be SUBSEP "oauth2-proxy", "req/s", i]), r(v[g, "req/s", i], v[be SUBSEP "kiln-gateway-goroutines", "req/s", i]), r(v[g, "req/s", i], v[be SUBSEP "kiln-gateway-net-http", "req/s", i])
-			} else {
-				print "| round | kiln req/s ÷ nginx | kiln p99 ÷ nginx | kiln req/s ÷ nginx lean | kiln p99 ÷ nginx lean |"
-				print "|---:|---:|---:|---:|---:|"
-				for (i = 1; i <= cnt[g, "req/s"]; i++)
-					printf "| %d | %s | %s | %s | %s |\n", i, r(v[g, "req/s", i], v[ng, "req/s", i]), r(v[g, "p99-ms", i], v[ng, "p99-ms", i]), r(v[g, "req/s", i], v[nl, "req/s", i]), r(v[g, "p99-ms", i], v[nl, "p99-ms", i])
+				head = head " kiln req/s ÷ oauth2-proxy | kiln req/s ÷ kiln --no-event-loop | kiln req/s ÷ kiln --net-http-only |"
+				rule = rule "---:|---:|---:|"
+			}
+			print head
+			print rule
+			for (i = 1; i <= cnt[g, "req/s"]; i++) {
+				row = sprintf("| %d | %s | %s | %s | %s |", i, r(v[g, "req/s", i], v[ng, "req/s", i]), r(v[g, "p99-ms", i], v[ng, "p99-ms", i]), r(v[g, "req/s", i], v[nl, "req/s", i]), r(v[g, "p99-ms", i], v[nl, "p99-ms", i]))
+				if (be == "go")
+					row = row sprintf(" %s | %s | %s |", r(v[g, "req/s", i], v[be SUBSEP "oauth2-proxy", "req/s", i]), r(v[g, "req/s", i], v[be SUBSEP "kiln-gateway-goroutines", "req/s", i]), r(v[g, "req/s", i], v[be SUBSEP "kiln-gateway-net-http", "req/s", i]))
+				print row
 			}
 		}
 		END {

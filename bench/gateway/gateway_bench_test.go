@@ -398,24 +398,45 @@ const nginxTemp = `  client_body_temp_path %[1]s/body;
   scgi_temp_path %[1]s/scgi;
 `
 
-// nginxProxy loads nginx as a plain reverse proxy to backendAddr: as
-// Debian configures it (an access log, keep-alive connections closed
-// after 1,000 requests), or lean: no access log and keep-alive
-// connections never closed, the most requests nginx serves here.
-func nginxProxy(b *testing.B, backendAddr string, lean bool, conc int, dur time.Duration) {
+// runNginx starts nginx with the configuration conf(dir, port) (its files
+// in dir, a directory of the benchmark's; port free), on the proxies' CPUs
+// when pinned or on any, and returns the address it listens on.
+func runNginx(b *testing.B, pinned bool, logName string, conf func(dir string, port int) string) string {
+	b.Helper()
 	nginx, err := exec.LookPath("nginx")
 	if err != nil {
 		b.Skip("nginx not installed (apt-get install nginx-light)")
 	}
 	dir := b.TempDir()
 	port := freePort(b)
-	logging := "access_log " + dir + "/access.log;"
-	upstream := "keepalive 128;"
-	if lean {
-		logging = "access_log off; keepalive_requests 1000000;"
-		upstream = "keepalive 128; keepalive_requests 1000000;"
+	cf := filepath.Join(dir, "nginx.conf")
+	if err := os.WriteFile(cf, []byte(conf(dir, port)), 0o600); err != nil {
+		b.Fatal(err)
 	}
-	conf := fmt.Sprintf(`worker_processes %[4]d;
+	var done <-chan struct{}
+	if pinned {
+		done = start(b, nginx, "-p", dir, "-c", cf)
+	} else {
+		done = startCmd(b, logName, exec.Command(nginx, "-p", dir, "-c", cf))
+	}
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	waitListening(b, addr, done)
+	return addr
+}
+
+// nginxProxy loads nginx as a plain reverse proxy to backendAddr: as
+// Debian configures it (an access log, keep-alive connections closed
+// after 1,000 requests), or lean: no access log and keep-alive
+// connections never closed, the most requests nginx serves here.
+func nginxProxy(b *testing.B, backendAddr string, lean bool, conc int, dur time.Duration) {
+	addr := runNginx(b, true, "nginx", func(dir string, port int) string {
+		logging := "access_log " + dir + "/access.log;"
+		upstream := "keepalive 128;"
+		if lean {
+			logging = "access_log off; keepalive_requests 1000000;"
+			upstream = "keepalive 128; keepalive_requests 1000000;"
+		}
+		return fmt.Sprintf(`worker_processes %[4]d;
 daemon off;
 `+nginxPaths+`events { worker_connections 4096; }
 http {
@@ -431,13 +452,7 @@ http {
   }
 }
 `, dir, backendAddr, port, proxyCPUs(), logging, upstream)
-	cf := filepath.Join(dir, "nginx.conf")
-	if err := os.WriteFile(cf, []byte(conf), 0o600); err != nil {
-		b.Fatal(err)
-	}
-	addr := fmt.Sprintf("127.0.0.1:%d", port)
-	done := start(b, nginx, "-p", dir, "-c", cf)
-	waitListening(b, addr, done)
+	})
 	load(b, "http://"+addr+"/", "", conc, dur)
 }
 
@@ -447,13 +462,8 @@ http {
 // listening socket of its own and the kernel spreads the proxies'
 // connections over them by hash, not by which worker woke first.
 func nginxBackend(b *testing.B, body string) string {
-	nginx, err := exec.LookPath("nginx")
-	if err != nil {
-		b.Skip("nginx not installed (apt-get install nginx-light)")
-	}
-	dir := b.TempDir()
-	port := freePort(b)
-	conf := fmt.Sprintf(`worker_processes %[3]d;
+	return runNginx(b, false, "nginx-backend", func(dir string, port int) string {
+		return fmt.Sprintf(`worker_processes %[3]d;
 daemon off;
 `+nginxPaths+`events { worker_connections 4096; }
 http {
@@ -465,14 +475,7 @@ http {
   }
 }
 `, dir, port, runtime.NumCPU(), body)
-	cf := filepath.Join(dir, "nginx.conf")
-	if err := os.WriteFile(cf, []byte(conf), 0o600); err != nil {
-		b.Fatal(err)
-	}
-	addr := fmt.Sprintf("127.0.0.1:%d", port)
-	done := startCmd(b, "nginx-backend", exec.Command(nginx, "-p", dir, "-c", cf))
-	waitListening(b, addr, done)
-	return addr
+	})
 }
 
 // kilnGateway loads `kiln gateway` with extra args in front of backendAddr.
