@@ -151,6 +151,9 @@ func newMasker(e *env, cfg, next string) *masker {
 	}
 	add(`"time":"[^"]*"`, `"time":"$$TIME"`)
 	add(`"(elapsed_ms|[a-z_]*_ms|age_s)":[0-9]+`, `"$1":0`)
+	// Pod names before durations: a pod's random suffix may end like
+	// one (a "g", digits, then m: CI once got "blog-$POD-g$DUR").
+	add(`\b(blog|kiln-gateway)-[a-z0-9]{8,10}(-[a-z0-9]{5})?\b`, `$1-$$POD`)
 	add(`[0-9]+(\.[0-9]+)?(ms|µs|ns|s|m|h)\b`, `$$DUR`)
 	add(`(\$DUR)+`, `$$DUR`)
 	add(`[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}`, `$$UID`)
@@ -165,7 +168,6 @@ func newMasker(e *env, cfg, next string) *masker {
 	add(`\bport 3[0-9]{4}\b`, `port $$NODEPORT`)
 	add(`:3[0-9]{4}\b`, `:$$NODEPORT`)
 	add(`\bsha256 [0-9a-f]{12}\b`, `sha256 $$HASH`)
-	add(`\b(blog|kiln-gateway)-[a-z0-9]{8,10}(-[a-z0-9]{5})?\b`, `$1-$$POD`)
 	add(`destroyed-[0-9]{8}T[0-9]{6}Z`, `destroyed-$$STAMP`)
 	return m
 }
