@@ -25,8 +25,8 @@ import (
 // hand-offs. The plain-HTTP listener is therefore served by fastServer,
 // which reads each request head itself and proxies the common shape — an
 // HTTP/1.1 request with no body or a Content-Length body, a path that
-// needs no escaping, no Connection, Upgrade, Expect, TE or
-// Transfer-Encoding header — over a backend connection of its own pool,
+// needs no escaping, no Connection header but close or keep-alive, no
+// Upgrade, Expect, TE or Transfer-Encoding header — over a backend connection of its own pool,
 // copying bytes between the two connections' buffers. Every other request
 // (and every request of its connection after it) goes to net/http with the
 // bytes already read put back in front of the connection: HTTP/1.0,
@@ -494,6 +494,9 @@ type fastReq struct {
 	auth    []byte
 	bodyLen int64    // Content-Length, 0 without
 	keep    [][]byte // header lines forwarded as they are, CRLF included
+	// close: the client asked for the connection to close after the
+	// answer (Connection: close).
+	close bool
 }
 
 // parse reads head into r; false when the request is not one the fast
@@ -535,7 +538,21 @@ func (r *fastReq) parse(head []byte) bool {
 			}
 			sawLength, r.bodyLen = true, n
 			r.keep = append(r.keep, full)
-		case eqFold(name, "connection"), eqFold(name, "upgrade"), eqFold(name, "expect"),
+		case eqFold(name, "connection"):
+			// close and keep-alive only: other tokens name headers to
+			// drop (and upgrade asks for a protocol switch), which
+			// net/http does.
+			for tok := value; len(tok) > 0; {
+				var one []byte
+				one, tok, _ = cutByte(tok, ',')
+				switch one = trimOWS(one); {
+				case eqFold(one, "close"):
+					r.close = true
+				case len(one) > 0 && !eqFold(one, "keep-alive"):
+					return false
+				}
+			}
+		case eqFold(name, "upgrade"), eqFold(name, "expect"),
 			eqFold(name, "transfer-encoding"), eqFold(name, "te"), eqFold(name, "trailer"):
 			// Hop-by-hop with a meaning net/http implements.
 			return false
@@ -715,7 +732,7 @@ func (a *answer) deny(code int, body, header, value string) bool {
 	// A body not read yet is read and dropped after the answer, as
 	// net/http does, up to maxDiscard; past it the connection closes
 	// after the answer.
-	closing := fc.bodyLeft > maxDiscard || fc.bodyLeft < 0
+	closing := fc.req.close || fc.bodyLeft > maxDiscard || fc.bodyLeft < 0
 	writeDeny(fc.w, code, body, header, value, fc.req.method == http.MethodHead, closing)
 	if fc.w.Flush() != nil || closing {
 		return false
@@ -745,7 +762,7 @@ func (a *answer) conclude(ex *exchange, keep bool) bool {
 	if ex.reason != "" {
 		a.fc.info.reason = ex.reason
 	}
-	return keep && a.fc.w.Flush() == nil
+	return keep && a.fc.w.Flush() == nil && !a.fc.req.close
 }
 
 // sink is where the fast path writes a head: a connection's

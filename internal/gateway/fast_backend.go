@@ -193,7 +193,7 @@ func (ex *exchange) respond(bc *backendConn) (keepClient, keepBackend bool) {
 			bc.disarm()
 			continue
 		}
-		resp.writeHead(w, bc.head)
+		resp.writeHead(w, bc.head, ex.fc.req.close)
 		if !resp.noBody && (resp.length < 0 || int64(bc.r.Buffered()) < resp.length) {
 			// The body is read from the connection: with no deadline
 			// (a response may stream for as long as it likes). A body
@@ -326,9 +326,10 @@ func (r *backendResponse) parse(head []byte, headReq bool) bool {
 
 // writeHead writes the response head to the client: HTTP/1.1, the
 // backend's status and headers without the hop-by-hop ones, a Date if the
-// backend sent none, and chunked framing for a body that ends with the
-// backend's connection.
-func (r *backendResponse) writeHead(w sink, head []byte) {
+// backend sent none, chunked framing for a body that ends with the
+// backend's connection, and Connection: close when closing (the client's
+// connection closes after the answer).
+func (r *backendResponse) writeHead(w sink, head []byte, closing bool) {
 	eol := indexCRLF(head)
 	_, _ = w.WriteString("HTTP/1.1")
 	_, _ = w.Write(head[8 : eol+2])
@@ -344,6 +345,9 @@ func (r *backendResponse) writeHead(w sink, head []byte) {
 	}
 	if r.chunked || !r.noBody && r.length < 0 {
 		_, _ = w.WriteString("Transfer-Encoding: chunked\r\n")
+	}
+	if closing {
+		_, _ = w.WriteString("Connection: close\r\n")
 	}
 	_, _ = w.WriteString("\r\n")
 }

@@ -603,7 +603,7 @@ func (c *evClient) request(n int) {
 // goroutine path's answer.deny does.
 func (c *evClient) deny(code int, body, header, value string) {
 	c.code = code
-	writeDeny(&c.out, code, body, header, value, c.req.method == http.MethodHead, false)
+	writeDeny(&c.out, code, body, header, value, c.req.method == http.MethodHead, c.req.close)
 	c.done()
 }
 
@@ -620,7 +620,7 @@ func (c *evClient) done() {
 	} else {
 		c.firstByte = c.l.now
 	}
-	if c.l.closing {
+	if c.l.closing || c.req.close {
 		c.closing = true
 	}
 	if !c.flush() {
@@ -977,7 +977,7 @@ func (be *evBackend) gotHead(n, st int) {
 		return
 	}
 	c.code = resp.code
-	resp.writeHead(&c.out, be.in[:n])
+	resp.writeHead(&c.out, be.in[:n], c.req.close)
 	rest := be.in[n:]
 	be.left = 0
 	if !resp.noBody {

@@ -32,6 +32,10 @@ func FuzzFastParse(f *testing.F) {
 		"GET / HTTP/1.1\r\nHost: h\r\nHost: i\r\n\r\n",
 		"GET / HTTP/1.1\r\nhost: [::1]:80\r\n\r\n",
 		"GET / HTTP/1.1\r\nHost: h\r\nX-Forwarded-For: 1.2.3.4\r\nKeep-Alive: 5\r\n\r\n",
+		"GET / HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n",
+		"GET / HTTP/1.1\r\nHost: h\r\nConnection: keep-alive, Close\r\n\r\n",
+		"GET / HTTP/1.1\r\nHost: h\r\nConnection: keep-alive\r\nConnection: close\r\n\r\n",
+		"GET / HTTP/1.1\r\nHost: h\r\nConnection: ,closed\r\n\r\n",
 	} {
 		f.Add([]byte(s))
 	}
@@ -58,6 +62,11 @@ func FuzzFastParse(f *testing.F) {
 		if req.ContentLength != r.bodyLen && !(req.ContentLength <= 0 && r.bodyLen == 0) {
 			t.Fatalf("Content-Length: fast %d, net/http %d", r.bodyLen, req.ContentLength)
 		}
+		if req.Close != r.close {
+			// net/http's server closes after answering a request it reads
+			// with Close set, and answers Connection: close.
+			t.Fatalf("Connection: close: fast %v, net/http %v", r.close, req.Close)
+		}
 		if len(req.TransferEncoding) > 0 {
 			t.Fatalf("the fast path took a head with Transfer-Encoding %v", req.TransferEncoding)
 		}
@@ -74,6 +83,40 @@ func FuzzFastParse(f *testing.F) {
 			}
 		}
 	})
+}
+
+// The Connection header the fast path takes: close and keep-alive
+// tokens, in any case, across lines; a token naming a header to drop, or
+// upgrade, leaves the request to net/http.
+func TestFastParseConnection(t *testing.T) {
+	for _, c := range []struct {
+		header      string
+		taken, shut bool
+	}{
+		{"", true, false},
+		{"Connection: close\r\n", true, true},
+		{"Connection: CLOSE\r\n", true, true},
+		{"Connection: keep-alive\r\n", true, false},
+		{"Connection: Keep-Alive , close\r\n", true, true},
+		{"Connection: keep-alive\r\nConnection: close\r\n", true, true},
+		{"Connection:\r\n", true, false},
+		{"Connection: ,, \r\n", true, false},
+		{"Connection: closed\r\n", false, false},
+		{"Connection: close, x-drop\r\nX-Drop: 1\r\n", false, false},
+		{"Connection: upgrade\r\n", false, false},
+		{"Connection: te\r\n", false, false},
+	} {
+		var r fastReq
+		taken := r.parse([]byte("GET / HTTP/1.1\r\nHost: h\r\n" + c.header + "\r\n"))
+		if taken != c.taken || taken && r.close != c.shut {
+			t.Errorf("%q: taken %v close %v, want %v %v", c.header, taken, r.close, c.taken, c.shut)
+		}
+		for _, l := range r.keep {
+			if bytes.HasPrefix(bytes.ToLower(l), []byte("connection:")) {
+				t.Errorf("%q: forwarded %q", c.header, l)
+			}
+		}
+	}
 }
 
 // A request the fast path hands to net/http while net/http is shut down:

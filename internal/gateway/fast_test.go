@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -240,7 +241,22 @@ func exchangeRawTrickled(t *testing.T, addr, raw string, trickle int, methods ..
 			break
 		}
 	}
+	if closing && len(out) > 0 && out[len(out)-1].Err == "" {
+		// An answer said Connection: close: the connection must close
+		// after it (EOF, or a reset for bytes sent after the request),
+		// with nothing more on it.
+		_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		var one [1]byte
+		if n, err := br.Read(one[:]); n > 0 || err == nil || timedOut(err) {
+			out = append(out, answer{Err: fmt.Sprintf("said Connection: close, then the connection stayed open (read %d bytes, %v)", n, err)})
+		}
+	}
 	return out, closing
+}
+
+func timedOut(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
 }
 
 // startInProcess runs a gateway in this process and returns its address.
@@ -385,7 +401,6 @@ func TestFastPathMatchesNetHTTP(t *testing.T) {
 		{"query with a bad escape", get("/t/default/p/web/?a=%zz"), nil},
 		{"chunked upload", "POST /t/default/p/web/up HTTP/1.1\r\nHost: gw\r\n" + bearer + "Transfer-Encoding: chunked\r\n\r\n4\r\nwiki\r\n0\r\n\r\n", nil},
 		{"Expect 100-continue", "POST /t/default/p/web/up HTTP/1.1\r\nHost: gw\r\n" + bearer + "Expect: 100-continue\r\nContent-Length: 2\r\n\r\nhi", nil},
-		{"Connection: close", get("/t/default/p/web/", "Connection: close\r\n"), nil},
 		{"TE: trailers", get("/t/default/p/web/", "TE: trailers\r\n"), nil},
 		{"OPTIONS *", "OPTIONS * HTTP/1.1\r\nHost: gw\r\n" + bearer + "\r\n", nil},
 		{"absolute form", "GET http://gw/t/default/p/web/ HTTP/1.1\r\nHost: gw\r\n" + bearer + "\r\n", nil},
@@ -418,6 +433,30 @@ func TestFastPathMatchesNetHTTP(t *testing.T) {
 		{"pipeline after an interim answer", get("/t/default/p/web/103") + get("/t/default/p/web/2"), []string{"GET", "GET"}},
 		{"pipeline after a refusal", "GET /t/default/p/web/ HTTP/1.1\r\nHost: gw\r\n\r\n" + get("/t/default/p/web/2") + get("/t/default/p/web/big"), []string{"GET", "GET", "GET"}},
 		{"pipeline after a failed backend", get("/t/default/p/stuck/") + get("/t/default/p/web/2"), []string{"GET", "GET"}},
+		// Connection: close (and keep-alive) from the client: the fast
+		// path answers with Connection: close and closes, whatever the
+		// answer; other tokens go to net/http.
+		{"Connection: close", get("/t/default/p/web/", "Connection: close\r\n"), nil},
+		{"Connection: keep-alive", get("/t/default/p/web/", "Connection: keep-alive\r\n") + get("/t/default/p/web/2"), []string{"GET", "GET"}},
+		{"Connection: Keep-Alive, CLOSE", get("/t/default/p/web/", "Connection:  Keep-Alive ,, CLOSE \r\n"), nil},
+		{"two Connection lines", get("/t/default/p/web/", "Connection: keep-alive\r\nX-Custom: 1\r\nConnection: close\r\n"), nil},
+		{"Connection naming a header", get("/t/default/p/web/", "Connection: x-drop\r\nX-Drop: 1\r\nX-Keep: 2\r\n"), nil},
+		{"Connection: close naming a header", get("/t/default/p/web/", "Connection: close, x-drop\r\nX-Drop: 1\r\n"), nil},
+		{"Connection: upgrade", get("/t/default/p/web/", "Connection: upgrade\r\n"), nil},
+		{"Connection: close, then a request", get("/t/default/p/web/1", "Connection: close\r\n") + get("/t/default/p/web/2"), []string{"GET", "GET"}},
+		{"Connection: close on a pipeline's second request", get("/t/default/p/web/1") + get("/t/default/p/web/2", "Connection: close\r\n") + get("/t/default/p/web/3"), []string{"GET", "GET", "GET"}},
+		{"Connection: close, HEAD", "HEAD /t/default/p/web/ HTTP/1.1\r\nHost: gw\r\n" + bearer + "Connection: close\r\n\r\n", []string{"HEAD"}},
+		{"Connection: close, no token", "GET /t/default/p/web/ HTTP/1.1\r\nHost: gw\r\nConnection: close\r\n\r\n", nil},
+		{"Connection: close, denied POST with a body", "POST /t/default/p/web/ HTTP/1.1\r\nHost: gw\r\nConnection: close\r\nContent-Length: 3\r\n\r\nabc", nil},
+		{"Connection: close, POST with a body", "POST /t/default/p/web/form HTTP/1.1\r\nHost: gw\r\n" + bearer + "Connection: close\r\nContent-Length: 11\r\n\r\nhello world", nil},
+		{"Connection: close, chunked answer", get("/t/default/p/web/chunked", "Connection: close\r\n"), nil},
+		{"Connection: close, answer ended by close", get("/t/default/p/web/close", "Connection: close\r\n"), nil},
+		{"Connection: close, 204", get("/t/default/p/web/204", "Connection: close\r\n"), nil},
+		{"Connection: close, 103 then 200", get("/t/default/p/web/103", "Connection: close\r\n"), nil},
+		{"Connection: close, large answer", get("/t/default/p/web/big", "Connection: close\r\n"), nil},
+		{"Connection: close, backend refuses", get("/t/default/p/stuck/", "Connection: close\r\n"), nil},
+		{"Connection: close, slow backend", get("/t/default/p/slow/x", "Connection: close\r\n"), nil},
+		{"Connection: close, slow backend, large answer", get("/t/default/p/slow/big", "Connection: close\r\n"), nil},
 		// A backend whose answers arrive a few bytes at a time: heads and
 		// bodies read in parts.
 		{"slow backend", get("/t/default/p/slow/x"), nil},
@@ -452,13 +491,16 @@ func TestFastPathMatchesNetHTTP(t *testing.T) {
 					// proxy took the request.
 					continue
 				}
-				gotFast, _ := exchangeRawTrickled(t, p.addr, c.raw, p.trickle, methods...)
+				gotFast, closingFast := exchangeRawTrickled(t, p.addr, c.raw, p.trickle, methods...)
 				seenFast := be.take()
 				if fast502[c.name] {
 					if len(gotFast) != 1 || gotFast[0].Code != http.StatusBadGateway {
 						t.Errorf("%s: %s, want a 502", p.name, show(gotFast))
 					}
 					gotFast = gotStd
+				}
+				if closingFast != closingStd {
+					t.Errorf("%s: Connection: close %v, net/http %v", p.name, closingFast, closingStd)
 				}
 				if !reflect.DeepEqual(gotFast, gotStd) {
 					t.Errorf("answers differ\n%s: %s\nnet/http:  %s", p.name, show(gotFast), show(gotStd))
