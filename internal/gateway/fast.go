@@ -80,10 +80,12 @@ type fastServer struct {
 	mu     sync.Mutex
 	ln     net.Listener
 	loops  []*evLoop          // the event loops (fast_loop_linux.go), if any
-	next   int                // the loop of the next connection
 	conns  map[*fastConn]bool // true while a request is in progress
 	closed bool
-	wg     sync.WaitGroup
+	// stopped closes with Shutdown: Serve returns (the loops accept, if
+	// they do, until each has been told).
+	stopped chan struct{}
+	wg      sync.WaitGroup
 }
 
 func (g *Gateway) newFastServer(std *http.Server, addr net.Addr) *fastServer {
@@ -95,7 +97,7 @@ func (g *Gateway) newFastServer(std *http.Server, addr net.Addr) *fastServer {
 		g: g, std: std,
 		hand:  &handoffListener{addr: addr, conns: make(chan net.Conn), done: make(chan struct{})},
 		pool:  backendPool{dial: dial, idle: map[string][]*backendConn{}},
-		conns: map[*fastConn]bool{},
+		conns: map[*fastConn]bool{}, stopped: make(chan struct{}),
 	}
 }
 
@@ -117,6 +119,17 @@ func (s *fastServer) Serve(ln net.Listener) error {
 		_ = ln.Close()
 		return http.ErrServerClosed
 	}
+	if s.listenInLoops(ln) {
+		<-s.stopped
+		return http.ErrServerClosed
+	}
+	if len(loops) > 0 {
+		// The loops cannot accept: connections get goroutines.
+		s.mu.Lock()
+		s.loops = nil
+		s.mu.Unlock()
+		stopLoops(loops)
+	}
 	var delay time.Duration
 	for {
 		c, err := ln.Accept()
@@ -136,9 +149,6 @@ func (s *fastServer) Serve(ln net.Listener) error {
 			return err
 		}
 		delay = 0
-		if s.adopt(c) {
-			continue
-		}
 		fc := newFastConn(s.g, c)
 		if !s.state(fc, false) {
 			fc.close()
@@ -177,6 +187,9 @@ func (s *fastServer) forget(fc *fastConn) {
 // requests in flight until ctx ends, then closes what is left.
 func (s *fastServer) Shutdown(ctx context.Context) error {
 	s.mu.Lock()
+	if !s.closed {
+		close(s.stopped)
+	}
 	s.closed = true
 	if s.ln != nil {
 		_ = s.ln.Close()
@@ -188,8 +201,13 @@ func (s *fastServer) Shutdown(ctx context.Context) error {
 	}
 	loops := s.loops
 	s.mu.Unlock()
+	// Every loop stops accepting before the wait for the connections
+	// (a loop's accept adds to wg).
 	for _, l := range loops {
-		l.shutdown()
+		select {
+		case <-l.shutdown():
+		case <-l.ended():
+		}
 	}
 	done := make(chan struct{})
 	go func() { s.wg.Wait(); close(done) }()

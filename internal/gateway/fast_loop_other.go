@@ -8,8 +8,9 @@ import "net"
 // connection has a goroutine.
 type evLoop struct{}
 
-func (s *fastServer) startLoops() ([]*evLoop, error) { return nil, nil }
-func stopLoops([]*evLoop)                            {}
-func (*evLoop) shutdown()                            {}
-func (*evLoop) closeAll()                            {}
-func (s *fastServer) adopt(net.Conn) bool            { return false }
+func (s *fastServer) startLoops() ([]*evLoop, error)  { return nil, nil }
+func stopLoops([]*evLoop)                             {}
+func (*evLoop) ended() <-chan struct{}                { return nil }
+func (*evLoop) shutdown() <-chan struct{}             { return nil }
+func (*evLoop) closeAll()                             {}
+func (s *fastServer) listenInLoops(net.Listener) bool { return false }
