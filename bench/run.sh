@@ -59,7 +59,7 @@ FAULT_RUNS=${FAULT_RUNS:-10}   # runs per tool and fault rate
 BEFORE_REF=${BEFORE_REF:-main} # the "before" kiln of the discovery block
 MAIN=${MAIN:-1} SCALE=${SCALE:-1} PROJECTS=${PROJECTS:-1} FAULTS=${FAULTS:-1} DISCOVERY=${DISCOVERY:-0} GATEWAY=${GATEWAY:-0}
 GATEWAY_ROUNDS=${GATEWAY_ROUNDS:-5} # interleaved rounds of the gateway block
-GATEWAY_BACKENDS=${GATEWAY_BACKENDS:-go nginx} # the gateway block's backends (bench/gateway: KILN_BENCH_GATEWAY_BACKEND)
+GATEWAY_BACKENDS=${GATEWAY_BACKENDS:-go nginx go+close} # the gateway block's backends (bench/gateway: KILN_BENCH_GATEWAY_BACKEND; +close: a new connection per request, KILN_BENCH_GATEWAY_NEWCONN)
 export KILN_BENCH_PROJECTS=${KILN_BENCH_PROJECTS:-1000} KILN_BENCH_BULK=${KILN_BENCH_BULK:-100}
 export KILN_BENCH_CONCURRENCY=${KILN_BENCH_CONCURRENCY:-8} KILN_BENCH_SETTLE_S=${KILN_BENCH_SETTLE_S:-180}
 export KILN_BENCH_LIST_ITER=$LIST_ITER KILN_BENCH_SLOW_S=${KILN_BENCH_SLOW_S:-60}
@@ -540,6 +540,12 @@ section_gw() {
 			n = sorted(name, u, a); if (n == 0) return ""
 			return sprintf(f "–" f, a[1], a[n])
 		}
+		function label_be(be,   base, l) {
+			base = be; sub(/\+close$/, "", base)
+			l = (base == "go") ? "Go (`net/http`, in the benchmark'"'"'s process)" : (base == "nginx") ? "nginx (`return 200`, one worker per CPU, no log)" : base
+			if (be ~ /\+close$/) l = l "; a new connection per request (`Connection: close`)"
+			return l
+		}
 		function r(x, y) { return (x == "" || y == "" || y + 0 == 0) ? "–" : sprintf("%.2f×", x / y) }
 		function table(be,   k, p, n, label, i, g) {
 			n = split("direct nginx nginx-lean oauth2-proxy kiln-gateway kiln-gateway-goroutines kiln-gateway-net-http", order, " ")
@@ -582,7 +588,7 @@ section_gw() {
 			label_of["kiln-gateway-net-http"] = "`kiln gateway --net-http-only`, token verified"
 			for (b = 1; b <= nbe; b++) {
 				if (b > 1) print ""
-				print "Backend: " ((bes[b] == "go") ? "Go (`net/http`, in the benchmark'"'"'s process)" : (bes[b] == "nginx") ? "nginx (`return 200`, one worker per CPU, no log)" : bes[b]) "."
+				print "Backend: " label_be(bes[b]) "."
 				print ""
 				table(bes[b])
 			}
@@ -789,8 +795,10 @@ if [[ -n $run_gw ]]; then
 		for be in $GATEWAY_BACKENDS; do
 			peers=GatewayProxy
 			[[ $be == go ]] || peers='GatewayProxy/(direct|nginx|nginx-lean|kiln-gateway)$'
+			newconn=0
+			[[ $be == *+close ]] && newconn=1
 			echo "backend: $be" >>"$tmp/gw.txt"
-			(cd bench/gateway && KILN_BENCH_GATEWAY_BACKEND=$be "$tmp/gateway.test" -test.run '^$' -test.bench "$peers" -test.benchtime=1x -test.timeout 30m) 2>&1 | tee -a "$tmp/gw.txt"
+			(cd bench/gateway && KILN_BENCH_GATEWAY_BACKEND=${be%+close} KILN_BENCH_GATEWAY_NEWCONN=$newconn "$tmp/gateway.test" -test.run '^$' -test.bench "$peers" -test.benchtime=1x -test.timeout 30m) 2>&1 | tee -a "$tmp/gw.txt"
 		done
 	done
 	(cd bench/gateway && "$tmp/gateway.test" -test.run '^$' -test.bench 'VerifyTenantToken') 2>&1 | tee -a "$tmp/gw.txt"

@@ -131,7 +131,7 @@ func load(b *testing.B, url, token string, conc int, d time.Duration) {
 		loadWrk(b, url, token, conc, d)
 		return
 	}
-	tr := &http.Transport{MaxIdleConns: conc, MaxIdleConnsPerHost: conc, Proxy: nil}
+	tr := &http.Transport{MaxIdleConns: conc, MaxIdleConnsPerHost: conc, Proxy: nil, DisableKeepAlives: newConnPerRequest()}
 	defer tr.CloseIdleConnections()
 	client := &http.Client{Transport: tr}
 	get := func() (time.Duration, error) {
@@ -266,6 +266,11 @@ func oauth2Proxy(b *testing.B, backendAddr string, conc int, dur time.Duration) 
 	load(b, "http://"+addr+"/", token, conc, dur)
 }
 
+// newConnPerRequest: KILN_BENCH_GATEWAY_NEWCONN=1 loads with a new
+// connection per request (Connection: close), as one-shot clients and
+// proxies without keep-alive do: accepting and closing costs then.
+func newConnPerRequest() bool { return os.Getenv("KILN_BENCH_GATEWAY_NEWCONN") == "1" }
+
 // loadWrk is load with wrk: one thread, conc connections, --latency for
 // the percentiles. Non-2xx answers fail the benchmark.
 func loadWrk(b *testing.B, url, token string, conc int, d time.Duration) {
@@ -274,15 +279,16 @@ func loadWrk(b *testing.B, url, token string, conc int, d time.Duration) {
 	if err != nil {
 		b.Skip("wrk not installed (apt-get install wrk)")
 	}
-	args := []string{"-t1", fmt.Sprintf("-c%d", conc), fmt.Sprintf("-d%ds", int(d.Seconds())), "--latency"}
+	var headers []string
 	if token != "" {
-		args = append(args, "-H", "Authorization: Bearer "+token)
+		headers = append(headers, "-H", "Authorization: Bearer "+token)
 	}
+	if newConnPerRequest() {
+		headers = append(headers, "-H", "Connection: close")
+	}
+	args := append([]string{"-t1", fmt.Sprintf("-c%d", conc), fmt.Sprintf("-d%ds", int(d.Seconds())), "--latency"}, headers...)
 	// Warm-up: connections and the gateway's verified-token cache.
-	warm := pinned("KILN_BENCH_GATEWAY_LOAD_CPUS", wrk, "-t1", fmt.Sprintf("-c%d", conc), "-d1s", url)
-	if token != "" {
-		warm.Args = append(warm.Args, "-H", "Authorization: Bearer "+token)
-	}
+	warm := pinned("KILN_BENCH_GATEWAY_LOAD_CPUS", wrk, append([]string{"-t1", fmt.Sprintf("-c%d", conc), "-d1s", url}, headers...)...)
 	if out, err := warm.CombinedOutput(); err != nil {
 		b.Fatalf("wrk warm-up: %v\n%s", err, out)
 	}

@@ -255,6 +255,7 @@ type fastConn struct {
 	lastToken  []byte
 	lastSet    *keySet
 	lastTenant string
+	verified   int // tokens verified through the key set's cache
 	// last is when the connection's last answer ended.
 	last time.Time
 }
@@ -275,8 +276,8 @@ func (fc *fastConn) backendAddr(r Route) (string, bool) {
 }
 
 // verify returns the tenant of token against set: the connection's last
-// token again costs a comparison, another the key set's cache lookup (or
-// verification).
+// token again (from its third request on) costs a comparison, another the
+// key set's cache lookup (or verification).
 func (fc *fastConn) verify(set *keySet, token []byte) (string, error) {
 	if set == fc.lastSet && bytes.Equal(token, fc.lastToken) {
 		return fc.lastTenant, nil
@@ -285,7 +286,10 @@ func (fc *fastConn) verify(set *keySet, token []byte) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if len(token) <= 4<<10 {
+	// Kept from the connection's second request on: a connection per
+	// request would copy each token (most of a new connection's garbage)
+	// for nothing.
+	if fc.verified++; fc.verified >= 2 && len(token) <= 4<<10 {
 		fc.lastSet, fc.lastTenant = set, tenant
 		fc.lastToken = append(fc.lastToken[:0], token...)
 	}

@@ -6,8 +6,10 @@ import (
 	"net"
 	"net/netip"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
+	"unsafe"
 )
 
 // Accepting in the loops. Go's Accept registers every new socket with its
@@ -47,7 +49,8 @@ type evListener struct {
 	held  bool          // a slot was taken while the listener waited for one
 	armed bool          // in the loop's epoll
 	shut  bool
-	delay time.Duration // the back-off after running out of descriptors
+	delay time.Duration          // the back-off after running out of descriptors
+	sa    syscall.RawSockaddrAny // the peer of the connection accepted last
 	// freeSlot is free as a func value, made once (not per connection).
 	freeSlot func()
 }
@@ -146,7 +149,7 @@ func (el *evListener) event(uint32) {
 			}
 		}
 		el.held = false
-		fd, sa, err := syscall.Accept4(el.fd, syscall.SOCK_NONBLOCK|syscall.SOCK_CLOEXEC)
+		fd, err := rawAccept(el.fd, &el.sa)
 		if err != nil {
 			if el.slots != nil {
 				<-el.slots
@@ -165,7 +168,7 @@ func (el *evListener) event(uint32) {
 		}
 		el.delay = 0
 		_ = syscall.SetsockoptInt(fd, syscall.IPPROTO_TCP, syscall.TCP_NODELAY, 1)
-		remote, ip := sockaddrText(sa)
+		remote, ip := sockaddrText(&el.sa)
 		to := el.leastLoaded()
 		to.load.Add(1)
 		c := &evClient{l: to, fd: fd, free: el.freeSlot}
@@ -238,25 +241,57 @@ func (el *evListener) backOff(err error) {
 	time.AfterFunc(el.delay, func() { l.post(el.arm) })
 }
 
+// rawAccept accepts a connection on the non-blocking socket fd
+// (non-blocking, close-on-exec), its peer's address into sa: accept4
+// without syscall.Accept4's two allocations per connection.
+func rawAccept(fd int, sa *syscall.RawSockaddrAny) (int, error) {
+	for {
+		n := uint32(syscall.SizeofSockaddrAny)
+		r, _, e := syscall.RawSyscall6(syscall.SYS_ACCEPT4, uintptr(fd), uintptr(unsafe.Pointer(sa)), uintptr(unsafe.Pointer(&n)),
+			syscall.SOCK_NONBLOCK|syscall.SOCK_CLOEXEC, 0, 0)
+		switch e {
+		case 0:
+			return int(r), nil
+		case syscall.EINTR:
+			continue
+		}
+		return -1, e
+	}
+}
+
 // sockaddrText is a peer's address as net's RemoteAddr().String() and
-// its host (IPv4-mapped IPv6 addresses as IPv4, zones by name).
-func sockaddrText(sa syscall.Sockaddr) (remote, ip string) {
+// its host as net.SplitHostPort gives it (IPv4-mapped IPv6 addresses as
+// IPv4, zones by name): one allocation, the host a part of it.
+func sockaddrText(sa *syscall.RawSockaddrAny) (remote, ip string) {
 	var ap netip.AddrPort
-	switch a := sa.(type) {
-	case *syscall.SockaddrInet4:
-		ap = netip.AddrPortFrom(netip.AddrFrom4(a.Addr), uint16(a.Port))
-	case *syscall.SockaddrInet6:
+	switch sa.Addr.Family {
+	case syscall.AF_INET:
+		a := (*syscall.RawSockaddrInet4)(unsafe.Pointer(sa))
+		ap = netip.AddrPortFrom(netip.AddrFrom4(a.Addr), ntohs(a.Port))
+	case syscall.AF_INET6:
+		a := (*syscall.RawSockaddrInet6)(unsafe.Pointer(sa))
 		addr := netip.AddrFrom16(a.Addr).Unmap()
-		if a.ZoneId != 0 && addr.Is6() {
-			zone := strconv.Itoa(int(a.ZoneId))
-			if ifi, err := net.InterfaceByIndex(int(a.ZoneId)); err == nil {
+		if a.Scope_id != 0 && addr.Is6() {
+			zone := strconv.Itoa(int(a.Scope_id))
+			if ifi, err := net.InterfaceByIndex(int(a.Scope_id)); err == nil {
 				zone = ifi.Name
 			}
 			addr = addr.WithZone(zone)
 		}
-		ap = netip.AddrPortFrom(addr, uint16(a.Port))
+		ap = netip.AddrPortFrom(addr, ntohs(a.Port))
 	default:
 		return "", ""
 	}
-	return ap.String(), ap.Addr().String()
+	remote = ap.String()
+	ip = remote[:strings.LastIndexByte(remote, ':')]
+	if ap.Addr().Is6() {
+		ip = ip[1 : len(ip)-1]
+	}
+	return remote, ip
+}
+
+// ntohs is a port as the kernel stores it (network byte order).
+func ntohs(p uint16) uint16 {
+	b := (*[2]byte)(unsafe.Pointer(&p))
+	return uint16(b[0])<<8 | uint16(b[1])
 }
