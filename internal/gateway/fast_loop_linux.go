@@ -245,6 +245,14 @@ func (l *evLoop) forget(fd int) {
 	_ = syscall.EpollCtl(l.epfd, syscall.EPOLL_CTL_DEL, fd, nil)
 }
 
+// unregister forgets fd, about to be closed: the loop holds the only
+// descriptor of its socket (accepted by the loop, or dialed by Go and
+// copied, Go's closed), so closing it takes it out of epoll without an
+// epoll_ctl of its own.
+func (l *evLoop) unregister(fd int) {
+	delete(l.handlers, int32(fd))
+}
+
 // release takes fd out of the loop as a net.Conn of Go's own.
 func (l *evLoop) release(fd int) (net.Conn, error) {
 	l.forget(fd)
@@ -753,7 +761,7 @@ func (c *evClient) close() {
 	c.gone = true
 	c.dropBackend()
 	c.giveTenant()
-	c.l.forget(c.fd)
+	c.l.unregister(c.fd)
 	_ = syscall.Close(c.fd)
 	c.free()
 	delete(c.l.clients, c)
@@ -1095,7 +1103,7 @@ func (be *evBackend) close() {
 		return
 	}
 	be.closed = true
-	be.l.forget(be.fd)
+	be.l.unregister(be.fd)
 	_ = syscall.Close(be.fd)
 }
 
