@@ -26,8 +26,9 @@ import (
 // which reads each request head itself and proxies the common shape — an
 // HTTP/1.1 request with no body or a Content-Length body, a path that
 // needs no escaping, no Connection header but close or keep-alive, no
-// Upgrade, Expect, TE or Transfer-Encoding header — over a backend connection of its own pool,
-// copying bytes between the two connections' buffers. Every other request
+// Upgrade, Expect, TE or Transfer-Encoding header — over a backend
+// connection of its own pool, copying bytes between the two connections'
+// buffers. Every other request
 // (and every request of its connection after it) goes to net/http with the
 // bytes already read put back in front of the connection: HTTP/1.0,
 // chunked uploads, 100-continue, WebSocket upgrades, escaped paths,
@@ -93,12 +94,13 @@ func (g *Gateway) newFastServer(std *http.Server, addr net.Addr) *fastServer {
 	if dial == nil {
 		dial = (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext
 	}
-	return &fastServer{
+	s := &fastServer{
 		g: g, std: std,
 		hand:  &handoffListener{addr: addr, conns: make(chan net.Conn), done: make(chan struct{})},
-		pool:  backendPool{dial: dial, idle: map[string][]*backendConn{}},
 		conns: map[*fastConn]bool{}, stopped: make(chan struct{}),
 	}
+	s.pool.dial, s.pool.idle = dial, map[string][]*backendConn{}
+	return s
 }
 
 // Serve accepts on ln until Shutdown; std must be serving s.hand.
@@ -119,6 +121,7 @@ func (s *fastServer) Serve(ln net.Listener) error {
 		_ = ln.Close()
 		return http.ErrServerClosed
 	}
+	go s.trimPool()
 	if s.listenInLoops(ln) {
 		<-s.stopped
 		return http.ErrServerClosed
@@ -173,14 +176,35 @@ func (s *fastServer) state(fc *fastConn, busy bool) bool {
 	if s.closed {
 		return false
 	}
+	if _, ok := s.conns[fc]; !ok {
+		s.pool.clients.Add(1)
+	}
 	s.conns[fc] = busy
 	return true
 }
 
 func (s *fastServer) forget(fc *fastConn) {
 	s.mu.Lock()
-	delete(s.conns, fc)
+	if _, ok := s.conns[fc]; ok {
+		s.pool.clients.Add(-1)
+		delete(s.conns, fc)
+	}
 	s.mu.Unlock()
+}
+
+// trimPool trims the goroutine path's backend pool (as the loops' sweeps
+// trim theirs) until Shutdown.
+func (s *fastServer) trimPool() {
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stopped:
+			return
+		case now := <-t.C:
+			s.pool.trim(now)
+		}
+	}
 }
 
 // Shutdown stops accepting, closes idle connections and waits for the

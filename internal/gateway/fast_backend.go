@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -562,6 +563,11 @@ func (bc *backendConn) close() { _ = bc.c.Close() }
 // backendPool keeps idle backend connections by address, newest first.
 type backendPool struct {
 	dial func(ctx context.Context, network, addr string) (net.Conn, error)
+	// clients is the number of the goroutine path's client connections
+	// (fastServer.state counts them): each holds at most one backend
+	// connection at a time, so a burst leaves at most that many idle
+	// (trim closes the excess later).
+	clients atomic.Int64
 
 	mu     sync.Mutex
 	idle   map[string][]*backendConn
@@ -616,13 +622,54 @@ func (p *backendPool) put(bc *backendConn, now time.Time) {
 		bc.close()
 		return
 	}
-	if p.closed || len(p.idle[bc.addr]) >= maxIdlePerBackend || bc.r.Buffered() > 0 {
+	if p.closed || len(p.idle[bc.addr]) >= max(maxIdlePerBackend, int(p.clients.Load())) || bc.r.Buffered() > 0 {
 		p.mu.Unlock()
 		bc.close()
 		return
 	}
 	p.idle[bc.addr] = append(p.idle[bc.addr], bc)
 	p.mu.Unlock()
+}
+
+// trim closes the idle connections that timed out, and those beyond
+// maxIdlePerBackend that have been idle for idleTrimAfter (a burst's).
+func (p *backendPool) trim(now time.Time) {
+	var drop []*backendConn
+	p.mu.Lock()
+	for addr, list := range p.idle {
+		kept := trimIdle(list, now, false, func(bc *backendConn) time.Time { return bc.since }, nil,
+			func(bc *backendConn) { drop = append(drop, bc) })
+		if len(kept) == 0 {
+			delete(p.idle, addr)
+		} else {
+			p.idle[addr] = kept
+		}
+	}
+	p.mu.Unlock()
+	for _, bc := range drop {
+		bc.close()
+	}
+}
+
+// trimIdle keeps of list, idle connections oldest first, those that
+// neither timed out (backendIdleTimeout) nor are dead nor, beyond
+// maxIdlePerBackend, have been idle for idleTrimAfter; the others (all
+// with everything) go to drop, oldest first. The kept are list's first
+// elements; the rest of list is cleared.
+func trimIdle[C any](list []C, now time.Time, everything bool, since func(C) time.Time, dead func(C) bool, drop func(C)) []C {
+	excess := len(list) - maxIdlePerBackend
+	kept := list[:0]
+	for _, c := range list {
+		idle := now.Sub(since(c))
+		if everything || idle >= backendIdleTimeout || dead != nil && dead(c) || excess > 0 && idle >= idleTrimAfter {
+			drop(c)
+			excess--
+			continue
+		}
+		kept = append(kept, c)
+	}
+	clear(list[len(kept):])
+	return kept
 }
 
 func (p *backendPool) closeAll() {

@@ -287,20 +287,8 @@ func (l *evLoop) sweep() {
 // maxIdlePerBackend that have been idle for idleTrimAfter.
 func (l *evLoop) closeIdle(everything bool) {
 	for addr, list := range l.idle {
-		// The list is oldest first (finish appends, exchange takes
-		// from the end), so the excess goes oldest first.
-		excess := len(list) - maxIdlePerBackend
-		kept := list[:0]
-		for _, be := range list {
-			idle := l.now.Sub(be.since)
-			if everything || be.rd || idle >= backendIdleTimeout || (excess > 0 && idle >= idleTrimAfter) {
-				be.close()
-				excess--
-				continue
-			}
-			kept = append(kept, be)
-		}
-		clear(list[len(kept):])
+		kept := trimIdle(list, l.now, everything, func(be *evBackend) time.Time { return be.since },
+			func(be *evBackend) bool { return be.rd }, (*evBackend).close)
 		if len(kept) == 0 {
 			delete(l.idle, addr)
 		} else {

@@ -14,17 +14,27 @@ import (
 	"github.com/kilnctl/kiln/internal/gateway"
 )
 
-// More requests at once than an event loop keeps idle backend connections
-// for (gateway.MaxIdlePerBackend): after a burst every connection it
-// opened stays for the next burst, which dials none (before, the loop
-// closed those beyond the bound the moment they went idle and redialed
-// them on the next burst: 2,000 dials a second at 256 clients); once
-// idle for the trim time, those beyond the bound close and the bound
-// stays open. The backend counts what it accepted and what closed.
-func TestEventLoopKeepsBurstBackendConnections(t *testing.T) {
+// More requests at once than a pool keeps idle backend connections for
+// (gateway.MaxIdlePerBackend): after a burst every connection it opened
+// stays for the next burst, which dials none (before, the pools closed
+// those beyond the bound the moment they went idle and redialed them on
+// the next burst: 2,000 dials a second at 256 clients); once idle for the
+// trim time, those beyond the bound close and the bound stays open. The
+// backend counts what it accepted and what closed. Each event loop has a
+// pool (and the loops must share the clients: one holding them all
+// would trim more); the goroutine path has one.
+func TestFastPathKeepsBurstBackendConnections(t *testing.T) {
 	gateway.SetIdleTrimAfter(t, 500*time.Millisecond)
 	loops := gateway.LoopCount()
-	clients := loops * (gateway.MaxIdlePerBackend + 40)
+	t.Run("event loops", func(t *testing.T) {
+		testBurst(t, gateway.Config{}, loops*(gateway.MaxIdlePerBackend+40), loops)
+	})
+	t.Run("goroutines", func(t *testing.T) {
+		testBurst(t, gateway.Config{NoEventLoop: true}, gateway.MaxIdlePerBackend+80, 1)
+	})
+}
+
+func testBurst(t *testing.T, cfg gateway.Config, clients, pools int) {
 
 	// The backend answers a wave only when all its requests are in, so
 	// that each request holds a backend connection of its own.
@@ -79,11 +89,10 @@ func TestEventLoopKeepsBurstBackendConnections(t *testing.T) {
 
 	key := newKey(t)
 	auth := newAuthDir(t, key)
-	addr := startInProcess(t, gateway.Config{
-		AuthDir: auth.path, Cluster: "bench", Domain: "bench.kiln.test",
-		TenantConcurrency: 4 * clients,
-		Backends:          map[gateway.Route]string{{Tenant: "default", Project: "web"}: ln.Addr().String()},
-	})
+	cfg.AuthDir, cfg.Cluster, cfg.Domain = auth.path, "bench", "bench.kiln.test"
+	cfg.TenantConcurrency = 4 * clients
+	cfg.Backends = map[gateway.Route]string{{Tenant: "default", Project: "web"}: ln.Addr().String()}
+	addr := startInProcess(t, cfg)
 	tok := key.token(t, "bench", "default")
 	conns := make([]net.Conn, clients)
 	readers := make([]*bufio.Reader, clients)
@@ -137,15 +146,15 @@ func TestEventLoopKeepsBurstBackendConnections(t *testing.T) {
 			clients, got, c, clients)
 	}
 
-	// Idle now: beyond the bound, each loop's connections close.
-	want := int64(clients - loops*gateway.MaxIdlePerBackend)
+	// Idle now: beyond the bound, each pool's connections close.
+	want := int64(clients - pools*gateway.MaxIdlePerBackend)
 	deadline := time.Now().Add(20 * time.Second)
 	for closed.Load() < want && time.Now().Before(deadline) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	time.Sleep(time.Second) // more sweeps: nothing more may close
 	if c := closed.Load(); c != want {
-		t.Fatalf("idle after the bursts: %d backend connections closed, want %d (those beyond %d per loop, %d loops)", c, want, gateway.MaxIdlePerBackend, loops)
+		t.Fatalf("idle after the bursts: %d backend connections closed, want %d (those beyond %d per pool, %d pools)", c, want, gateway.MaxIdlePerBackend, pools)
 	}
 	wave(4) // the bound serves; the rest are dialed again
 	if got := accepted.Load(); got != int64(clients)+want {
