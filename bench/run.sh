@@ -550,21 +550,23 @@ section_gw() {
 		function table(be,   k, p, n, label, i, g) {
 			n = split("direct nginx nginx-lean oauth2-proxy kiln-gateway kiln-gateway-goroutines kiln-gateway-net-http", order, " ")
 			ng = be SUBSEP "nginx"
-			print "| proxy | req/s (median) | req/s (min–max) | p50 ms | p99 ms (median) | p99 ms (min–max) | req/s ÷ nginx | p50 ÷ nginx | p99 ÷ nginx |"
-			print "|---|---:|---:|---:|---:|---:|---:|---:|---:|"
+			print "| proxy | req/s (median) | req/s (min–max) | p50 ms | p99 ms (median) | p99 ms (min–max) | proxy CPU µs/req | req/s ÷ nginx | p50 ÷ nginx | p99 ÷ nginx | CPU/req ÷ nginx |"
+			print "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
 			for (k = 1; k <= n; k++) {
 				p = be SUBSEP order[k]; if (!(p in peers)) continue
 				label = label_of[order[k]]
-				printf "| %s | %.0f | %s | %.2f | %.2f | %s | %s | %s | %s |\n", label, median(p, "req/s"), spread(p, "req/s", "%.0f"), median(p, "p50-ms"), median(p, "p99-ms"), spread(p, "p99-ms", "%.2f"),
-					r(median(p, "req/s"), median(ng, "req/s")), r(median(p, "p50-ms"), median(ng, "p50-ms")), r(median(p, "p99-ms"), median(ng, "p99-ms"))
+				cpu = median(p, "cpu-us/req")
+				printf "| %s | %.0f | %s | %.2f | %.2f | %s | %s | %s | %s | %s | %s |\n", label, median(p, "req/s"), spread(p, "req/s", "%.0f"), median(p, "p50-ms"), median(p, "p99-ms"), spread(p, "p99-ms", "%.2f"),
+					(cpu == "") ? "–" : sprintf("%.1f", cpu),
+					r(median(p, "req/s"), median(ng, "req/s")), r(median(p, "p50-ms"), median(ng, "p50-ms")), r(median(p, "p99-ms"), median(ng, "p99-ms")), r(cpu, median(ng, "cpu-us/req"))
 			}
 			# Per round: the ratios of that round alone (the peers of a
 			# round ran back to back, so they saw about the same load).
 			g = be SUBSEP "kiln-gateway"; nl = be SUBSEP "nginx-lean"
 			print ""
 			# Behind the Go backend, the columns of the other peers too.
-			head = "| round | kiln req/s ÷ nginx | kiln p99 ÷ nginx | kiln req/s ÷ nginx lean | kiln p99 ÷ nginx lean |"
-			rule = "|---:|---:|---:|---:|---:|"
+			head = "| round | kiln req/s ÷ nginx | kiln p99 ÷ nginx | kiln CPU/req ÷ nginx | kiln req/s ÷ nginx lean | kiln p99 ÷ nginx lean |"
+			rule = "|---:|---:|---:|---:|---:|---:|"
 			if (be == "go") {
 				head = head " kiln req/s ÷ oauth2-proxy | kiln req/s ÷ kiln --no-event-loop | kiln req/s ÷ kiln --net-http-only |"
 				rule = rule "---:|---:|---:|"
@@ -572,7 +574,7 @@ section_gw() {
 			print head
 			print rule
 			for (i = 1; i <= cnt[g, "req/s"]; i++) {
-				row = sprintf("| %d | %s | %s | %s | %s |", i, r(v[g, "req/s", i], v[ng, "req/s", i]), r(v[g, "p99-ms", i], v[ng, "p99-ms", i]), r(v[g, "req/s", i], v[nl, "req/s", i]), r(v[g, "p99-ms", i], v[nl, "p99-ms", i]))
+				row = sprintf("| %d | %s | %s | %s | %s | %s |", i, r(v[g, "req/s", i], v[ng, "req/s", i]), r(v[g, "p99-ms", i], v[ng, "p99-ms", i]), r(v[g, "cpu-us/req", i], v[ng, "cpu-us/req", i]), r(v[g, "req/s", i], v[nl, "req/s", i]), r(v[g, "p99-ms", i], v[nl, "p99-ms", i]))
 				if (be == "go")
 					row = row sprintf(" %s | %s | %s |", r(v[g, "req/s", i], v[be SUBSEP "oauth2-proxy", "req/s", i]), r(v[g, "req/s", i], v[be SUBSEP "kiln-gateway-goroutines", "req/s", i]), r(v[g, "req/s", i], v[be SUBSEP "kiln-gateway-net-http", "req/s", i]))
 				print row
