@@ -425,7 +425,9 @@ func (l *evLoop) add(c *evClient) {
 		c.in, c.out = l.getBuf(), l.getBuf()
 	}
 	l.clients[c] = struct{}{}
-	c.last, c.rd, c.wr = l.now, true, true
+	// Not read yet: a client's request seldom comes with its connection,
+	// and epoll reports a socket readable when it is added if it is.
+	c.last, c.rd, c.wr = l.now, false, true
 	c.serve()
 }
 
