@@ -20,8 +20,9 @@ import (
 // request came on a new connection (docs/benchmarks.md). Instead each
 // loop has a copy of the listening socket in its epoll and accepts from
 // it itself, as nginx's workers do: accept4, TCP_NODELAY (which Go sets
-// too), register, read. Idle clients are closed by the loop's sweep, so
-// kernel keep-alive probes are not needed.
+// too), register (the first read waits for epoll's event). Idle clients
+// are closed by the loop's sweep, so kernel keep-alive probes are not
+// needed.
 //
 // Every loop waits on the socket (level-triggered, not EPOLLEXCLUSIVE,
 // which wakes the first loop registered whether or not it is busy); a

@@ -118,10 +118,11 @@ func (s *fastServer) startLoops() ([]*evLoop, error) {
 // loopCount is the number of event loops: one per P Go would use (the
 // CPUs the process may run on, or its container's CPU limit, or
 // GOMAXPROCS). The first call also gives the process one P more, for its
-// goroutines: accepts, dials, the access log's writer, /metrics. A loop
-// that always finds work never lets Go's scheduler poll the network, so
-// with no spare P a dial's or an accept's completion waited for sysmon's
-// poll, up to 10 ms, under load.
+// goroutines: dials, the access log's writer, /metrics, connections
+// handed over. A loop that always finds work never lets Go's scheduler
+// poll the network, so with no spare P a dial's completion (and, when Go
+// accepted for the loops, an accept's) waited for sysmon's poll, up to
+// 10 ms, under load.
 var loopCount = sync.OnceValue(func() int {
 	n := runtime.GOMAXPROCS(0)
 	runtime.GOMAXPROCS(n + 1)
@@ -207,7 +208,7 @@ func (l *evLoop) run() {
 			l.sweep()
 		}
 		// Let the process's other goroutines (the access log's writer,
-		// accepts, net/http's connections) in now and then.
+		// dials, net/http's connections) in now and then.
 		if l.now.Sub(l.yielded) >= evYieldEvery {
 			l.yielded = l.now
 			runtime.Gosched()
