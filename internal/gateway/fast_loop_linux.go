@@ -53,6 +53,7 @@ const (
 	evMaxRespHead  = 64 << 10 // a longer response head too
 	evMaxPending   = 64 << 10 // unwritten answer bytes before reading stops
 	evSweepEvery   = 250 * time.Millisecond
+	evYieldEvery   = 200 * time.Microsecond
 	evEventsPerRun = 128
 )
 
@@ -90,6 +91,7 @@ type evLoop struct {
 	exit     bool
 	now      time.Time
 	swept    time.Time
+	yielded  time.Time
 	done     chan struct{}
 }
 
@@ -205,10 +207,12 @@ func (l *evLoop) run() {
 		if l.now.Sub(l.swept) >= evSweepEvery {
 			l.sweep()
 		}
-		// No runtime.Gosched for the process's other goroutines: they
-		// have the spare P (loopCount). Yielding every 200 µs woke an
-		// idle thread each time (two futex calls and two context
-		// switches), the gateway's only futex calls under load.
+		// Let the process's other goroutines (the access log's writer,
+		// dials, net/http's connections) in now and then.
+		if l.now.Sub(l.yielded) >= evYieldEvery {
+			l.yielded = l.now
+			runtime.Gosched()
+		}
 	}
 	if l.lst != nil {
 		l.lst.close()
