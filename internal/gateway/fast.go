@@ -176,19 +176,15 @@ func (s *fastServer) state(fc *fastConn, busy bool) bool {
 	if s.closed {
 		return false
 	}
-	if _, ok := s.conns[fc]; !ok {
-		s.pool.clients.Add(1)
-	}
 	s.conns[fc] = busy
+	s.pool.clients.Store(int64(len(s.conns)))
 	return true
 }
 
 func (s *fastServer) forget(fc *fastConn) {
 	s.mu.Lock()
-	if _, ok := s.conns[fc]; ok {
-		s.pool.clients.Add(-1)
-		delete(s.conns, fc)
-	}
+	delete(s.conns, fc)
+	s.pool.clients.Store(int64(len(s.conns)))
 	s.mu.Unlock()
 }
 

@@ -94,8 +94,7 @@ func (s *fastServer) listenInLoops(ln net.Listener) bool {
 // listen starts accepting on el.
 func (l *evLoop) listen(el *evListener) {
 	if l.closing {
-		el.shut = true
-		_ = syscall.Close(el.fd)
+		el.close()
 		return
 	}
 	l.lst = el
@@ -222,12 +221,11 @@ func (el *evListener) waitForSlot() {
 			return
 		}
 		l.post(func() {
-			el.held = true
 			if el.shut {
-				el.held = false
 				<-el.slots
 				return
 			}
+			el.held = true
 			el.arm()
 		})
 	}()

@@ -564,7 +564,7 @@ func (bc *backendConn) close() { _ = bc.c.Close() }
 type backendPool struct {
 	dial func(ctx context.Context, network, addr string) (net.Conn, error)
 	// clients is the number of the goroutine path's client connections
-	// (fastServer.state counts them): each holds at most one backend
+	// (len(fastServer.conns), stored as it changes): each holds at most one backend
 	// connection at a time, so a burst leaves at most that many idle
 	// (trim closes the excess later).
 	clients atomic.Int64
