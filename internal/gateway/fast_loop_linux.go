@@ -180,12 +180,30 @@ func (l *evLoop) run() {
 	defer close(l.done)
 	events := make([]syscall.EpollEvent, evEventsPerRun)
 	var inbox []func()
+	busy := false // the last turn had events
 	for !l.exit {
-		n, err := syscall.EpollWait(l.epfd, events, int(evSweepEvery/time.Millisecond))
-		if err != nil && err != syscall.EINTR {
-			l.s.g.log.Error("gateway event loop failed", "error", err.Error())
-			break
+		n := 0
+		if busy {
+			// Before sleeping after a busy turn, hand the core to
+			// whatever else is runnable on it — most often the backend,
+			// woken by the requests just written — and look again:
+			// its answers are often there by then, and the loop took
+			// them without a sleep and a wake-up (a lower p99 in
+			// every paired comparison, docs/benchmarks.md).
+			if n = epollReady(l.epfd, events); n == 0 {
+				schedYield()
+				n = epollReady(l.epfd, events)
+			}
 		}
+		if n == 0 {
+			var err error
+			n, err = syscall.EpollWait(l.epfd, events, int(evSweepEvery/time.Millisecond))
+			if err != nil && err != syscall.EINTR {
+				l.s.g.log.Error("gateway event loop failed", "error", err.Error())
+				break
+			}
+		}
+		busy = n > 0
 		l.now = time.Now()
 		for _, e := range events[:max(n, 0)] {
 			if e.Fd == int32(l.wakefd) {
@@ -228,6 +246,25 @@ func (l *evLoop) run() {
 	_ = syscall.Close(l.epfd)
 	_ = syscall.Close(l.wakefd)
 }
+
+// epollReady returns the events ready now, without waiting: a timeout
+// of 0 never blocks, so it needs none of the runtime's bookkeeping for a
+// blocking system call. An error (a closed epoll) reads as none, and the
+// blocking wait that follows reports it.
+func epollReady(epfd int, events []syscall.EpollEvent) int {
+	// epoll_pwait without a signal mask is epoll_wait, on every
+	// architecture (arm64 has no epoll_wait).
+	r, _, e := syscall.RawSyscall6(syscall.SYS_EPOLL_PWAIT, uintptr(epfd),
+		uintptr(unsafe.Pointer(&events[0])), uintptr(len(events)), 0, 0, 0)
+	if e != 0 {
+		return 0
+	}
+	return int(r)
+}
+
+// schedYield gives the thread's core to another runnable thread, if there
+// is one, and returns at once if not.
+func schedYield() { syscall.RawSyscall(syscall.SYS_SCHED_YIELD, 0, 0, 0) }
 
 // register adds fd to the loop's epoll, edge-triggered, for h.
 func (l *evLoop) register(fd int, h evHandler) error {
